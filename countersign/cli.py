@@ -1,0 +1,184 @@
+"""`countersign` command line (DESIGN.md, "CLI").
+
+Every failure the user can fix ends in one line on stderr, `countersign: error: ...`, and a
+non-zero exit: 2 for a bad setting or argument, 1 for a refused request or an unknown id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError, Settings, load_settings
+from .router.client import ApprovalClient, IdempotencyConflict, RouterUnavailable
+from .router.policy import PolicyError
+from .router.schema import InvalidRequest
+
+REQUEST_FLAGS = {
+    "action": str, "summary": str, "reason": str, "requester": str, "on_behalf_of": str, "run_id": str,
+    "step": str, "idempotency_key": str, "confidence": float,
+}
+
+
+class UsageError(Exception):
+    """A command-line value is malformed (e.g. `--payload` is not JSON)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `countersign` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        return args.handler(args) or 0
+    except (ConfigError, PolicyError, UsageError) as exc:
+        return _fail(exc, 2)
+    except (InvalidRequest, IdempotencyConflict, RouterUnavailable, LookupError) as exc:
+        return _fail(exc, 1)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(exc: BaseException, status: int) -> int:
+    message = exc.args[0] if isinstance(exc, LookupError) and exc.args else str(exc)
+    print(f"countersign: error: {message}", file=sys.stderr)
+    return status
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="countersign", description="Slack approval router for AI agents.")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    web = commands.add_parser("web", help="serve the Bolt app over HTTP (POST /slack/events, GET /healthz)")
+    web.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    web.set_defaults(handler=_web)
+    commands.add_parser("socket", help="run the Bolt app over Socket Mode").set_defaults(handler=_socket)
+    worker = commands.add_parser("worker", help="run the router worker (intake, relay sweep)")
+    worker.add_argument("--burst", action="store_true", help="stop when the queue is empty")
+    worker.set_defaults(handler=_worker)
+
+    run = commands.add_parser("run", help="run everything locally (the Slack sandbox when no token is set)")
+    run.add_argument("--agent-queue", action="append", help="also run an agent worker on this resume queue "
+                     "(default: refund-agent, the example agent's)")
+    run.set_defaults(handler=_run)
+
+    sandbox = commands.add_parser("sandbox", help="serve the local Slack sandbox")
+    sandbox.add_argument("--host", default="127.0.0.1")
+    sandbox.add_argument("--port", type=int, default=3001)
+    sandbox.add_argument("--interactivity-url", default="http://127.0.0.1:3000/slack/events")
+    sandbox.set_defaults(handler=_sandbox)
+
+    request = commands.add_parser("request", help="enqueue an approval request; prints its id")
+    request.add_argument("--file", type=Path, help="the request as a JSON file (flags override its fields)")
+    for name, kind in REQUEST_FLAGS.items():
+        request.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
+    request.add_argument("--payload", help="the exact action to run, a JSON object")
+    request.add_argument("--context", help="facts for the reviewer, a JSON object")
+    request.add_argument("--resume-queue", help="RQ queue of the agent's worker")
+    request.add_argument("--resume-func", help="import path of the resume function, e.g. pkg.mod.func")
+    request.set_defaults(handler=_request)
+
+    show = commands.add_parser("show", help="print a request, its status, decision and audit trail as JSON")
+    show.add_argument("request_id")
+    show.set_defaults(handler=_show)
+
+    db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
+    db.add_parser("upgrade", help="apply migrations up to the latest").set_defaults(handler=_db_upgrade)
+    return parser
+
+
+def _json_arg(flag: str, value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} is not valid JSON ({exc.msg} at character {exc.pos})") from None
+
+
+def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The approval request dict given by `--file` and the flags (flags win)."""
+    data: dict[str, Any] = {}
+    if args.file is not None:
+        try:
+            data = _json_arg("--file", args.file.read_text())
+        except OSError as exc:
+            raise UsageError(f"--file: cannot read {args.file} ({exc.strerror})") from None
+        if not isinstance(data, dict):
+            raise UsageError("--file must hold a JSON object")
+    data.update({name: getattr(args, name) for name in REQUEST_FLAGS if getattr(args, name) is not None})
+    for name in ("payload", "context"):
+        if getattr(args, name) is not None:
+            data[name] = _json_arg("--" + name, getattr(args, name))
+    resume = dict(data.get("resume") or {})
+    resume.update({k: v for k, v in (("queue", args.resume_queue), ("func", args.resume_func)) if v})
+    if resume:
+        data["resume"] = resume
+    return data
+
+
+def _request(args: argparse.Namespace) -> None:
+    client = ApprovalClient.from_env()
+    print(client.request(request_from_args(args)))
+
+
+def _show(args: argparse.Namespace) -> None:
+    state = ApprovalClient.from_env().get(args.request_id)
+    print(json.dumps(state.as_dict(), indent=2, ensure_ascii=False, default=str))
+
+
+def _db_upgrade(_args: argparse.Namespace) -> None:
+    from .store import create_db_engine, upgrade
+
+    settings = load_settings()
+    upgrade(create_db_engine(settings.DATABASE_URL))
+    print("database is at the latest schema")
+
+
+def _web(args: argparse.Namespace) -> None:
+    from .bot.server import serve
+
+    settings = load_settings()
+    settings.require("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", command="web")
+    serve(settings, workers=args.workers)
+
+
+def _socket(_args: argparse.Namespace) -> None:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    from .bot.app import create_app
+    from .router.runtime import Runtime
+
+    settings = load_settings()
+    settings.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", command="socket")
+    settings = settings.model_copy(update={"SLACK_SIGNING_SECRET": settings.SLACK_SIGNING_SECRET or "unused"})
+    SocketModeHandler(create_app(Runtime(settings)), settings.SLACK_APP_TOKEN).start()
+
+
+def _worker(args: argparse.Namespace) -> None:
+    from .router.worker import run_worker
+
+    run_worker(load_settings(), burst=args.burst)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .stack import StackError, run_stack
+
+    try:
+        return run_stack(load_settings(), agent_queues=args.agent_queue or ["refund-agent"])
+    except StackError as exc:
+        return _fail(exc, 1)
+
+
+def _sandbox(args: argparse.Namespace) -> None:
+    from .sandbox.server import run
+
+    settings: Settings = load_settings()
+    settings.require("SLACK_SIGNING_SECRET", command="sandbox")
+    assert settings.SLACK_SIGNING_SECRET is not None
+    run(args.host, args.port, settings.SLACK_SIGNING_SECRET, args.interactivity_url)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Configuration from the environment (the contract in DESIGN.md, "Configuration").
+
+Every process reads the same variables; each command names the ones it cannot run without
+(`Settings.require`). A missing or malformed value raises `ConfigError`, whose message is one line
+naming the variable, and the CLI prints that line and exits 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, HttpUrl, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+SLACK_API_URL = "https://slack.com/api/"
+# Never echoed in errors or logs: tokens, secrets, and URLs that may carry a password.
+_SECRET_NAMES = {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "COUNTERSIGN_SECRET",
+                 "DATABASE_URL", "REDIS_URL"}
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed; `str(err)` is one line naming the variable."""
+
+
+class Settings(BaseSettings):
+    """The environment variables of DESIGN.md, validated.
+
+    Secrets and tokens default to `None` so that each command can demand only what it uses
+    (`countersign request` needs Redis, not a Slack token).
+    """
+
+    model_config = SettingsConfigDict(extra="ignore", case_sensitive=True)
+
+    SLACK_BOT_TOKEN: str | None = None
+    SLACK_SIGNING_SECRET: str | None = None
+    SLACK_APP_TOKEN: str | None = None
+    SLACK_API_URL: HttpUrl = HttpUrl(SLACK_API_URL)
+    REDIS_URL: str = "redis://localhost:6379/0"
+    DATABASE_URL: str = "sqlite:///countersign.db"
+    COUNTERSIGN_POLICY: Path | None = None
+    COUNTERSIGN_SECRET: str | None = None
+    PORT: Annotated[int, Field(ge=1, le=65535)] = 3000
+
+    @field_validator("REDIS_URL")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("DATABASE_URL")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        try:
+            url = make_url(value)
+        except ArgumentError as exc:
+            raise ValueError("is not a SQLAlchemy database URL") from exc
+        if url.get_backend_name() not in ("sqlite", "postgresql"):
+            raise ValueError("must be a sqlite:// or postgresql:// URL")
+        return value
+
+    @field_validator("SLACK_BOT_TOKEN")
+    @classmethod
+    def _bot_token(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("xoxb-"):
+            raise ValueError("must be a bot token starting with xoxb-")
+        return value
+
+    @field_validator("COUNTERSIGN_POLICY")
+    @classmethod
+    def _policy_path(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+    @property
+    def slack_api_url(self) -> str:
+        """`SLACK_API_URL` with the trailing slash slack_sdk's `WebClient(base_url=...)` expects."""
+        url = str(self.SLACK_API_URL)
+        return url if url.endswith("/") else url + "/"
+
+    def require(self, *names: str, command: str) -> None:
+        """Raise `ConfigError` naming the first of `names` that is unset or empty."""
+        for name in names:
+            if not getattr(self, name):
+                raise ConfigError(f"{name} is not set; `countersign {command}` needs it")
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read `Settings` from the environment (plus `overrides`, used by tests and `countersign run`).
+
+    Raises `ConfigError` with one line, e.g. ``PORT: Input should be a valid integer (got 'abc')``.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = ".".join(str(part) for part in error["loc"]) or "settings"
+        message = error["msg"].removeprefix("Value error, ")
+        shown = "" if name in _SECRET_NAMES else f" (got {error.get('input')!r})"
+        raise ConfigError(f"{name}: {message}{shown}") from None

@@ -1,0 +1,58 @@
+"""The outbox relay: put committed resume events on the agents' RQ queues, at least once.
+
+A decision commits its outbox row in the same transaction (store.decide); `publish` then enqueues
+the resume job `func(decision)` on the request's resume queue and marks the row published. If the
+process dies in between, `sweep` (run by the router worker every few seconds) publishes whatever is
+still unpublished. The job id is derived from the request id and enqueued with `unique=True`, so a
+second publish of the same event does not create a second job
+(https://python-rq.org/docs/, "Unique Jobs"). This is the transactional outbox pattern
+(https://microservices.io/patterns/data/transactional-outbox.html).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from redis import Redis
+from redis.exceptions import RedisError
+from rq.exceptions import DuplicateJobError
+
+from ..store import OutboxEvent, Store
+from .runtime import json_queue
+
+log = logging.getLogger(__name__)
+
+RESUME_RESULT_TTL_SECONDS = 7 * 24 * 3600
+RESUME_TIMEOUT_SECONDS = 600
+
+
+def publish(store: Store, redis: Redis, event: OutboxEvent) -> None:
+    """Enqueue the resume job of `event` (once) and mark the event published. Raises `RedisError`."""
+    try:
+        json_queue(event.queue, redis).enqueue(
+            event.func,
+            event.body,
+            job_id=event.job_id,
+            unique=True,
+            result_ttl=RESUME_RESULT_TTL_SECONDS,
+            job_timeout=RESUME_TIMEOUT_SECONDS,
+            description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
+        )
+    except DuplicateJobError:
+        log.info("resume job %s was already enqueued", event.job_id)
+    store.mark_published(event.id)
+
+
+def try_publish(store: Store, redis: Redis, event: OutboxEvent) -> bool:
+    """`publish`, leaving the event to the next `sweep` if Redis is unreachable. True if published."""
+    try:
+        publish(store, redis, event)
+    except RedisError as exc:
+        log.warning("resume %s not published yet (%s); the relay sweep will retry", event.job_id, exc)
+        return False
+    return True
+
+
+def sweep(store: Store, redis: Redis, limit: int = 100) -> int:
+    """Publish up to `limit` unpublished outbox events, oldest first. Returns how many were published."""
+    return sum(try_publish(store, redis, event) for event in store.unpublished(limit))

@@ -1,0 +1,130 @@
+"""The approval request, schema version 1 (DESIGN.md, "Approval request"), and its intake message.
+
+Validation is strict: no type coercion (`"0.9"` is not a confidence, `7` is not a summary) and no
+unknown fields, so an agent's mistake is an error at `request()` instead of a surprising card.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any
+
+import rfc8785
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_DEPTH = 32
+SLACK_USER_ID = r"^[UW][A-Z0-9]{2,31}$"
+FUNC_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
+
+
+class InvalidRequest(ValueError):
+    """An approval request that does not match schema v1; `str(err)` is one line naming each field."""
+
+
+def payload_sha256(payload: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the RFC 8785 canonical JSON of `payload` (https://www.rfc-editor.org/rfc/rfc8785).
+
+    Raises `ValueError` for what RFC 8785 cannot represent (NaN, infinities, integers beyond
+    ±2**53-1) and for nesting deeper than `MAX_DEPTH`.
+    """
+    return hashlib.sha256(_canonical(payload)).hexdigest()
+
+
+def _canonical(payload: dict[str, Any]) -> bytes:
+    _check_depth(payload, MAX_DEPTH)
+    try:
+        return rfc8785.dumps(payload)
+    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+        raise ValueError(f"cannot be canonical JSON ({exc})") from None
+
+
+def _check_depth(value: Any, budget: int) -> None:
+    if budget < 0:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for child in children:
+        _check_depth(child, budget - 1)
+
+
+class Resume(BaseModel):
+    """Where the decision goes: an RQ job `func(decision)` on the queue `queue`."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    queue: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+    func: Annotated[str, Field(pattern=FUNC_PATH, max_length=255)]
+
+
+class ApprovalRequestV1(BaseModel):
+    """An approval request as an agent sends it.
+
+    The idempotency key is `idempotency_key` when given, else `requester:run_id:step` (both
+    `run_id` and `step` are then required). `payload` is at most 64 KiB as canonical JSON.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    action: Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")]
+    payload: dict[str, Any]
+    summary: Annotated[str, Field(min_length=1, max_length=3000)]
+    reason: Annotated[str, Field(max_length=20_000)] | None = None
+    context: dict[str, Any] | None = None
+    requester: Annotated[str, Field(min_length=1, max_length=128)]
+    on_behalf_of: Annotated[str, Field(pattern=SLACK_USER_ID)] | None = None
+    run_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    step: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    confidence: Annotated[float, Field(ge=0, le=1)] | None = None
+    resume: Resume
+
+    @field_validator("payload", "context")
+    @classmethod
+    def _canonical_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(_canonical(value)) > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"larger than {MAX_PAYLOAD_BYTES} bytes as canonical JSON")
+        return value
+
+    @model_validator(mode="after")
+    def _has_key(self) -> ApprovalRequestV1:
+        if self.idempotency_key is None and (self.run_id is None or self.step is None):
+            raise ValueError("give idempotency_key, or both run_id and step")
+        return self
+
+    @property
+    def key(self) -> str:
+        """The idempotency key."""
+        return self.idempotency_key or f"{self.requester}:{self.run_id}:{self.step}"
+
+    @property
+    def payload_sha256(self) -> str:
+        """SHA-256 of the payload's canonical JSON."""
+        return payload_sha256(self.payload)
+
+
+class IntakeMessage(BaseModel):
+    """What `ApprovalClient.request` puts on the `countersign` queue for the intake job."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    v: int = 1
+    request_id: Annotated[str, Field(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
+    request: ApprovalRequestV1
+
+
+def parse(model: type[BaseModel], data: Any) -> Any:
+    """Validate `data` as `model`, raising `InvalidRequest` with every problem on one line."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest(one_line(exc)) from None
+
+
+def one_line(exc: ValidationError) -> str:
+    """`'payload: Input should be a valid dictionary; action: Field required'` from a ValidationError."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "request"
+        message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{where}: {message.removeprefix('Value error, ')}")
+    return "; ".join(parts)

@@ -1,0 +1,229 @@
+"""HTTP front of the sandbox: the Web API at ``/api/<method>``, the page at ``/`` and its JSON helpers.
+
+Routes:
+
+- ``GET|POST /api/<method>``: Slack Web API (``webapi.handle``); point
+  ``WebClient(base_url=server.url + "/api/")`` here.
+- ``GET /``: the card viewer page (``page.html``).
+- ``GET /_sandbox/state``: ``Sandbox.snapshot()``; ``GET /_sandbox/messages?channel=C`` and
+  ``GET /_sandbox/ephemerals?user=U``: the ``Sandbox.messages`` / ``Sandbox.ephemerals`` lists.
+- ``POST /_sandbox/click`` with JSON ``{channel, ts, action_id, user}``: ``Sandbox.click``, answered as
+  ``{"status": <bot HTTP status>, "body": <bot body>, "elapsed_ms": <int>}`` (status 0 when the bot is
+  unreachable or no Request URL is set); 404 ``{"error"}`` for an unknown message or button.
+- ``POST /_sandbox/response/<key>``: the ``response_url`` of a click (``webapi.respond``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from types import TracebackType
+from typing import Any
+
+from countersign.sandbox import webapi
+from countersign.sandbox.core import RESPONSE_URL_PATH, Sandbox
+
+#: How often (seconds) a served sandbox checks for ``shutdown()``; bounds how long shutdown takes.
+SHUTDOWN_POLL_S = 0.05
+Reply = tuple[int, str, bytes]
+"""HTTP status, Content-Type, body."""
+
+
+def _json_reply(data: Any, status: int = 200) -> Reply:
+    return status, "application/json; charset=utf-8", json.dumps(data).encode()
+
+
+def _page(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    html = resources.files(__package__).joinpath("page.html").read_bytes()
+    return 200, "text/html; charset=utf-8", html
+
+
+def _state(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    return _json_reply(sb.snapshot())
+
+
+def _messages(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    return _json_reply(sb.messages(query.get("channel")))
+
+
+def _ephemerals(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    return _json_reply(sb.ephemerals(query.get("user")))
+
+
+def _click(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    try:
+        request = json.loads(body)
+        args = [str(request[key]) for key in ("channel", "ts", "action_id", "user")]
+    except (ValueError, TypeError, KeyError):
+        return _json_reply({"error": "expected JSON {channel, ts, action_id, user}"}, 400)
+    started = time.monotonic()
+    try:
+        status, text = sb.click(*args)
+    except LookupError as error:
+        return _json_reply({"error": str(error)}, 404)
+    except (OSError, RuntimeError, http.client.HTTPException) as error:
+        status, text = 0, f"could not deliver the click: {error}"
+    elapsed_ms = round((time.monotonic() - started) * 1000)
+    return _json_reply({"status": status, "body": text, "elapsed_ms": elapsed_ms})
+
+
+Route = Callable[[Sandbox, dict[str, str], bytes], Reply]
+_ROUTES: dict[tuple[str, str], Route] = {
+    ("GET", "/"): _page,
+    ("GET", "/_sandbox/state"): _state,
+    ("GET", "/_sandbox/messages"): _messages,
+    ("GET", "/_sandbox/ephemerals"): _ephemerals,
+    ("POST", "/_sandbox/click"): _click,
+}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], sandbox: Sandbox) -> None:
+        super().__init__(address, _Handler)
+        self.sandbox = sandbox
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet: the sandbox prints only its start line."""
+
+    def _dispatch(self, verb: str) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        sb = self.server.sandbox
+        if url.path.startswith("/api/"):
+            self._send_api(self._call_api(url, body))
+        elif verb == "POST" and url.path.startswith(RESPONSE_URL_PATH):
+            self._send_api(self._respond(url, body))
+        elif (verb, url.path) in _ROUTES:
+            query = dict(urllib.parse.parse_qsl(url.query))
+            self._send(*_ROUTES[(verb, url.path)](sb, query, body))
+        else:
+            self._send(*_json_reply({"error": "not_found"}, 404))
+
+    def _call_api(self, url: urllib.parse.SplitResult, body: bytes) -> webapi.ApiResponse:
+        return webapi.handle(
+            self.server.sandbox,
+            url.path.removeprefix("/api/"),
+            content_type=self.headers.get("Content-Type", ""),
+            body=body,
+            query=url.query,
+            authorization=self.headers.get("Authorization", ""),
+        )
+
+    def _respond(self, url: urllib.parse.SplitResult, body: bytes) -> webapi.ApiResponse:
+        try:
+            params = webapi.parse_params(self.headers.get("Content-Type", ""), body, url.query)
+        except webapi.ApiError as error:
+            return error.response
+        return webapi.respond(self.server.sandbox, url.path.removeprefix(RESPONSE_URL_PATH), params)
+
+    def _send_api(self, response: webapi.ApiResponse) -> None:
+        status, content_type, body = _json_reply(response.body, response.status)
+        self._send(status, content_type, body, response.headers)
+
+    def _send(
+        self, status: int, content_type: str, body: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class SandboxServer:
+    """A sandbox being served in a daemon thread. ``url`` is ``"http://HOST:PORT"``; call ``shutdown()``."""
+
+    def __init__(self, httpd: _Server, thread: threading.Thread) -> None:
+        self._httpd = httpd
+        self._thread = thread
+        host, port = httpd.server_address[:2]
+        self.url = f"http://{host}:{port}"
+
+    def shutdown(self) -> None:
+        """Stop serving, close the socket and wait for the serving thread."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> SandboxServer:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+
+def _bind(sb: Sandbox, host: str, port: int) -> _Server:
+    httpd = _Server((host, port), sb)
+    bound_host, bound_port = httpd.server_address[:2]
+    sb.base_url = f"http://{bound_host}:{bound_port}"
+    return httpd
+
+
+def serve(sb: Sandbox, host: str = "127.0.0.1", port: int = 0) -> SandboxServer:
+    """Serve ``sb`` on ``host:port`` (0 = any free port) in a daemon thread and return the running server."""
+    httpd = _bind(sb, host, port)
+    thread = threading.Thread(
+        target=httpd.serve_forever,
+        kwargs={"poll_interval": SHUTDOWN_POLL_S},
+        name="countersign-sandbox",
+        daemon=True,
+    )
+    thread.start()
+    return SandboxServer(httpd, thread)
+
+
+def run(host: str, port: int, signing_secret: str, interactivity_url: str | None = None) -> None:
+    """Serve a fresh sandbox in the foreground until interrupted (Ctrl-C).
+
+    Prints exactly one line, ``sandbox: http://HOST:PORT``, once listening.
+    """
+    httpd = _bind(Sandbox(signing_secret, interactivity_url), host, port)
+    print(f"sandbox: {httpd.sandbox.base_url}", flush=True)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``--host``, ``--port``, ``--signing-secret`` (default ``$SLACK_SIGNING_SECRET``),
+    ``--interactivity-url`` (the bot's Request URL). Returns the exit status."""
+    parser = argparse.ArgumentParser(prog="countersign-sandbox", description="Local stand-in for Slack.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=3001)
+    parser.add_argument("--signing-secret", default=os.environ.get("SLACK_SIGNING_SECRET"))
+    parser.add_argument(
+        "--interactivity-url", default=None, help="the bot's Request URL, e.g. .../slack/events"
+    )
+    args = parser.parse_args(argv)
+    if not args.signing_secret:
+        parser.error("a signing secret is required (--signing-secret or $SLACK_SIGNING_SECRET)")
+    run(args.host, args.port, args.signing_secret, args.interactivity_url)
+    return 0

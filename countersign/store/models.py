@@ -1,0 +1,147 @@
+"""SQLAlchemy 2 models: approval requests, the append-only audit log, the outbox, dead letters.
+
+Times are UTC. They are written by the database clock (`utcnow()`), never by a process clock, so
+web and worker machines may disagree about the time without changing a decision (DESIGN.md,
+invariant 10).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, TypeDecorator
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.functions import FunctionElement
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC `datetime` on every backend.
+
+    PostgreSQL stores `timestamptz`; SQLite has no time zones, so the value is stored as naive UTC
+    text and tagged UTC again when read.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; countersign stores UTC-aware datetimes only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class utcnow(FunctionElement[datetime]):  # noqa: N801 - reads as SQL, like func.now()
+    """The database's current UTC time, with microseconds on every backend."""
+
+    type = UTCDateTime()
+    inherit_cache = True
+
+
+@compiles(utcnow, "postgresql")
+def _pg_utcnow(element: utcnow, compiler: Any, **kw: Any) -> str:
+    return "CURRENT_TIMESTAMP"
+
+
+@compiles(utcnow, "sqlite")
+def _sqlite_utcnow(element: utcnow, compiler: Any, **kw: Any) -> str:
+    return "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSONType, list[Any]: JSONType, datetime: UTCDateTime()}
+
+
+class ApprovalRequest(Base):
+    """One approval request: the frozen payload, where its card is, and its state.
+
+    `status` moves `pending → approved | rejected` only through `Store.decide` (one conditional
+    UPDATE). `approvers` is the policy's list of Slack user ids, snapshotted at intake.
+    """
+
+    __tablename__ = "approval_requests"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(String(255), unique=True)
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    payload: Mapped[dict[str, Any]]
+    payload_sha256: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    context: Mapped[dict[str, Any] | None]
+    requester: Mapped[str] = mapped_column(String(255))
+    on_behalf_of: Mapped[str | None] = mapped_column(String(32))
+    run_id: Mapped[str | None] = mapped_column(String(255))
+    step: Mapped[str | None] = mapped_column(String(255))
+    confidence: Mapped[float | None] = mapped_column(Float)
+    resume_queue: Mapped[str] = mapped_column(String(255))
+    resume_func: Mapped[str] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    channel: Mapped[str] = mapped_column(String(32))
+    approvers: Mapped[list[Any]]
+    policy_version: Mapped[int] = mapped_column(Integer)
+    policy_sha256: Mapped[str] = mapped_column(String(64))
+    card_ts: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(server_default=utcnow())
+    decided_at: Mapped[datetime | None]
+    decided_by: Mapped[list[Any] | None]
+    decided_via: Mapped[str | None] = mapped_column(String(16))
+    decision_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class AuditEvent(Base):
+    """One line of the append-only audit log: what happened to a request, who did it, and when.
+
+    Rows are only ever inserted (`Store` has no update or delete for them).
+    """
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[str] = mapped_column(String(64), index=True)
+    event: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str | None] = mapped_column(String(255))
+    detail: Mapped[dict[str, Any]]
+    at: Mapped[datetime] = mapped_column(server_default=utcnow())
+
+
+class OutboxEvent(Base):
+    """A resume event written in the same transaction as the decision, published after commit.
+
+    `job_id` is unique, so a request can never have two resume events; `published_at` is set once
+    the RQ job is on the agent's queue.
+    """
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), index=True)
+    queue: Mapped[str] = mapped_column(String(255))
+    func: Mapped[str] = mapped_column(String(255))
+    job_id: Mapped[str] = mapped_column(String(64), unique=True)
+    body: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(server_default=utcnow())
+    published_at: Mapped[datetime | None]
+
+
+class DeadLetter(Base):
+    """An intake message that could not become an approval request, kept whole with the reason."""
+
+    __tablename__ = "dead_letters"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reason: Mapped[str] = mapped_column(Text)
+    received: Mapped[Any] = mapped_column(JSONType)
+    at: Mapped[datetime] = mapped_column(server_default=utcnow())

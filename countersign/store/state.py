@@ -1,0 +1,240 @@
+"""The approval request state machine, the audit log, the outbox and dead letters.
+
+This is the only module that changes a request's state. Every transition is one conditional UPDATE
+(`... WHERE status = 'pending'`), so when two reviewers click at once the first writer wins and the
+other sees zero rows updated; the decision, its audit event and its outbox row commit together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, literal, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from .engine import WRITE, create_db_engine
+from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent, utcnow
+
+PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
+OUTCOMES = (APPROVED, REJECTED)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """`Store.decide` won: the request is now in `request.status`; `event` is its resume event."""
+
+    request: ApprovalRequest
+    event: OutboxEvent
+
+
+@dataclass(frozen=True)
+class AlreadyDecided:
+    """`Store.decide` lost: the request had already left `pending`; `request` shows who decided what."""
+
+    request: ApprovalRequest
+
+
+class Store:
+    """Transactions over the countersign database. Safe to share between threads.
+
+    Objects returned are detached snapshots: read them, never write them back.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**WRITE)
+
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        """A `Store` on `url` (see `create_db_engine`); the schema must already be migrated."""
+        return cls(create_db_engine(url))
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with Session(self._writer, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    def _insert(self, session: Session, model: type, values: dict[str, Any]) -> bool:
+        """INSERT ... ON CONFLICT DO NOTHING; True when a row was inserted."""
+        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        stmt = dialect.insert(model).values(**values).on_conflict_do_nothing().returning(literal(1))
+        return session.execute(stmt).first() is not None
+
+    @staticmethod
+    def _audit(session: Session, request_id: str, event: str, actor: str | None, **detail: Any) -> None:
+        session.add(AuditEvent(request_id=request_id, event=event, actor=actor, detail=detail))
+
+    def create(self, values: dict[str, Any]) -> tuple[ApprovalRequest, bool]:
+        """Insert a pending request unless its id or idempotency key exists; audit `requested`.
+
+        `values` holds the `ApprovalRequest` columns except status, card and decision. Returns
+        `(request, created)`: the stored row, which for `created=False` is the earlier request with
+        the same idempotency key (compare `payload_sha256` to tell a repeat from a conflict).
+        """
+        with self._write() as session:
+            created = self._insert(session, ApprovalRequest, {**values, "status": PENDING})
+            if created:
+                self._audit(session, values["id"], "requested", values["requester"], action=values["action"])
+            row = session.scalars(
+                select(ApprovalRequest).where(ApprovalRequest.idempotency_key == values["idempotency_key"])
+            ).one()
+        return row, created
+
+    def attach_card(self, request_id: str, ts: str) -> bool:
+        """Record the Slack `ts` of the request's card, once; audit `card_posted`. False if it had one."""
+        with self._write() as session:
+            stmt = (
+                update(ApprovalRequest)
+                .where(ApprovalRequest.id == request_id, ApprovalRequest.card_ts.is_(None))
+                .values(card_ts=ts)
+                .returning(ApprovalRequest.id)
+            )
+            attached = session.execute(stmt).first() is not None
+            if attached:
+                self._audit(session, request_id, "card_posted", None, ts=ts)
+        return attached
+
+    def decide(
+        self,
+        request_id: str,
+        outcome: str,
+        decided_by: list[dict[str, str]],
+        via: str,
+        reason: str | None = None,
+    ) -> Decided | AlreadyDecided:
+        """Move a pending request to `outcome` (`approved` | `rejected`), first writer wins.
+
+        In one transaction: the conditional UPDATE, the audit event named after the outcome, and the
+        outbox row carrying the decision (`decision_of`). `decided_by` is `[{slack_user_id, name}]`,
+        `via` is `slack` | `policy` | `timeout`. Raises `LookupError` for an unknown request id.
+        """
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+        with self._write() as session:
+            stmt = (
+                update(ApprovalRequest)
+                .where(ApprovalRequest.id == request_id, ApprovalRequest.status == PENDING)
+                .values(
+                    status=outcome, decided_by=decided_by, decided_via=via, decision_reason=reason,
+                    decided_at=utcnow(),
+                )
+                .returning(ApprovalRequest)
+            )
+            row = session.scalars(stmt).one_or_none()
+            if row is None:
+                return AlreadyDecided(self._one(session, request_id))
+            actor = decided_by[0]["slack_user_id"] if decided_by else None
+            self._audit(session, request_id, outcome, actor, via=via, reason=reason)
+            event = OutboxEvent(
+                request_id=request_id, queue=row.resume_queue, func=row.resume_func,
+                job_id=resume_job_id(request_id), body=decision_of(row),
+            )
+            session.add(event)
+            session.flush()
+            return Decided(row, event)
+
+    def refuse(self, request_id: str, actor: str, why: str, **detail: Any) -> None:
+        """Audit a refused attempt (`refused`, with `why`); the request itself does not change."""
+        with self._write() as session:
+            self._audit(session, request_id, "refused", actor, why=why, **detail)
+
+    def dead_letter(self, letter_id: str, reason: str, received: Any) -> bool:
+        """Keep an intake message that cannot become a request, with its reason; audit `dead_lettered`.
+
+        Idempotent on `letter_id` (a retried job does not add a second letter). True when new.
+        """
+        with self._write() as session:
+            new = self._insert(session, DeadLetter, {"id": letter_id, "reason": reason, "received": received})
+            if new:
+                self._audit(session, letter_id, "dead_lettered", None, reason=reason)
+        return new
+
+    def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id, or None."""
+        with self._read() as session:
+            return session.get(ApprovalRequest, request_id)
+
+    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """The dead letter with this id, or None."""
+        with self._read() as session:
+            return session.get(DeadLetter, letter_id)
+
+    def audit_trail(self, request_id: str) -> list[AuditEvent]:
+        """The audit events of a request (or dead letter), oldest first."""
+        with self._read() as session:
+            stmt = select(AuditEvent).where(AuditEvent.request_id == request_id).order_by(AuditEvent.id)
+            return list(session.scalars(stmt))
+
+    def unpublished(self, limit: int = 100) -> list[OutboxEvent]:
+        """Outbox events not yet on their RQ queue, oldest first, at most `limit`."""
+        with self._read() as session:
+            stmt = (
+                select(OutboxEvent)
+                .where(OutboxEvent.published_at.is_(None))
+                .order_by(OutboxEvent.id)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def mark_published(self, outbox_id: int) -> bool:
+        """Mark an outbox event published, once; audit `resume_published`. False if it already was."""
+        with self._write() as session:
+            stmt = (
+                update(OutboxEvent)
+                .where(OutboxEvent.id == outbox_id, OutboxEvent.published_at.is_(None))
+                .values(published_at=utcnow())
+                .returning(OutboxEvent.request_id, OutboxEvent.job_id, OutboxEvent.queue)
+            )
+            row = session.execute(stmt).first()
+            if row is not None:
+                self._audit(session, row.request_id, "resume_published", None, job_id=row.job_id, queue=row.queue)
+        return row is not None
+
+    @staticmethod
+    def _one(session: Session, request_id: str) -> ApprovalRequest:
+        row = session.get(ApprovalRequest, request_id)
+        if row is None:
+            raise LookupError(f"no approval request {request_id!r}")
+        return row
+
+
+def resume_job_id(request_id: str) -> str:
+    """The RQ job id of a request's resume job; RQ allows `[A-Za-z0-9_-]` in custom ids."""
+    return f"resume-{request_id}"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def decision_of(request: ApprovalRequest) -> dict[str, Any]:
+    """The decision handed to the agent's resume job (DESIGN.md, "Decision"), as JSON-ready data.
+
+    `payload` is what may run: the frozen payload (edits arrive with a later issue, and will replace
+    it, recording `edits`). `decided_at` is ISO 8601 UTC from the database clock.
+    """
+    return {
+        "request_id": request.id,
+        "idempotency_key": request.idempotency_key,
+        "action": request.action,
+        "outcome": request.status,
+        "payload": request.payload,
+        "original_payload": request.payload,
+        "edits": [],
+        "decided_by": request.decided_by or [],
+        "decided_via": request.decided_via,
+        "reason": request.decision_reason,
+        "decided_at": _iso(request.decided_at),
+        "policy_version": request.policy_version,
+        "policy_sha256": request.policy_sha256,
+    }

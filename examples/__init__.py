@@ -1,0 +1,1 @@
+"""Example agents that use countersign (import path `examples.*` from the repository root)."""

@@ -1,0 +1,33 @@
+"""Test helpers: waiting on a condition with a deadline, and running RQ queues in-process."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from redis import Redis
+from rq import SimpleWorker
+from rq.serializers import JSONSerializer
+
+from countersign.router.runtime import json_queue
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def drain(redis: Redis, queue: str = "countersign") -> None:
+    """Run every job on `queue` in this process with RQ's SimpleWorker (JSON serializer), then return."""
+    worker = SimpleWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
+    worker.work(burst=True)

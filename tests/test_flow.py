@@ -1,0 +1,163 @@
+"""End to end in one process, on real parts: enqueue → intake (RQ) → card in the sandbox →
+signed click over HTTP to the Bolt app → decision, audit, resume job → the agent's resume runs."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from countersign.router.cards import APPROVE_ACTION, REJECT_ACTION
+from countersign.router.client import ApprovalClient
+from countersign.router.runtime import json_queue
+from countersign.sandbox import Sandbox
+from countersign.store import Store, resume_job_id
+
+from . import agent
+from .helpers import drain, wait_for
+
+
+def refund(**overrides: Any) -> dict[str, Any]:
+    request = {
+        "action": "issue_refund",
+        "payload": {"amount": "120.00", "currency": "USD"},
+        "summary": "Refund ACME",
+        "reason": "duplicate charge",
+        "requester": "refund-agent",
+        "run_id": "r1",
+        "step": "s1",
+        "resume": {"queue": agent.QUEUE, "func": agent.FUNC},
+    }
+    return {**request, **overrides}
+
+
+def post_card(client: ApprovalClient, redis: Redis, sb: Sandbox, **overrides: Any) -> tuple[str, dict[str, Any]]:
+    request_id = client.request(refund(**overrides))
+    drain(redis)
+    cards = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
+    assert len(cards) == 1, cards
+    return request_id, cards[0]
+
+
+def status(store: Store, request_id: str) -> str:
+    row = store.get(request_id)
+    assert row is not None
+    return row.status
+
+
+def buttons(message: dict[str, Any]) -> list[str]:
+    return [e["action_id"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+
+
+@pytest.mark.parametrize(("action_id", "outcome"), [(APPROVE_ACTION, "approved"), (REJECT_ACTION, "rejected")])
+def test_click_decides_audits_updates_card_and_resumes_agent(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str,
+    action_id: str, outcome: str,
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    assert buttons(card) == [APPROVE_ACTION, REJECT_ACTION]
+    assert "Refund ACME" in str(card["blocks"]) and "amount: 120.00" in str(card["blocks"])
+
+    http_status, _ = sb.click("C0FINANCE", card["ts"], action_id, "U0LEAD")
+    assert http_status == 200
+
+    wait_for(lambda: status(store, request_id) == outcome, what=f"request {outcome}")
+    events = [e.event for e in wait_for(lambda: _trail_with(store, request_id, "resume_published"))]
+    assert events == ["requested", "card_posted", outcome, "resume_published"]
+
+    updated = wait_for(lambda: [m for m in sb.messages("C0FINANCE") if m["ts"] == card["ts"] and m["edited"]])[0]
+    assert buttons(updated) == []
+    assert f"{outcome.capitalize()} by <@U0LEAD>" in str(updated["blocks"])
+
+    job = json_queue(agent.QUEUE, redis).fetch_job(resume_job_id(request_id))
+    assert job is not None and job.func_name == agent.FUNC
+    drain(redis, agent.QUEUE)
+    [decision] = agent.resumed(redis)
+    assert decision["request_id"] == request_id
+    assert decision["outcome"] == outcome
+    assert decision["payload"] == {"amount": "120.00", "currency": "USD"}
+    assert decision["decided_by"] == [{"slack_user_id": "U0LEAD", "name": "lee.lead"}]
+    assert decision["decided_via"] == "slack"
+    assert decision["idempotency_key"] == "refund-agent:r1:s1"
+    assert decision["action"] == "issue_refund"
+    assert decision["decided_at"].endswith("Z")
+    assert decision["policy_version"] == 3
+
+
+def _trail_with(store: Store, request_id: str, event: str) -> list[Any]:
+    trail = store.audit_trail(request_id)
+    return trail if any(e.event == event for e in trail) else []
+
+
+def test_click_by_non_approver_changes_nothing_and_is_audited(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0MALLORY")[0] == 200
+
+    refusal = wait_for(lambda: _trail_with(store, request_id, "refused"))[-1]
+    assert refusal.actor == "U0MALLORY" and refusal.detail["why"] == "not_an_approver"
+    assert status(store, request_id) == "pending"
+    assert "not an approver" in wait_for(lambda: sb.ephemerals("U0MALLORY"))[0]["text"]
+    assert json_queue(agent.QUEUE, redis).count == 0
+    assert not sb.messages("C0FINANCE")[0]["edited"]
+
+
+def test_requesting_human_cannot_approve_unless_an_approver(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, on_behalf_of="U0BOB")
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0BOB")
+    refusal = wait_for(lambda: _trail_with(store, request_id, "refused"))[-1]
+    assert (refusal.actor, refusal.detail["why"]) == ("U0BOB", "not_an_approver")
+    assert status(store, request_id) == "pending"
+
+
+def test_double_click_decides_once_and_tells_the_second_click(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    click = sb.click_payload("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    assert sb.send_signed(click)[0] == 200
+    wait_for(lambda: status(store, request_id) == "approved")
+    assert sb.send_signed(click)[0] == 200  # the same button on the card as it was, pressed again
+    refusal = wait_for(lambda: _trail_with(store, request_id, "refused"))[-1]
+    assert refusal.detail == {"why": "already_decided", "status": "approved", "outcome": "approved"}
+    assert "already Approved by <@U0LEAD>" in wait_for(lambda: sb.ephemerals("U0LEAD"))[0]["text"]
+    assert [e.event for e in store.audit_trail(request_id)].count("approved") == 1
+    assert json_queue(agent.QUEUE, redis).count == 1
+
+
+def test_two_approvers_clicking_at_once_give_one_decision_and_one_resume(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    start = threading.Barrier(2)
+    results: list[int] = []
+
+    def click(action_id: str, user: str) -> None:
+        start.wait()
+        results.append(sb.click("C0FINANCE", card["ts"], action_id, user)[0])
+
+    threads = [threading.Thread(target=click, args=args) for args in
+               [(APPROVE_ACTION, "U0LEAD"), (REJECT_ACTION, "U0ALICE")]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [200, 200]
+
+    trail = wait_for(lambda: _trail_with(store, request_id, "refused"))
+    wait_for(lambda: _trail_with(store, request_id, "resume_published"))
+    decisions = [e for e in store.audit_trail(request_id) if e.event in ("approved", "rejected")]
+    assert len(decisions) == 1
+    assert [e.event for e in trail].count("refused") == 1
+    assert status(store, request_id) == decisions[0].event
+    assert json_queue(agent.QUEUE, redis).count == 1

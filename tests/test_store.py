@@ -1,0 +1,107 @@
+"""The state machine on SQLite and PostgreSQL: first writer wins, one transaction per decision."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from countersign.store import AlreadyDecided, Decided, Store, resume_job_id
+
+
+def new_request(store: Store, request_id: str = "01J00000000000000000000000", key: str = "k1") -> Any:
+    row, created = store.create(
+        {
+            "id": request_id, "idempotency_key": key, "action": "issue_refund",
+            "payload": {"amount": "5.00"}, "payload_sha256": "a" * 64, "summary": "s", "reason": None,
+            "context": None, "requester": "agent", "on_behalf_of": None, "run_id": "r", "step": "s",
+            "confidence": None, "resume_queue": "q", "resume_func": "m.f", "channel": "C0X",
+            "approvers": ["U0LEAD"], "policy_version": 1, "policy_sha256": "b" * 64,
+        }
+    )
+    assert created
+    return row
+
+
+def test_create_is_idempotent_on_the_key(store: Store) -> None:
+    first = new_request(store)
+    again, created = store.create({**_values(first), "id": "01J00000000000000000000001"})
+    assert not created and again.id == first.id
+    assert [e.event for e in store.audit_trail(first.id)] == ["requested"]
+
+
+def _values(row: Any) -> dict[str, Any]:
+    skip = {"status", "card_ts", "created_at", "decided_at", "decided_by", "decided_via", "decision_reason"}
+    return {c: getattr(row, c) for c in row.__table__.columns.keys() if c not in skip}
+
+
+def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
+    row = new_request(store)
+    result = store.decide(row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack")
+    assert isinstance(result, Decided)
+    assert result.request.status == "approved" and result.request.decided_at is not None
+    assert result.event.job_id == resume_job_id(row.id)
+    assert result.event.body["outcome"] == "approved" and result.event.body["payload"] == {"amount": "5.00"}
+    assert [e.id for e in store.unpublished()] == [result.event.id]
+    assert [e.event for e in store.audit_trail(row.id)] == ["requested", "approved"]
+
+
+def test_second_decision_loses_and_changes_nothing(store: Store) -> None:
+    row = new_request(store)
+    store.decide(row.id, "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack")
+    late = store.decide(row.id, "approved", [{"slack_user_id": "U0ALICE", "name": "alice"}], via="slack")
+    assert isinstance(late, AlreadyDecided)
+    assert late.request.status == "rejected" and late.request.decided_by[0]["slack_user_id"] == "U0LEAD"
+    assert len(store.unpublished()) == 1
+
+
+def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
+    row = new_request(store)
+    start = threading.Barrier(8)
+    results: list[Any] = []
+
+    def decide(n: int) -> None:
+        start.wait()
+        outcome = "approved" if n % 2 else "rejected"
+        results.append(store.decide(row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack"))
+
+    threads = [threading.Thread(target=decide, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [r for r in results if isinstance(r, Decided)]
+    assert len(results) == 8 and len(winners) == 1
+    assert len(store.unpublished()) == 1
+    decided = [e for e in store.audit_trail(row.id) if e.event in ("approved", "rejected")]
+    assert [e.event for e in decided] == [winners[0].request.status]
+
+
+def test_publish_is_marked_once(store: Store) -> None:
+    row = new_request(store)
+    event = store.decide(row.id, "approved", [], via="policy").event
+    assert store.mark_published(event.id) is True
+    assert store.mark_published(event.id) is False
+    assert store.unpublished() == []
+    assert [e.event for e in store.audit_trail(row.id)].count("resume_published") == 1
+
+
+def test_card_is_attached_once(store: Store) -> None:
+    row = new_request(store)
+    assert store.attach_card(row.id, "1.000100") is True
+    assert store.attach_card(row.id, "1.000200") is False
+    stored = store.get(row.id)
+    assert stored is not None and stored.card_ts == "1.000100"
+
+
+def test_dead_letter_is_kept_once_with_its_reason(store: Store) -> None:
+    assert store.dead_letter("job-1", "payload: Input should be a valid dictionary", {"payload": [1]}) is True
+    assert store.dead_letter("job-1", "again", {}) is False
+    letter = store.get_dead_letter("job-1")
+    assert letter is not None and letter.received == {"payload": [1]}
+    assert letter.reason.startswith("payload:")
+    assert [e.event for e in store.audit_trail("job-1")] == ["dead_lettered"]
+
+
+def test_times_are_utc_aware(store: Store) -> None:
+    row = new_request(store)
+    assert row.created_at.utcoffset() is not None and row.created_at.utcoffset().total_seconds() == 0
