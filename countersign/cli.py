@@ -19,8 +19,15 @@ from .router.policy import PolicyError
 from .router.schema import InvalidRequest
 
 REQUEST_FLAGS = {
-    "action": str, "summary": str, "reason": str, "requester": str, "on_behalf_of": str, "run_id": str,
-    "step": str, "idempotency_key": str, "confidence": float,
+    "action": str,
+    "summary": str,
+    "reason": str,
+    "requester": str,
+    "on_behalf_of": str,
+    "run_id": str,
+    "step": str,
+    "idempotency_key": str,
+    "confidence": float,
 }
 
 
@@ -61,8 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     worker.set_defaults(handler=_worker)
 
     run = commands.add_parser("run", help="run everything locally (the Slack sandbox when no token is set)")
-    run.add_argument("--agent-queue", action="append", help="also run an agent worker on this resume queue "
-                     "(default: refund-agent, the example agent's)")
+    run.add_argument(
+        "--agent-queue",
+        action="append",
+        help="also run an agent worker on this resume queue (default: refund-agent, the example agent's)",
+    )
     run.set_defaults(handler=_run)
 
     sandbox = commands.add_parser("sandbox", help="serve the local Slack sandbox")

@@ -17,8 +17,14 @@ from sqlalchemy.exc import ArgumentError
 
 SLACK_API_URL = "https://slack.com/api/"
 # Never echoed in errors or logs: tokens, secrets, and URLs that may carry a password.
-_SECRET_NAMES = {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "COUNTERSIGN_SECRET",
-                 "DATABASE_URL", "REDIS_URL"}
+_SECRET_NAMES = {
+    "SLACK_BOT_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_APP_TOKEN",
+    "COUNTERSIGN_SECRET",
+    "DATABASE_URL",
+    "REDIS_URL",
+}
 
 
 class ConfigError(Exception):

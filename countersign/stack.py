@@ -71,7 +71,9 @@ class Stack:
         while True:
             for name, child in self.children:
                 if child.poll() is not None:
-                    print(f"countersign run: {name} exited with status {child.returncode}; stopping", flush=True)
+                    print(
+                        f"countersign run: {name} exited with status {child.returncode}; stopping", flush=True
+                    )
                     return child.returncode or 1
             time.sleep(0.2)
 
@@ -104,9 +106,19 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
         stack.start("web", *exe, "web", "--workers", "1")
         stack.start("worker", *exe, "worker")
         for queue in agent_queues:
-            stack.start(f"agent worker {queue}", sys.executable, "-m", "rq.cli", "worker", "--url", env["REDIS_URL"],
-                        "-S", "rq.serializers.JSONSerializer", queue)
-        print(f"countersign run: web on http://127.0.0.1:{settings.PORT}/slack/events, Redis at {env['REDIS_URL']}")
+            stack.start(
+                f"agent worker {queue}",
+                sys.executable,
+                "-m",
+                "rq.cli",
+                "worker",
+                "--url",
+                env["REDIS_URL"],
+                "-S",
+                "rq.serializers.JSONSerializer",
+                queue,
+            )
+        print(f"countersign run: web on http://127.0.0.1:{settings.PORT}/slack/events")
         if page:
             print(f"countersign run: open the Slack sandbox at {page}", flush=True)
         return stack.wait()
@@ -120,11 +132,15 @@ def _ensure_redis(settings: Settings, stack: Stack) -> None:
         return
     server = shutil.which("redis-server")
     if server is None:
-        raise StackError(f"nothing answers at REDIS_URL ({settings.REDIS_URL}) and redis-server is not installed")
+        raise StackError(
+            f"nothing answers at REDIS_URL ({settings.REDIS_URL}) and redis-server is not installed"
+        )
     url = urlsplit(settings.REDIS_URL)
     local = url.scheme == "redis" and url.hostname in ("localhost", "127.0.0.1")
     port = (url.port or 6379) if local else free_port()
-    stack.start("redis", server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+    stack.start(
+        "redis", server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"
+    )
     stack.env["REDIS_URL"] = settings.REDIS_URL if local else f"redis://127.0.0.1:{port}/0"
     print(f"countersign run: nothing answered at REDIS_URL; started a private redis-server on port {port}")
     _wait_for(lambda: _redis_answers(stack.env["REDIS_URL"]), "redis-server")
@@ -141,8 +157,17 @@ def _ensure_slack(settings: Settings, stack: Stack) -> str | None:
         SLACK_SIGNING_SECRET=secrets.token_hex(16),
         SLACK_API_URL=f"{url}/api/",
     )
-    stack.start("sandbox", sys.executable, "-m", "countersign.cli", "sandbox", "--port", str(port),
-                "--interactivity-url", f"http://127.0.0.1:{settings.PORT}/slack/events")
+    stack.start(
+        "sandbox",
+        sys.executable,
+        "-m",
+        "countersign.cli",
+        "sandbox",
+        "--port",
+        str(port),
+        "--interactivity-url",
+        f"http://127.0.0.1:{settings.PORT}/slack/events",
+    )
     _wait_for(lambda: _port_open(port), "the Slack sandbox")
     return url + "/"
 

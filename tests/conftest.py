@@ -59,8 +59,19 @@ class RedisServer:
         binary = shutil.which("redis-server")
         assert binary, "redis-server is not installed (make install installs it)"
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir)],
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
             stdout=subprocess.DEVNULL,
         )
         client = Redis.from_url(self.url)
@@ -76,7 +87,7 @@ class RedisServer:
 def _pings(client: Redis) -> bool:
     try:
         return bool(client.ping())
-    except Exception:  # noqa: BLE001 - not up yet
+    except Exception:
         return False
 
 
@@ -162,8 +173,12 @@ def sandbox() -> Iterator[tuple[Sandbox, str]]:
 
 @pytest.fixture
 def env(
-    monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, redis: Redis, database_url: str,
-    policy_file: Path, sandbox: tuple[Sandbox, str],
+    monkeypatch: pytest.MonkeyPatch,
+    redis_server: RedisServer,
+    redis: Redis,
+    database_url: str,
+    policy_file: Path,
+    sandbox: tuple[Sandbox, str],
 ) -> Iterator[dict[str, str]]:
     """The process environment every countersign command reads, pointing at the test components."""
     sb, url = sandbox
@@ -199,7 +214,7 @@ class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - base class name
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

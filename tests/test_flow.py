@@ -33,7 +33,9 @@ def refund(**overrides: Any) -> dict[str, Any]:
     return {**request, **overrides}
 
 
-def post_card(client: ApprovalClient, redis: Redis, sb: Sandbox, **overrides: Any) -> tuple[str, dict[str, Any]]:
+def post_card(
+    client: ApprovalClient, redis: Redis, sb: Sandbox, **overrides: Any
+) -> tuple[str, dict[str, Any]]:
     request_id = client.request(refund(**overrides))
     drain(redis)
     cards = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
@@ -51,10 +53,17 @@ def buttons(message: dict[str, Any]) -> list[str]:
     return [e["action_id"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
 
 
-@pytest.mark.parametrize(("action_id", "outcome"), [(APPROVE_ACTION, "approved"), (REJECT_ACTION, "rejected")])
+@pytest.mark.parametrize(
+    ("action_id", "outcome"), [(APPROVE_ACTION, "approved"), (REJECT_ACTION, "rejected")]
+)
 def test_click_decides_audits_updates_card_and_resumes_agent(
-    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str,
-    action_id: str, outcome: str,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    action_id: str,
+    outcome: str,
 ) -> None:
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
@@ -68,7 +77,9 @@ def test_click_decides_audits_updates_card_and_resumes_agent(
     events = [e.event for e in wait_for(lambda: _trail_with(store, request_id, "resume_published"))]
     assert events == ["requested", "card_posted", outcome, "resume_published"]
 
-    updated = wait_for(lambda: [m for m in sb.messages("C0FINANCE") if m["ts"] == card["ts"] and m["edited"]])[0]
+    updated = wait_for(
+        lambda: [m for m in sb.messages("C0FINANCE") if m["ts"] == card["ts"] and m["edited"]]
+    )[0]
     assert buttons(updated) == []
     assert f"{outcome.capitalize()} by <@U0LEAD>" in str(updated["blocks"])
 
@@ -146,8 +157,10 @@ def test_two_approvers_clicking_at_once_give_one_decision_and_one_resume(
         start.wait()
         results.append(sb.click("C0FINANCE", card["ts"], action_id, user)[0])
 
-    threads = [threading.Thread(target=click, args=args) for args in
-               [(APPROVE_ACTION, "U0LEAD"), (REJECT_ACTION, "U0ALICE")]]
+    threads = [
+        threading.Thread(target=click, args=args)
+        for args in [(APPROVE_ACTION, "U0LEAD"), (REJECT_ACTION, "U0ALICE")]
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -89,7 +89,11 @@ def test_conflict_found_by_the_database_when_redis_forgot_the_key(
 
 
 def test_invalid_message_on_the_queue_is_dead_lettered_and_visible(
-    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from countersign.cli import main
@@ -101,9 +105,15 @@ def test_invalid_message_on_the_queue_is_dead_lettered_and_visible(
     assert sandbox[0].messages() == []
     assert main(["show", "01J0000000000000000000000Z"]) == 0
     shown = capsys.readouterr().out
-    assert '"status": "dead_letter"' in shown and "request.payload: Input should be a valid dictionary" in shown
+    assert (
+        '"status": "dead_letter"' in shown and "request.payload: Input should be a valid dictionary" in shown
+    )
     letter = store.get_dead_letter("bad-2")
-    assert letter is not None and letter.received == {"hello": 1} and "request_id: Field required" in letter.reason
+    assert (
+        letter is not None
+        and letter.received == {"hello": 1}
+        and "request_id: Field required" in letter.reason
+    )
 
 
 def test_action_without_a_route_is_dead_lettered(
@@ -114,7 +124,9 @@ def test_action_without_a_route_is_dead_lettered(
     request_id = client.request(refund(action="delete_user"))
     drain(redis)
     state = client.get(request_id)
-    assert state.status == "dead_letter" and "no approvers for action class 'delete_user'" in (state.reason or "")
+    assert state.status == "dead_letter" and "no approvers for action class 'delete_user'" in (
+        state.reason or ""
+    )
 
 
 def test_get_reports_queued_before_intake_and_unknown_ids(client: ApprovalClient, runtime: Runtime) -> None:

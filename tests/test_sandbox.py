@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -10,6 +14,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -544,3 +549,21 @@ def test_page_click_reports_an_unreachable_bot(client: WebClient, sb: Sandbox, s
     )
     assert status == 200
     assert json.loads(body)["status"] == 0
+
+
+def test_command_line_prints_one_line_and_serves_until_interrupted() -> None:
+    command = [sys.executable, "-m", "countersign.sandbox", "--port", "0", "--signing-secret", SECRET]
+    repo = Path(__file__).resolve().parents[1]
+    with subprocess.Popen(
+        command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            line = proc.stdout.readline().strip()
+            assert re.fullmatch(r"sandbox: http://127\.0\.0\.1:\d+", line)
+            url = line.removeprefix("sandbox: ")
+            auth = WebClient(token="xoxb-1", base_url=url + "/api/").auth_test()
+            assert auth["user_id"] == "U0BOT"
+        finally:
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    assert (proc.returncode, out, err) == (0, "", "")

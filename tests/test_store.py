@@ -11,11 +11,25 @@ from countersign.store import AlreadyDecided, Decided, Store, resume_job_id
 def new_request(store: Store, request_id: str = "01J00000000000000000000000", key: str = "k1") -> Any:
     row, created = store.create(
         {
-            "id": request_id, "idempotency_key": key, "action": "issue_refund",
-            "payload": {"amount": "5.00"}, "payload_sha256": "a" * 64, "summary": "s", "reason": None,
-            "context": None, "requester": "agent", "on_behalf_of": None, "run_id": "r", "step": "s",
-            "confidence": None, "resume_queue": "q", "resume_func": "m.f", "channel": "C0X",
-            "approvers": ["U0LEAD"], "policy_version": 1, "policy_sha256": "b" * 64,
+            "id": request_id,
+            "idempotency_key": key,
+            "action": "issue_refund",
+            "payload": {"amount": "5.00"},
+            "payload_sha256": "a" * 64,
+            "summary": "s",
+            "reason": None,
+            "context": None,
+            "requester": "agent",
+            "on_behalf_of": None,
+            "run_id": "r",
+            "step": "s",
+            "confidence": None,
+            "resume_queue": "q",
+            "resume_func": "m.f",
+            "channel": "C0X",
+            "approvers": ["U0LEAD"],
+            "policy_version": 1,
+            "policy_sha256": "b" * 64,
         }
     )
     assert created
@@ -31,7 +45,7 @@ def test_create_is_idempotent_on_the_key(store: Store) -> None:
 
 def _values(row: Any) -> dict[str, Any]:
     skip = {"status", "card_ts", "created_at", "decided_at", "decided_by", "decided_via", "decision_reason"}
-    return {c: getattr(row, c) for c in row.__table__.columns.keys() if c not in skip}
+    return {c.key: getattr(row, c.key) for c in row.__table__.columns if c.key not in skip}
 
 
 def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
@@ -62,7 +76,9 @@ def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
     def decide(n: int) -> None:
         start.wait()
         outcome = "approved" if n % 2 else "rejected"
-        results.append(store.decide(row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack"))
+        results.append(
+            store.decide(row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack")
+        )
 
     threads = [threading.Thread(target=decide, args=(n,)) for n in range(8)]
     for thread in threads:

@@ -30,7 +30,7 @@ def create_app(runtime: Runtime) -> App:
     )
 
     @app.middleware
-    def inject_runtime(context: BoltContext, next: Any) -> None:  # noqa: A002 - Bolt's argument name
+    def inject_runtime(context: BoltContext, next: Any) -> None:
         context["runtime"] = runtime
         next()
 

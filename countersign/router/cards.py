@@ -82,7 +82,11 @@ def _body(request: ApprovalRequest, version: str) -> list[Block]:
         SectionBlock(block_id=f"facts-{version}", fields=[_plain(f, FIELD_MAX) for f in fields]),
     ]
     if request.reason:
-        blocks.append(SectionBlock(block_id=f"why-{version}", text=_plain(f"Reason: {request.reason}", SECTION_TEXT_MAX)))
+        blocks.append(
+            SectionBlock(
+                block_id=f"why-{version}", text=_plain(f"Reason: {request.reason}", SECTION_TEXT_MAX)
+            )
+        )
     return blocks
 
 
@@ -93,7 +97,9 @@ def request_card(request: ApprovalRequest) -> Card:
     blocks.append(
         ContextBlock(
             block_id="meta-pending",
-            elements=[_plain(f"Request {request.id} · needs one of {len(request.approvers)} approvers", 2000)],
+            elements=[
+                _plain(f"Request {request.id} · needs one of {len(request.approvers)} approvers", 2000)
+            ],
         )
     )
     blocks.append(
@@ -129,7 +135,11 @@ def decided_card(request: ApprovalRequest) -> Card:
     """The card after the decision: the same facts, no buttons, and who decided what, when."""
     icon = "✅" if request.status == APPROVED else "⛔"
     blocks = _body(request, request.status)
-    blocks.append(SectionBlock(block_id=f"verdict-{request.status}", text=MarkdownTextObject(text=f"{icon} {verdict(request)}")))
+    blocks.append(
+        SectionBlock(
+            block_id=f"verdict-{request.status}", text=MarkdownTextObject(text=f"{icon} {verdict(request)}")
+        )
+    )
     text = escape(f"{request.status.capitalize()}: {request.summary}")
     return Card(text=text, blocks=[b.to_dict() for b in blocks])
 

@@ -13,6 +13,7 @@ request()"). Same key and payload → the same id and no second card; same key, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -40,7 +41,9 @@ class IdempotencyConflict(Exception):
     """The idempotency key was already used with a different payload; nothing was enqueued."""
 
     def __init__(self, key: str, request_id: str) -> None:
-        super().__init__(f"idempotency key {key!r} was already used with a different payload (request {request_id})")
+        super().__init__(
+            f"idempotency key {key!r} was already used with a different payload (request {request_id})"
+        )
         self.key = key
         self.request_id = request_id
 
@@ -108,7 +111,9 @@ class ApprovalClient:
             message = IntakeMessage(request_id=request_id, request=request)
             self._enqueue_intake(message)
         except RedisError as exc:
-            raise RouterUnavailable(f"Redis is unreachable ({type(exc).__name__}); retry with the same key") from exc
+            raise RouterUnavailable(
+                f"Redis is unreachable ({type(exc).__name__}); retry with the same key"
+            ) from exc
         return request_id
 
     def _claim_key(self, request: ApprovalRequestV1) -> str:
@@ -126,7 +131,7 @@ class ApprovalClient:
         raise RouterUnavailable("idempotency key kept expiring while being claimed")
 
     def _enqueue_intake(self, message: IntakeMessage) -> None:
-        try:
+        with contextlib.suppress(DuplicateJobError):  # the same request is already queued or running
             self._queue.enqueue(
                 "countersign.router.intake.intake",
                 message.model_dump(mode="json"),
@@ -136,8 +141,6 @@ class ApprovalClient:
                 job_timeout=INTAKE_TIMEOUT_SECONDS,
                 description=f"intake {message.request.action} {message.request_id}",
             )
-        except DuplicateJobError:
-            pass  # the same request is already queued or running
 
     def get(self, request_id: str) -> RequestState:
         """The current state of `request_id`. Raises `LookupError` if the router never saw it."""
@@ -158,15 +161,32 @@ class ApprovalClient:
             )
         letter = store.get_dead_letter(request_id)
         if letter is not None:
-            return RequestState(request_id, "dead_letter", reason=letter.reason, request=letter.received, audit=audit)
+            return RequestState(
+                request_id, "dead_letter", reason=letter.reason, request=letter.received, audit=audit
+            )
         if self._queue.fetch_job(intake_job_id(request_id)) is not None:
             return RequestState(request_id, "queued")
         raise LookupError(f"no approval request {request_id!r}")
 
 
 def _request_view(row: Any) -> dict[str, Any]:
-    names = ("action", "payload", "payload_sha256", "summary", "reason", "context", "requester", "on_behalf_of",
-             "run_id", "step", "idempotency_key", "confidence", "channel", "approvers", "policy_version")
+    names = (
+        "action",
+        "payload",
+        "payload_sha256",
+        "summary",
+        "reason",
+        "context",
+        "requester",
+        "on_behalf_of",
+        "run_id",
+        "step",
+        "idempotency_key",
+        "confidence",
+        "channel",
+        "approvers",
+        "policy_version",
+    )
     view = {name: getattr(row, name) for name in names}
     view["resume"] = {"queue": row.resume_queue, "func": row.resume_func}
     view["created_at"] = row.created_at.isoformat()

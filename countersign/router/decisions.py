@@ -38,7 +38,9 @@ def decide_from_click(runtime: Runtime, client: WebClient, body: dict[str, Any],
         store.refuse(request_id, user["id"], "not_an_approver", outcome=outcome)
         _tell(client, body, cards.not_an_approver_text(request))
         return "refused"
-    decided_by = [{"slack_user_id": user["id"], "name": user.get("username") or user.get("name") or user["id"]}]
+    decided_by = [
+        {"slack_user_id": user["id"], "name": user.get("username") or user.get("name") or user["id"]}
+    ]
     result = store.decide(request_id, outcome, decided_by, via="slack")
     if isinstance(result, AlreadyDecided):
         store.refuse(request_id, user["id"], "already_decided", status=result.request.status, outcome=outcome)
@@ -53,7 +55,9 @@ def _update_card(client: WebClient, request: ApprovalRequest) -> None:
     if request.card_ts is None:
         return
     try:
-        client.chat_update(channel=request.channel, ts=request.card_ts, **cards.decided_card(request).message())
+        client.chat_update(
+            channel=request.channel, ts=request.card_ts, **cards.decided_card(request).message()
+        )
     except SlackApiError as exc:
         log.warning("request %s: card not updated (%s)", request.id, exc.response.get("error"))
 

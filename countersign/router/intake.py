@@ -51,9 +51,13 @@ def handle(runtime: Runtime, message: Any) -> str:
     )
     if row.id != parsed.request_id:
         if row.payload_sha256 != request.payload_sha256:
-            reason = f"IdempotencyConflict: key {request.key!r} already used by request {row.id} with another payload"
+            reason = (
+                f"IdempotencyConflict: key {request.key!r} was used by request {row.id} with another payload"
+            )
             return _dead_letter(runtime, message, reason)
-        log.info("request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id)
+        log.info(
+            "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id
+        )
     return _post_card(runtime, row)
 
 

@@ -43,7 +43,7 @@ class Runtime:
 
     @cached_property
     def slack(self) -> WebClient:
-        """Slack Web API client (`SLACK_BOT_TOKEN`, `SLACK_API_URL`) retrying connection errors and 5xx once."""
+        """Web API client (`SLACK_BOT_TOKEN`, `SLACK_API_URL`); retries connection errors and 5xx once."""
         self.settings.require("SLACK_BOT_TOKEN", command="worker")
         return WebClient(
             token=self.settings.SLACK_BOT_TOKEN,

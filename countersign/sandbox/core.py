@@ -190,26 +190,40 @@ class Sandbox:
             return self.state.add_message(channel, text, [], user=user)["ts"]
 
     def snapshot(self) -> dict[str, Any]:
-        """Everything the page shows: ``{"team_id", "interactivity_url", "users": [{"id", "name"}],
-        "channels": [{"id", "messages": [...]}], "ephemerals": [...]}`` (channels in first-post order)."""
+        """Everything the page shows: ``{"team_id", "interactivity_url", "bot": {"id", "name"}, "users":
+        [{"id", "name"}], "channels": [{"id", "messages": [...]}], "ephemerals": [...]}``.
+
+        Channels are in first-post order; messages and ephemerals as ``messages()`` / ``ephemerals()``.
+        """
+        with self.state.lock:
+            messages, ephemerals = self.messages(), self.ephemerals()
         channels: dict[str, list[dict]] = {}
-        for message in self.messages():
+        for message in messages:
             channels.setdefault(message["channel"], []).append(message)
         return {
             "team_id": self.team_id,
             "interactivity_url": self.interactivity_url,
+            "bot": {"id": BOT_USER_ID, "name": BOT_NAME},
             "users": [{"id": uid, "name": name} for uid, name in self.users.items()],
             "channels": [{"id": cid, "messages": msgs} for cid, msgs in channels.items()],
-            "ephemerals": self.ephemerals(),
+            "ephemerals": ephemerals,
         }
 
     def click(self, channel: str, ts: str, action_id: str, user_id: str) -> tuple[int, str]:
         """Press a button on a card as ``user_id``: send the signed ``block_actions`` payload to the bot.
 
-        Looks the button up by ``action_id`` in the message's current blocks and returns the bot's
-        ``(HTTP status, body text)``, 4xx/5xx included. Raises LookupError for an unknown message or
-        button, RuntimeError when ``interactivity_url`` is unset, and OSError when the bot is unreachable
+        Returns the bot's ``(HTTP status, body text)``, 4xx/5xx included. Raises as ``click_payload``
+        does, RuntimeError when ``interactivity_url`` is unset, and OSError when the bot is unreachable
         or slower than ``CLICK_TIMEOUT_S`` (see ``interactivity``).
+        """
+        return self.send_signed(self.click_payload(channel, ts, action_id, user_id))
+
+    def click_payload(self, channel: str, ts: str, action_id: str, user_id: str) -> dict:
+        """The ``block_actions`` payload Slack would send when ``user_id`` presses ``action_id`` now.
+
+        Looks the button up in the message's current blocks; raises LookupError for an unknown message
+        or button. Sending the same payload twice with ``send_signed`` is a double click on a card that
+        has not refreshed yet.
         """
         with self.state.lock:
             record = self.state.messages.get((channel, ts))
@@ -218,7 +232,7 @@ class Sandbox:
             block, button = find_button(record["blocks"], action_id)
             key = secrets.token_urlsafe(16)
             self.state.response_urls[key] = (channel, ts, user_id)
-            payload = block_actions_payload(
+            return block_actions_payload(
                 team_id=self.team_id,
                 team_domain=TEAM_DOMAIN,
                 user_id=user_id,
@@ -229,7 +243,6 @@ class Sandbox:
                 button=button,
                 response_url=f"{self.base_url or UNSERVED_BASE_URL}{RESPONSE_URL_PATH}{key}",
             )
-        return self.send_signed(payload)
 
     def send_signed(
         self, payload: dict, *, timestamp: int | None = None, secret: str | None = None

@@ -8,7 +8,7 @@ invariant 10).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, TypeDecorator
 from sqlalchemy.dialects.postgresql import JSONB
@@ -43,7 +43,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-class utcnow(FunctionElement[datetime]):  # noqa: N801 - reads as SQL, like func.now()
+class utcnow(FunctionElement[datetime]):
     """The database's current UTC time, with microseconds on every backend."""
 
     type = UTCDateTime()
@@ -61,7 +61,11 @@ def _sqlite_utcnow(element: utcnow, compiler: Any, **kw: Any) -> str:
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSONType, list[Any]: JSONType, datetime: UTCDateTime()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSONType,
+        list[Any]: JSONType,
+        datetime: UTCDateTime(),
+    }
 
 
 class ApprovalRequest(Base):

@@ -125,7 +125,10 @@ class Store:
                 update(ApprovalRequest)
                 .where(ApprovalRequest.id == request_id, ApprovalRequest.status == PENDING)
                 .values(
-                    status=outcome, decided_by=decided_by, decided_via=via, decision_reason=reason,
+                    status=outcome,
+                    decided_by=decided_by,
+                    decided_via=via,
+                    decision_reason=reason,
                     decided_at=utcnow(),
                 )
                 .returning(ApprovalRequest)
@@ -136,8 +139,11 @@ class Store:
             actor = decided_by[0]["slack_user_id"] if decided_by else None
             self._audit(session, request_id, outcome, actor, via=via, reason=reason)
             event = OutboxEvent(
-                request_id=request_id, queue=row.resume_queue, func=row.resume_func,
-                job_id=resume_job_id(request_id), body=decision_of(row),
+                request_id=request_id,
+                queue=row.resume_queue,
+                func=row.resume_func,
+                job_id=resume_job_id(request_id),
+                body=decision_of(row),
             )
             session.add(event)
             session.flush()
@@ -197,7 +203,9 @@ class Store:
             )
             row = session.execute(stmt).first()
             if row is not None:
-                self._audit(session, row.request_id, "resume_published", None, job_id=row.job_id, queue=row.queue)
+                self._audit(
+                    session, row.request_id, "resume_published", None, job_id=row.job_id, queue=row.queue
+                )
         return row is not None
 
     @staticmethod

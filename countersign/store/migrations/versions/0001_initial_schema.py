@@ -16,7 +16,6 @@ branch_labels = None
 depends_on = None
 
 
-
 def upgrade() -> None:
     op.create_table(
         "approval_requests",
@@ -66,7 +65,9 @@ def upgrade() -> None:
     op.create_table(
         "outbox",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("request_id", sa.String(26), sa.ForeignKey("approval_requests.id"), nullable=False, index=True),
+        sa.Column(
+            "request_id", sa.String(26), sa.ForeignKey("approval_requests.id"), nullable=False, index=True
+        ),
         sa.Column("queue", sa.String(255), nullable=False),
         sa.Column("func", sa.String(255), nullable=False),
         sa.Column("job_id", sa.String(64), nullable=False, unique=True),

@@ -1,0 +1,37 @@
+"""The bot over real HTTP: Slack signature checks and the health check."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+from redis import Redis
+
+from countersign.router.cards import APPROVE_ACTION
+from countersign.router.client import ApprovalClient
+from countersign.sandbox import Sandbox
+from countersign.store import Store
+
+from .test_flow import post_card, status
+
+
+def test_forged_and_stale_requests_get_401_and_change_nothing(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    click = sb.click_payload("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+
+    assert sb.send_signed(click, secret="not-the-signing-secret")[0] == 401
+    assert sb.send_signed(click, timestamp=int(time.time()) - 301)[0] == 401  # Slack's 5-minute window
+    assert status(store, request_id) == "pending"
+    assert [e.event for e in store.audit_trail(request_id)] == ["requested", "card_posted"]
+
+    assert sb.send_signed(click, timestamp=int(time.time()) - 60)[0] == 200  # inside the window
+
+
+def test_healthz_reports_database_and_redis(bot: str) -> None:
+    with urllib.request.urlopen(bot + "/healthz", timeout=5) as response:
+        assert response.status == 200
+        assert json.loads(response.read()) == {"ok": True, "database": "ok", "redis": "ok"}

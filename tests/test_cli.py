@@ -1,0 +1,162 @@
+"""The command line as a user runs it: settings errors, `request`, `show`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from redis import Redis
+
+from countersign.cli import main
+from countersign.config import ConfigError, load_settings
+from countersign.router.client import ApprovalClient
+
+from .helpers import drain
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `countersign ARGS` in a new process (as a user would), capturing output."""
+    return subprocess.run(
+        [sys.executable, "-m", "countersign.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ["PATH"], **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("PORT", "eighty", "PORT: Input should be a valid integer"),
+        ("PORT", "70000", "PORT: Input should be less than or equal to 65535"),
+        ("REDIS_URL", "http://localhost:6379", "REDIS_URL: must start with redis://"),
+        ("DATABASE_URL", "mysql://db/x", "DATABASE_URL: must be a sqlite:// or postgresql:// URL"),
+        (
+            "COUNTERSIGN_POLICY",
+            "/no/such/policy.yml",
+            "COUNTERSIGN_POLICY: no such file: /no/such/policy.yml",
+        ),
+        ("SLACK_BOT_TOKEN", "xoxp-user-token", "SLACK_BOT_TOKEN: must be a bot token starting with xoxb-"),
+        ("SLACK_API_URL", "not a url", "SLACK_API_URL: Input should be a valid URL"),
+    ],
+)
+def test_malformed_setting_fails_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as raised:
+        load_settings()
+    assert str(raised.value).startswith(message)
+    if name in ("SLACK_BOT_TOKEN", "REDIS_URL", "DATABASE_URL"):
+        assert value not in str(raised.value)  # secrets (and URLs that may hold one) are not echoed
+
+
+def test_command_stops_at_start_with_one_line_naming_the_missing_variable() -> None:
+    result = cli("web")
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip() == "countersign: error: SLACK_BOT_TOKEN is not set; `countersign web` needs it"
+    )
+
+    result = cli("worker", env={"SLACK_BOT_TOKEN": "xoxb-1", "PORT": "x"})
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "countersign: error: PORT: Input should be a valid integer, "
+        "unable to parse string as an integer (got 'x')"
+    )
+
+
+def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str, str]) -> None:
+    base = [
+        "request",
+        "--action",
+        "issue_refund",
+        "--summary",
+        "s",
+        "--requester",
+        "a",
+        "--run-id",
+        "r",
+        "--step",
+        "s",
+        "--resume-queue",
+        "q",
+        "--resume-func",
+        "m.f",
+    ]
+    result = cli(*base, "--payload", "[1]", env=env)
+    assert (result.returncode, result.stderr) == (
+        1,
+        "countersign: error: payload: Input should be a valid dictionary\n",
+    )
+    result = cli(*base, "--payload", "{amount: 1}", env=env)
+    assert result.returncode == 2 and result.stderr.startswith(
+        "countersign: error: --payload is not valid JSON"
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_request_from_flags_and_from_a_file_then_show(
+    env: dict[str, str],
+    redis: Redis,
+    client: ApprovalClient,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    flags = [
+        "request",
+        "--action",
+        "issue_refund",
+        "--payload",
+        '{"amount": "120.00", "currency": "USD"}',
+        "--summary",
+        "Refund ACME",
+        "--requester",
+        "refund-agent",
+        "--run-id",
+        "r1",
+        "--step",
+        "s1",
+        "--resume-queue",
+        "refund-agent",
+        "--resume-func",
+        "examples.refund_agent.resume",
+        "--confidence",
+        "0.8",
+    ]
+    assert main(flags) == 0
+    request_id = capsys.readouterr().out.strip()
+    drain(redis)
+
+    file = tmp_path / "request.json"
+    file.write_text(
+        json.dumps(
+            {
+                "action": "issue_refund",
+                "payload": {"amount": "120.00", "currency": "USD"},
+                "summary": "Refund ACME",
+                "requester": "refund-agent",
+                "run_id": "r1",
+                "step": "s1",
+                "confidence": 0.8,
+                "resume": {"queue": "refund-agent", "func": "examples.refund_agent.resume"},
+            }
+        )
+    )
+    assert main(["request", "--file", str(file)]) == 0
+    assert capsys.readouterr().out.strip() == request_id  # same key, same payload: same request
+
+    assert main(["show", request_id]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "pending"
+    assert shown["request"]["confidence"] == 0.8 and shown["request"]["channel"] == "C0FINANCE"
+    assert shown["card"]["channel"] == "C0FINANCE" and shown["decision"] is None
+    assert [e["event"] for e in shown["audit"]] == ["requested", "card_posted"]
+
+    assert main(["show", "01J00000000000000000000009"]) == 1
+    assert capsys.readouterr().err == "countersign: error: no approval request '01J00000000000000000000009'\n"
