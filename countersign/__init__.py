@@ -1,0 +1,12 @@
+"""countersign: a Slack approval router for AI agents.
+
+The agent-facing API is small:
+
+    from countersign import ApprovalClient
+    request_id = ApprovalClient.from_env().request(action="issue_refund", payload={...}, ...)
+"""
+
+from .router.client import ApprovalClient, IdempotencyConflict, RequestState, RouterUnavailable
+from .router.schema import InvalidRequest
+
+__all__ = ["ApprovalClient", "IdempotencyConflict", "InvalidRequest", "RequestState", "RouterUnavailable"]

@@ -16,7 +16,7 @@ import argparse
 import json
 from typing import Any
 
-from countersign.router.client import ApprovalClient
+from countersign import ApprovalClient
 
 QUEUE = "refund-agent"
 
