@@ -8,6 +8,9 @@ Resume (a separate RQ worker runs `resume(decision)` once a reviewer decides; th
 is required, countersign never pickles):
 
     rq worker -S rq.serializers.JSONSerializer refund-agent
+
+`resume` runs the refund through `approved_action`: only an approved decision with a valid,
+unexpired grant, only the payload the reviewer approved (or edited), and only once.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import argparse
 import json
 from typing import Any
 
-from countersign import ApprovalClient
+from countersign import ApprovalClient, approved_action
 
 QUEUE = "refund-agent"
 
@@ -35,18 +38,11 @@ def ask(amount: str, customer: str, run_id: str) -> str:
     )
 
 
-def resume(decision: dict[str, Any]) -> str:
-    """The resume job: run exactly the decision's payload if it was approved, else do nothing."""
-    if decision["outcome"] != "approved":
-        print(f"refund NOT executed: {decision['outcome']} ({decision['request_id']})", flush=True)
-        return "skipped"
-    return execute_refund(decision["payload"])
-
-
-def execute_refund(payload: dict[str, Any]) -> str:
-    """Stands in for the payment provider call; prints the exact payload it was given."""
+@approved_action
+def resume(payload: dict[str, Any]) -> str:
+    """The resume job: stands in for the payment provider call and prints the exact payload it runs."""
     print(f"REFUND EXECUTED: {json.dumps(payload, sort_keys=True)}", flush=True)
-    return "refunded"
+    return f"refunded {payload['amount']} {payload['currency']}"
 
 
 if __name__ == "__main__":

@@ -5,7 +5,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from countersign.store import AlreadyDecided, Decided, Store, resume_job_id
+import pytest
+
+from countersign.router.decision import decision_of
+from countersign.store import AlreadyDecided, Decided, ExecutionRefused, Store, resume_job_id
+
+
+def body(row: Any) -> dict[str, Any]:
+    return decision_of(row, "test-secret")
 
 
 def new_request(store: Store, request_id: str = "01J00000000000000000000000", key: str = "k1") -> Any:
@@ -50,7 +57,9 @@ def _values(row: Any) -> dict[str, Any]:
 
 def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
     row = new_request(store)
-    result = store.decide(row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack")
+    result = store.decide(
+        row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", body=body
+    )
     assert isinstance(result, Decided)
     assert result.request.status == "approved" and result.request.decided_at is not None
     assert result.event.job_id == resume_job_id(row.id)
@@ -61,8 +70,10 @@ def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
 
 def test_second_decision_loses_and_changes_nothing(store: Store) -> None:
     row = new_request(store)
-    store.decide(row.id, "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack")
-    late = store.decide(row.id, "approved", [{"slack_user_id": "U0ALICE", "name": "alice"}], via="slack")
+    store.decide(row.id, "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", body=body)
+    late = store.decide(
+        row.id, "approved", [{"slack_user_id": "U0ALICE", "name": "alice"}], via="slack", body=body
+    )
     assert isinstance(late, AlreadyDecided)
     assert late.request.status == "rejected" and late.request.decided_by[0]["slack_user_id"] == "U0LEAD"
     assert len(store.unpublished()) == 1
@@ -77,7 +88,9 @@ def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
         start.wait()
         outcome = "approved" if n % 2 else "rejected"
         results.append(
-            store.decide(row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack")
+            store.decide(
+                row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack", body=body
+            )
         )
 
     threads = [threading.Thread(target=decide, args=(n,)) for n in range(8)]
@@ -94,7 +107,7 @@ def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
 
 def test_publish_is_marked_once(store: Store) -> None:
     row = new_request(store)
-    event = store.decide(row.id, "approved", [], via="policy").event
+    event = store.decide(row.id, "approved", [], via="policy", body=body).event
     assert store.mark_published(event.id) is True
     assert store.mark_published(event.id) is False
     assert store.unpublished() == []
@@ -121,3 +134,54 @@ def test_dead_letter_is_kept_once_with_its_reason(store: Store) -> None:
 def test_times_are_utc_aware(store: Store) -> None:
     row = new_request(store)
     assert row.created_at.utcoffset() is not None and row.created_at.utcoffset().total_seconds() == 0
+
+
+def test_execution_is_claimed_once_even_under_a_race(store: Store) -> None:
+    row = new_request(store)
+    store.decide(row.id, "approved", [], via="policy", body=body, grant_ttl=60)
+    start = threading.Barrier(6)
+    claimed: list[Any] = []
+    refused: list[str] = []
+
+    def claim() -> None:
+        start.wait()
+        try:
+            claimed.append(store.claim_execution(row.id, "agent"))
+        except ExecutionRefused as exc:
+            refused.append(exc.why)
+
+    threads = [threading.Thread(target=claim) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(claimed) == 1 and refused == ["already_executed"] * 5
+    events = [e.event for e in store.audit_trail(row.id)]
+    assert events.count("execution_started") == 1 and events.count("execution_refused") == 5
+
+
+def test_expired_or_unapproved_grants_cannot_be_claimed(store: Store) -> None:
+    expired = new_request(store)
+    store.decide(expired.id, "approved", [], via="policy", body=body, grant_ttl=0)
+    with pytest.raises(ExecutionRefused) as raised:
+        store.claim_execution(expired.id, "agent")
+    assert raised.value.why == "grant_expired"
+
+    rejected = new_request(store, "01J00000000000000000000002", key="k2")
+    store.decide(rejected.id, "rejected", [], via="policy", body=body)
+    with pytest.raises(ExecutionRefused) as raised:
+        store.claim_execution(rejected.id, "agent")
+    assert raised.value.why == "not_approved"
+
+
+def test_outcome_is_recorded_once(store: Store) -> None:
+    row = new_request(store)
+    store.decide(row.id, "approved", [], via="policy", body=body)
+    store.claim_execution(row.id, "agent")
+    recorded = store.record_outcome(row.id, False, "card declined", "agent")
+    assert recorded is not None and (recorded.execution, recorded.execution_detail) == (
+        "failed",
+        "card declined",
+    )
+    assert store.record_outcome(row.id, True, None, "agent") is None
+    assert [e.event for e in store.audit_trail(row.id)][-2:] == ["execution_started", "failed"]

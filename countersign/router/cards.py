@@ -1,14 +1,18 @@
-"""Slack rendering: every card, card update and ephemeral text countersign sends.
+"""Slack rendering: every card, modal and ephemeral text countersign sends.
 
 Everything an agent wrote is untrusted. It is rendered as `plain_text` (never parsed for mentions,
-links or formatting) and escaped (`&`, `<`, `>`) where Slack parses it anyway, in the top-level
-`text` fallback (https://docs.slack.dev/messaging/formatting-message-text). Only ids that come
-from Slack itself (the decider's user id) are written as mentions.
+links or formatting) and escaped (`&`, `<`, `>`) where Slack parses it anyway: the top-level `text`
+fallback and mrkdwn lines (https://docs.slack.dev/messaging/formatting-message-text). Only ids
+Slack itself gave us (a decider's user id) are written as mentions.
 
 Blocks are built with slack_sdk's Block Kit model classes; `to_dict()` runs their validators, so a
-block over a Slack limit fails here rather than at Slack. Limits
-(https://docs.slack.dev/reference/block-kit/blocks): header text 150 chars, section text 3000,
-at most 10 section fields of 2000 chars each, button text 75.
+block over a Slack limit fails here rather than at Slack. Limits honoured by construction
+(https://docs.slack.dev/reference/block-kit/blocks and its section, button and modal pages):
+50 blocks a message and 100 a modal, 3000 chars of section text, 10 section fields of 2000 chars,
+header 150, button text 75, modal title 24, `private_metadata` 3000, and a total of about 12,000
+chars of text in a message's blocks (`msg_blocks_too_long`, not documented: bolt-js issues #2509
+and #2867). Anything longer is cut with "…" here and stays whole in the database and the Details
+modal.
 """
 
 from __future__ import annotations
@@ -24,20 +28,38 @@ from slack_sdk.models.blocks import (
     ButtonElement,
     ContextBlock,
     HeaderBlock,
+    InputBlock,
     MarkdownTextObject,
+    NumberInputElement,
+    PlainTextInputElement,
     PlainTextObject,
     SectionBlock,
 )
+from slack_sdk.models.views import View
 
-from ..store import APPROVED, ApprovalRequest
+from ..store import APPROVED, EXECUTED, FAILED, ApprovalRequest
+from .edits import block_id as edit_block_id
 
 APPROVE_ACTION = "countersign_approve"
 REJECT_ACTION = "countersign_reject"
+EDIT_ACTION = "countersign_edit"
+DETAILS_ACTION = "countersign_details"
+EDIT_CALLBACK = "countersign_edit_submit"
+REJECT_CALLBACK = "countersign_reject_submit"
+REASON_BLOCK = "reject-reason"
+
 HEADER_MAX = 150
 SECTION_TEXT_MAX = 3000
 FIELD_MAX = 2000
 MAX_FIELDS = 10
-PAYLOAD_FIELDS = MAX_FIELDS - 2  # two fields carry the action class and the requester
+MESSAGE_BLOCKS_MAX = 50
+MODAL_BLOCKS_MAX = 100
+MODAL_TITLE_MAX = 24
+MESSAGE_TEXT_BUDGET = 12_000
+# Card budgets, chosen so that a card stays far below MESSAGE_TEXT_BUDGET whatever the agent sent.
+CARD_FIELD_MAX = 300
+CARD_REASON_MAX = 2000
+CARD_PAYLOAD_FIELDS = MAX_FIELDS
 
 
 @dataclass(frozen=True)
@@ -57,7 +79,7 @@ class Card:
 
 
 def clip(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters, ending in "…" when cut."""
+    """`text` cut to at most `limit` characters (code points), ending in "…" when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -70,48 +92,72 @@ def _plain(text: str, limit: int) -> PlainTextObject:
     return PlainTextObject(text=clip(text, limit), emoji=False)
 
 
-def _value(value: Any) -> str:
+def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _facts(request: ApprovalRequest) -> list[str]:
+    facts = [f"Action: {request.action}", f"Requester: {request.requester}"]
+    if request.on_behalf_of:
+        facts.append(f"On behalf of: {request.on_behalf_of}")
+    if request.confidence is not None:
+        facts.append(f"Confidence: {request.confidence:.2f}")
+    return facts
+
+
 def _body(request: ApprovalRequest, version: str) -> list[Block]:
-    fields = [f"Action: {request.action}", f"Requester: {request.requester}"]
-    fields += [f"{key}: {_value(value)}" for key, value in list(request.payload.items())[:PAYLOAD_FIELDS]]
+    """Summary next to the raw payload fields (the summary can never hide them), then the reason."""
+    payload = request.approved_payload if request.approved_payload is not None else request.payload
+    items = list(payload.items())
+    shown = [f"{key}: {_show(value)}" for key, value in items[:CARD_PAYLOAD_FIELDS]]
+    if len(items) > CARD_PAYLOAD_FIELDS:
+        shown[-1] = f"… {len(items) - CARD_PAYLOAD_FIELDS + 1} more fields: see Details"
     blocks: list[Block] = [
         HeaderBlock(block_id=f"head-{version}", text=_plain(request.summary, HEADER_MAX)),
-        SectionBlock(block_id=f"facts-{version}", fields=[_plain(f, FIELD_MAX) for f in fields]),
+        SectionBlock(
+            block_id=f"facts-{version}", fields=[_plain(f, CARD_FIELD_MAX) for f in _facts(request)]
+        ),
     ]
+    if shown:
+        blocks.append(
+            SectionBlock(block_id=f"payload-{version}", fields=[_plain(f, CARD_FIELD_MAX) for f in shown])
+        )
     if request.reason:
         blocks.append(
-            SectionBlock(
-                block_id=f"why-{version}", text=_plain(f"Reason: {request.reason}", SECTION_TEXT_MAX)
-            )
+            SectionBlock(block_id=f"why-{version}", text=_plain(f"Reason: {request.reason}", CARD_REASON_MAX))
         )
     return blocks
 
 
+def _card(request: ApprovalRequest, blocks: list[Block], text: str) -> Card:
+    rendered = [b.to_dict() for b in blocks]
+    assert len(rendered) <= MESSAGE_BLOCKS_MAX
+    return Card(text=clip(escape(text), 3000), blocks=rendered)
+
+
 def request_card(request: ApprovalRequest) -> Card:
-    """The card for a pending request: summary, action class, requester, key payload fields,
-    reason, and Approve (primary) / Reject (danger) buttons whose `value` is only the request id."""
+    """The card for a pending request: summary, action class, requester, confidence, key payload
+    fields, reason, and Approve / Reject / Edit (when the policy makes fields editable) / Details
+    buttons whose `value` is only the request id."""
     blocks = _body(request, "pending")
-    blocks.append(
-        ContextBlock(
-            block_id="meta-pending",
-            elements=[
-                _plain(f"Request {request.id} · needs one of {len(request.approvers)} approvers", 2000)
-            ],
-        )
+    blocks.append(ContextBlock(block_id="meta-pending", elements=[_plain(_pending_note(request), 2000)]))
+    buttons = [
+        ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=request.id, style="primary"),
+        ButtonElement(text="Reject", action_id=REJECT_ACTION, value=request.id, style="danger"),
+    ]
+    if request.rules.get("editable"):
+        buttons.append(ButtonElement(text="Edit", action_id=EDIT_ACTION, value=request.id))
+    buttons.append(ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id))
+    blocks.append(ActionsBlock(block_id="decide", elements=buttons))
+    return _card(request, blocks, f"Approval needed: {request.summary}")
+
+
+def _pending_note(request: ApprovalRequest) -> str:
+    who = len(request.approvers)
+    return (
+        f"Needs review: policy v{request.policy_version} routes {request.action} to {who} "
+        f"approver{'s' if who != 1 else ''} · no timeout set · request {request.id}"
     )
-    blocks.append(
-        ActionsBlock(
-            block_id="decide",
-            elements=[
-                ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=request.id, style="primary"),
-                ButtonElement(text="Reject", action_id=REJECT_ACTION, value=request.id, style="danger"),
-            ],
-        )
-    )
-    return Card(text=escape(f"Approval needed: {request.summary}"), blocks=[b.to_dict() for b in blocks])
 
 
 def _when(moment: datetime | None) -> str:
@@ -131,27 +177,149 @@ def verdict(request: ApprovalRequest) -> str:
     return f"{request.status.capitalize()} by {_who(request)} at {_when(request.decided_at)}"
 
 
+def _edit_line(request: ApprovalRequest) -> str | None:
+    if not request.edits:
+        return None
+    changes = ", ".join(f"{e['field']} {_show(e['from'])} → {_show(e['to'])}" for e in request.edits)
+    return f"✏️ {escape(clip(changes, 1500))}, edited by {_who(request)}"
+
+
+def _execution_line(request: ApprovalRequest) -> str | None:
+    if request.execution == EXECUTED:
+        return f"Executed ✓ at {_when(request.executed_at)}"
+    if request.execution == FAILED:
+        return f"Failed ✗ {escape(clip(request.execution_detail or '', 500))}"
+    return None
+
+
 def decided_card(request: ApprovalRequest) -> Card:
-    """The card after the decision: the same facts, no buttons, and who decided what, when."""
+    """The card after the decision: the same facts, no buttons; who decided what and when, the
+    edit diff, the reviewer's reason, and the execution outcome once the agent reports it."""
     icon = "✅" if request.status == APPROVED else "⛔"
-    blocks = _body(request, request.status)
+    lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request)]
+    if request.decision_reason:
+        lines.append(f"Reviewer's reason: {escape(clip(request.decision_reason, 1000))}")
+    version = f"{request.status}-{request.execution or 'open'}"
+    blocks = _body(request, version)
+    text = "\n".join(line for line in lines if line)
     blocks.append(
         SectionBlock(
-            block_id=f"verdict-{request.status}", text=MarkdownTextObject(text=f"{icon} {verdict(request)}")
+            block_id=f"verdict-{version}", text=MarkdownTextObject(text=clip(text, SECTION_TEXT_MAX))
         )
     )
-    text = escape(f"{request.status.capitalize()}: {request.summary}")
-    return Card(text=text, blocks=[b.to_dict() for b in blocks])
+    return _card(request, blocks, f"{request.status.capitalize()}: {request.summary}")
+
+
+def _view(title: str, blocks: list[Block], **extra: Any) -> dict[str, Any]:
+    assert len(blocks) <= MODAL_BLOCKS_MAX
+    return View(type="modal", title=_plain(title, MODAL_TITLE_MAX), blocks=blocks, **extra).to_dict()
+
+
+def loading_view(title: str) -> dict[str, Any]:
+    """The modal opened at once with the click's `trigger_id` (valid 3 s, once:
+    https://docs.slack.dev/tools/bolt-python/concepts/opening-modals), filled by `views.update`."""
+    return _view(title, [SectionBlock(text=_plain("Loading…", 100))])
+
+
+def notice_view(title: str, text: str) -> dict[str, Any]:
+    """A modal with one message (e.g. why this reviewer cannot edit)."""
+    return _view(title, [SectionBlock(text=MarkdownTextObject(text=clip(text, SECTION_TEXT_MAX)))])
+
+
+def edit_view(request: ApprovalRequest) -> dict[str, Any]:
+    """The Edit modal: one input per editable field, prefilled from the frozen payload.
+
+    Decimal and integer fields are `number_input`s (`min_value`/`max_value` as strings, as
+    Slack's schema requires); text fields are `plain_text_input`s. Submitting approves with edits.
+    """
+    blocks: list[Block] = [
+        SectionBlock(text=_plain(f"Edit, then approve: {request.summary}", SECTION_TEXT_MAX))
+    ]
+    for name, spec in request.rules.get("editable", {}).items():
+        original = _show(request.payload.get(name, ""))
+        if spec["type"] == "text":
+            element: Any = PlainTextInputElement(
+                action_id="value",
+                initial_value=clip(original, 3000),
+                max_length=spec.get("max_length", 3000),
+                multiline=len(original) > 80,
+            )
+        else:
+            element = NumberInputElement(
+                action_id="value",
+                is_decimal_allowed=spec["type"] == "decimal",
+                initial_value=original,
+                min_value=spec.get("min"),
+                max_value=spec.get("max"),
+            )
+        blocks.append(InputBlock(block_id=edit_block_id(name), label=_plain(name, 2000), element=element))
+    return _view(
+        "Edit and approve",
+        blocks,
+        callback_id=EDIT_CALLBACK,
+        private_metadata=request.id,
+        submit=_plain("Approve", MODAL_TITLE_MAX),
+        close=_plain("Cancel", MODAL_TITLE_MAX),
+    )
+
+
+def reject_view(request: ApprovalRequest) -> dict[str, Any]:
+    """The Reject modal: a reason, required when the policy says `reject_reason: required`."""
+    required = request.rules.get("reject_reason") == "required"
+    blocks: list[Block] = [
+        SectionBlock(text=_plain(f"Reject: {request.summary}", SECTION_TEXT_MAX)),
+        InputBlock(
+            block_id=REASON_BLOCK,
+            label=_plain("Reason (sent to the agent)", 2000),
+            optional=not required,
+            element=PlainTextInputElement(action_id="value", multiline=True, max_length=3000),
+        ),
+    ]
+    return _view(
+        "Reject request",
+        blocks,
+        callback_id=REJECT_CALLBACK,
+        private_metadata=request.id,
+        submit=_plain("Reject", MODAL_TITLE_MAX),
+        close=_plain("Cancel", MODAL_TITLE_MAX),
+    )
+
+
+def details_view(request: ApprovalRequest) -> dict[str, Any]:
+    """The Details modal: the whole payload and context as pretty JSON, in sections of at most
+    3000 chars, within 100 blocks; what still does not fit ends in an honest "… N more characters"."""
+    blocks: list[Block] = [HeaderBlock(text=_plain(request.summary, HEADER_MAX))]
+    blocks.append(SectionBlock(fields=[_plain(f, FIELD_MAX) for f in _facts(request)]))
+    if request.reason:
+        blocks.append(SectionBlock(text=_plain(f"Reason: {request.reason}", SECTION_TEXT_MAX)))
+    parts = (("Payload", request.payload), ("Context", request.context))
+    text = "\n\n".join(
+        f"{title}:\n{json.dumps(data, indent=2, ensure_ascii=False)}" for title, data in parts if data
+    )
+    blocks.extend(_chunks(text, MODAL_BLOCKS_MAX - len(blocks)))
+    return _view("Request details", blocks)
+
+
+def _chunks(text: str, room: int) -> list[Block]:
+    pieces = [text[i : i + SECTION_TEXT_MAX] for i in range(0, len(text), SECTION_TEXT_MAX)]
+    if len(pieces) <= room:
+        return [SectionBlock(text=_plain(p, SECTION_TEXT_MAX)) for p in pieces]
+    kept = room - 1
+    left = len(text) - kept * SECTION_TEXT_MAX
+    more = f"… {left} more characters not shown (countersign show <request id> prints everything)"
+    return [SectionBlock(text=_plain(p, SECTION_TEXT_MAX)) for p in pieces[:kept]] + [
+        SectionBlock(text=_plain(more, 300))
+    ]
 
 
 def already_decided_text(request: ApprovalRequest) -> str:
-    """Ephemeral answer to a click on a request that is no longer pending."""
-    return f"This request was already {verdict(request)}."
+    """Ephemeral answer to a click or submit on a request that is no longer pending."""
+    return f"This request was already {verdict(request)}; your action changed nothing."
 
 
 def not_an_approver_text(request: ApprovalRequest) -> str:
     """Ephemeral answer to a click by someone the policy does not name as an approver."""
-    return f"You are not an approver for `{escape(request.action)}` requests, so your click changed nothing."
+    return f"You are not an approver for `{escape(request.action)}` requests, so your action changed nothing."
 
 
-UNKNOWN_REQUEST_TEXT = "countersign does not know this request; your click changed nothing."
+UNKNOWN_REQUEST_TEXT = "countersign does not know this request; your action changed nothing."

@@ -26,7 +26,8 @@ from rq.exceptions import DuplicateJobError
 from ulid import ULID
 
 from ..config import Settings, load_settings
-from ..store import Store, decision_of
+from ..store import ExecutionRefused, Store
+from .execution import approved_action, execute_approved, report_outcome
 from .runtime import INTAKE_QUEUE, Runtime, json_queue
 from .schema import ApprovalRequestV1, IntakeMessage, InvalidRequest, parse
 
@@ -34,7 +35,17 @@ IDEMPOTENCY_TTL_SECONDS = 7 * 24 * 3600
 INTAKE_RETRY = Retry(max=5, interval=[1, 5, 30, 60, 300])
 INTAKE_TIMEOUT_SECONDS = 60
 
-__all__ = ["ApprovalClient", "IdempotencyConflict", "InvalidRequest", "RequestState", "RouterUnavailable"]
+__all__ = [
+    "ApprovalClient",
+    "ExecutionRefused",
+    "IdempotencyConflict",
+    "InvalidRequest",
+    "RequestState",
+    "RouterUnavailable",
+    "approved_action",
+    "execute_approved",
+    "report_outcome",
+]
 
 
 class IdempotencyConflict(Exception):
@@ -156,7 +167,7 @@ class ApprovalClient:
                 status=row.status,
                 request=_request_view(row),
                 card={"channel": row.channel, "ts": row.card_ts} if row.card_ts else None,
-                decision=decision_of(row) if row.decided_at else None,
+                decision=event.body if (event := store.outbox_event(request_id)) else None,
                 audit=audit,
             )
         letter = store.get_dead_letter(request_id)

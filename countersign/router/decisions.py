@@ -1,57 +1,211 @@
-"""What a reviewer's click does: authorise it, decide, resume the agent, and update the card.
+"""What reviewers' clicks and modal submits do: authorise, decide, resume the agent, update the card.
 
-Called by the bot's listeners after `ack()`. Authorisation is against the approvers the policy
-named at intake, and against the request's state (the store's conditional UPDATE): a refused
-click changes nothing, is audited, and gets an ephemeral answer (DESIGN.md, invariant 4).
+Called by the bot's listeners. Authorisation is against the approvers the policy named at intake
+and against the request's state (the store's conditional UPDATE): a refused action changes
+nothing, is audited, and is answered ephemerally or inline (DESIGN.md, invariant 4).
+
+Modals follow the robust shape for Slack's 3-second, single-use `trigger_id`
+(https://docs.slack.dev/tools/bolt-python/concepts/opening-modals): `views.open` with a loading
+view first, before any database work, then `views.update` with the real form. A `view_submission`
+must carry its field errors in the ack itself (https://docs.slack.dev/surfaces/modals), so
+`check_edit`/`check_reject` read the request (one primary-key read, no write) before the ack; the
+decision is written after it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from ..store import AlreadyDecided, ApprovalRequest
+from ..store import APPROVED, PENDING, REJECTED, AlreadyDecided, ApprovalRequest
 from . import cards, relay
-from .runtime import Runtime
+from .decision import decision_of
+from .edits import EditCheck, check
+from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
 
 
-def decide_from_click(runtime: Runtime, client: WebClient, body: dict[str, Any], outcome: str) -> str:
-    """Apply an Approve/Reject `block_actions` payload. Returns `decided` | `refused`.
-
-    `body` is the interactivity payload Slack signed: `user.id`, `actions[0].value` (the request
-    id), `channel.id`. `outcome` is `approved` | `rejected`.
-    """
+def _user(body: dict[str, Any]) -> dict[str, str]:
     user = body["user"]
-    request_id = body["actions"][0]["value"]
-    store = runtime.store
-    request = store.get(request_id)
+    return {"slack_user_id": user["id"], "name": user.get("username") or user.get("name") or user["id"]}
+
+
+def _refusal(
+    runtime: Runtime, request: ApprovalRequest | None, request_id: str, user_id: str, step: str
+) -> str | None:
+    """Why `user_id` may not act on the request now (audited), or None when they may."""
     if request is None:
-        store.refuse(request_id, user["id"], "unknown_request")
-        _tell(client, body, cards.UNKNOWN_REQUEST_TEXT)
-        return "refused"
-    if user["id"] not in request.approvers:
-        store.refuse(request_id, user["id"], "not_an_approver", outcome=outcome)
-        _tell(client, body, cards.not_an_approver_text(request))
-        return "refused"
-    decided_by = [
-        {"slack_user_id": user["id"], "name": user.get("username") or user.get("name") or user["id"]}
-    ]
-    result = store.decide(request_id, outcome, decided_by, via="slack")
+        why, text = "unknown_request", cards.UNKNOWN_REQUEST_TEXT
+    elif user_id not in request.approvers:
+        why, text = "not_an_approver", cards.not_an_approver_text(request)
+    elif request.status != PENDING:
+        why, text = "already_decided", cards.already_decided_text(request)
+    else:
+        return None
+    detail = {"status": request.status} if request is not None and why == "already_decided" else {}
+    runtime.store.refuse(request_id, user_id, why, step=step, **detail)
+    return text
+
+
+def decide(
+    runtime: Runtime,
+    client: WebClient,
+    request: ApprovalRequest,
+    user: dict[str, str],
+    outcome: str,
+    **kwargs: Any,
+) -> str:
+    """Write the decision (first writer wins), publish the resume event, rewrite the card.
+
+    `kwargs` go to `Store.decide` (`reason`, `approved_payload`, `edits`). Returns `decided` or
+    `refused` (someone else decided first: audited and answered ephemerally).
+    """
+    secret = runtime.settings.COUNTERSIGN_SECRET or ""
+    result = runtime.store.decide(
+        request.id,
+        outcome,
+        [user],
+        via="slack",
+        body=lambda row: decision_of(row, secret),
+        grant_ttl=request.rules.get("grant_ttl", 900),
+        **kwargs,
+    )
     if isinstance(result, AlreadyDecided):
-        store.refuse(request_id, user["id"], "already_decided", status=result.request.status, outcome=outcome)
-        _tell(client, body, cards.already_decided_text(result.request))
+        runtime.store.refuse(
+            request.id, user["slack_user_id"], "already_decided", status=result.request.status
+        )
+        tell(
+            client, result.request.channel, user["slack_user_id"], cards.already_decided_text(result.request)
+        )
         return "refused"
-    relay.try_publish(store, runtime.redis, result.event)
-    _update_card(client, result.request)
+    relay.try_publish(runtime.store, runtime.redis, result.event)
+    update_card(client, result.request)
     return "decided"
 
 
-def _update_card(client: WebClient, request: ApprovalRequest) -> None:
+def approve_from_click(runtime: Runtime, client: WebClient, body: dict[str, Any]) -> str:
+    """The Approve button (`block_actions`, `actions[0].value` = the request id): `decided` | `refused`."""
+    request_id, user = body["actions"][0]["value"], _user(body)
+    request = runtime.store.get(request_id)
+    refusal = _refusal(runtime, request, request_id, user["slack_user_id"], "approve")
+    if refusal is not None:
+        tell(client, _channel(body), user["slack_user_id"], refusal)
+        return "refused"
+    return decide(runtime, client, request, user, APPROVED)  # type: ignore[arg-type]
+
+
+def _channel(body: dict[str, Any]) -> str | None:
+    return (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+
+
+MODALS: dict[str, tuple[str, Callable[[ApprovalRequest], dict[str, Any]]]] = {
+    cards.EDIT_ACTION: ("Edit and approve", cards.edit_view),
+    cards.REJECT_ACTION: ("Reject request", cards.reject_view),
+    cards.DETAILS_ACTION: ("Request details", cards.details_view),
+}
+
+
+def open_modal(runtime: Runtime, client: WebClient, body: dict[str, Any]) -> None:
+    """Edit / Reject / Details buttons: open a loading modal at once, then fill it (or explain why not)."""
+    action = body["actions"][0]
+    title, render = MODALS[action["action_id"]]
+    view_id = client.views_open(trigger_id=body["trigger_id"], view=cards.loading_view(title))["view"]["id"]
+    request = runtime.store.get(action["value"])
+    refusal = None
+    if action["action_id"] != cards.DETAILS_ACTION or request is None:  # anyone may read the details
+        refusal = _refusal(runtime, request, action["value"], body["user"]["id"], action["action_id"])
+    view = cards.notice_view(title, refusal) if refusal is not None else render(request)  # type: ignore[arg-type]
+    client.views_update(view_id=view_id, view=view)
+
+
+@dataclass
+class Submission:
+    """A checked `view_submission`: `ack` holds the arguments for Bolt's `ack()` (errors, if any);
+    `request` and `edit` are set when the submission may proceed to a decision."""
+
+    ack: dict[str, Any] = field(default_factory=dict)
+    request: ApprovalRequest | None = None
+    edit: EditCheck | None = None
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the modal closes and the decision should be written."""
+        return not self.ack and self.request is not None
+
+
+def _values(body: dict[str, Any]) -> dict[str, str | None]:
+    state = body["view"].get("state", {}).get("values", {})
+    return {block: (elements.get("value") or {}).get("value") for block, elements in state.items()}
+
+
+def _errors(errors: dict[str, str]) -> dict[str, Any]:
+    return {"response_action": "errors", "errors": errors}
+
+
+def _check_submitter(runtime: Runtime, body: dict[str, Any], error_block: str, step: str) -> Submission:
+    """Refuse (inline, on `error_block`) a submit by a non-approver or on a decided request."""
+    request_id = body["view"].get("private_metadata", "")
+    request = runtime.store.get(request_id)
+    refusal = _refusal(runtime, request, request_id, body["user"]["id"], step)
+    if refusal is not None:
+        return Submission(ack=_errors({error_block: refusal}))
+    return Submission(request=request)
+
+
+def check_edit(runtime: Runtime, body: dict[str, Any]) -> Submission:
+    """Validate the Edit modal's submission: who submits, the request's state, each field."""
+    first_input = next(iter(_values(body)), "edit")
+    submission = _check_submitter(runtime, body, first_input, "edit_submit")
+    if submission.request is None:
+        return submission
+    submission.edit = check(submission.request, _values(body))
+    if submission.edit.errors:
+        submission.ack = _errors(submission.edit.errors)
+    return submission
+
+
+def check_reject(runtime: Runtime, body: dict[str, Any]) -> Submission:
+    """Validate the Reject modal's submission: who submits, the request's state, the reason."""
+    submission = _check_submitter(runtime, body, cards.REASON_BLOCK, "reject_submit")
+    if submission.request is None:
+        return submission
+    submission.reason = (_values(body).get(cards.REASON_BLOCK) or "").strip() or None
+    if submission.request.rules.get("reject_reason") == "required" and submission.reason is None:
+        submission.ack = _errors({cards.REASON_BLOCK: "A reason is required to reject this action class."})
+    return submission
+
+
+def approve_edited(runtime: Runtime, client: WebClient, body: dict[str, Any], submission: Submission) -> str:
+    """After the ack of a valid Edit submit: approve with the edited payload and its diff."""
+    assert submission.request is not None and submission.edit is not None
+    return decide(
+        runtime,
+        client,
+        submission.request,
+        _user(body),
+        APPROVED,
+        approved_payload=submission.edit.payload,
+        edits=submission.edit.edits,
+    )
+
+
+def reject_with_reason(
+    runtime: Runtime, client: WebClient, body: dict[str, Any], submission: Submission
+) -> str:
+    """After the ack of a valid Reject submit: reject, carrying the reviewer's reason."""
+    assert submission.request is not None
+    return decide(runtime, client, submission.request, _user(body), REJECTED, reason=submission.reason)
+
+
+def update_card(client: WebClient, request: ApprovalRequest) -> None:
+    """Rewrite a decided request's card (text and blocks, no buttons); a Slack error is logged."""
     if request.card_ts is None:
         return
     try:
@@ -62,9 +216,17 @@ def _update_card(client: WebClient, request: ApprovalRequest) -> None:
         log.warning("request %s: card not updated (%s)", request.id, exc.response.get("error"))
 
 
-def _tell(client: WebClient, body: dict[str, Any], text: str) -> None:
-    channel = (body.get("channel") or {}).get("id") or body.get("container", {}).get("channel_id")
+def refresh_card(request_id: str) -> None:
+    """RQ job (router worker): rewrite a decided request's card, e.g. after the agent reported."""
+    runtime = current()
+    request = runtime.store.get(request_id)
+    if request is not None and request.status != PENDING:
+        update_card(runtime.slack, request)
+
+
+def tell(client: WebClient, channel: str | None, user_id: str, text: str) -> None:
+    """Post an ephemeral message to `user_id` in `channel`; a Slack error is logged, not raised."""
     try:
-        client.chat_postEphemeral(channel=channel, user=body["user"]["id"], text=text)
+        client.chat_postEphemeral(channel=channel, user=user_id, text=text)
     except SlackApiError as exc:
         log.warning("ephemeral answer not delivered (%s)", exc.response.get("error"))

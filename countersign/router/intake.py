@@ -42,6 +42,7 @@ def handle(runtime: Runtime, message: Any) -> str:
             "payload_sha256": request.payload_sha256,
             "channel": route.channel,
             "approvers": list(route.approvers),
+            "rules": route.rules,
             "policy_version": runtime.policy.version,
             "policy_sha256": runtime.policy.sha256,
             "resume_queue": request.resume.queue,

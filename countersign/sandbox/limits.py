@@ -9,7 +9,9 @@ Error messages copy the shape of Slack's ``response_metadata.messages`` entries,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 #: Blocks in one message. Modals and the Home tab allow 100. https://docs.slack.dev/reference/block-kit/blocks
@@ -50,6 +52,48 @@ MAX_MESSAGE_TEXT = 40_000
 #: https://docs.slack.dev/reference/methods/chat.update
 MAX_UPDATE_TEXT = 4_000
 
+#: Blocks in a modal view (messages allow 50). https://docs.slack.dev/reference/block-kit/blocks
+MAX_BLOCKS_PER_VIEW = 100
+#: Modal ``title``: required, plain_text, at most 24 characters. https://docs.slack.dev/reference/views/modal-views
+MAX_VIEW_TITLE = 24
+#: Modal ``submit`` label: plain_text, at most 24 characters; required when the view holds an input block.
+#: Same modal-views page.
+MAX_VIEW_SUBMIT = 24
+#: Modal ``close`` label: plain_text, at most 24 characters. Same modal-views page.
+MAX_VIEW_CLOSE = 24
+#: Modal ``private_metadata`` holds at most 3000 characters. Same modal-views page.
+MAX_PRIVATE_METADATA = 3000
+#: Modal ``callback_id`` holds at most 255 characters. Same modal-views page.
+MAX_CALLBACK_ID = 255
+#: Modal ``external_id`` holds at most 255 characters and is unique per workspace. Same modal-views page.
+MAX_EXTERNAL_ID = 255
+#: views.open / views.update / views.push answer ``view_too_large`` above this many bytes of view JSON.
+#: Slack says 250 kB (https://docs.slack.dev/reference/methods/views.push); the sandbox reads that as
+#: 250,000 bytes of compact JSON, the stricter of the two readings.
+MAX_VIEW_BYTES = 250_000
+#: A modal holds its root view plus at most 2 pushed views; one more is ``push_limit_reached``.
+#: https://docs.slack.dev/reference/methods/views.push
+MAX_VIEW_STACK = 3
+#: Input block ``label`` (required) and ``hint``: plain_text, at most 2000 characters.
+#: https://docs.slack.dev/reference/block-kit/blocks/input-block
+MAX_INPUT_LABEL = 2000
+MAX_INPUT_HINT = 2000
+#: Input element ``placeholder``: plain_text, at most 150 characters.
+#: https://docs.slack.dev/reference/block-kit/block-elements/plain-text-input-element
+MAX_PLACEHOLDER = 150
+#: plain_text_input ``min_length`` is 0..3000 and ``max_length`` 1..3000. Same plain-text-input page.
+MAX_TEXT_INPUT_LENGTH = 3000
+#: A ``trigger_id`` must be exchanged (views.open / views.push) within 3 seconds of the interaction that
+#: issued it, and only once. https://docs.slack.dev/tools/bolt-python/concepts/opening-modals
+TRIGGER_TTL_S = 3.0
+#: Slack waits 3 seconds for the ack of an interaction payload; a later answer is ignored and the user sees
+#: an error. https://docs.slack.dev/tools/bolt-python/concepts/acknowledge
+ACK_TIMEOUT_S = 3.0
+#: chat.postMessage pacing, when a Sandbox turns it on: Slack allows about 1 message per second per channel
+#: and tolerates short bursts (https://docs.slack.dev/apis/web-api/rate-limits). Slack gives no burst size;
+#: the sandbox's default allows this many back-to-back posts per channel.
+POST_MESSAGE_BURST = 3
+
 #: Block types Slack accepts in messages. https://docs.slack.dev/reference/block-kit/blocks
 BLOCK_TYPES = frozenset(
     {
@@ -70,8 +114,36 @@ BLOCK_TYPES = frozenset(
 TEXT_TYPES = frozenset({"plain_text", "mrkdwn"})
 
 
+_NUMBER = re.compile(r"-?(\d+(\.\d*)?|\.\d+)")
+
+
+def parse_number(text: Any) -> Decimal | None:
+    """``text`` as a Decimal when it is a plain decimal string like ``"-12.5"``, else None (no exponents)."""
+    if not isinstance(text, str) or not _NUMBER.fullmatch(text.strip()):
+        return None
+    return Decimal(text.strip())
+
+
 def _error(reason: str, pointer: str) -> str:
     return f"[ERROR] {reason} [json-pointer:{pointer}]"
+
+
+def _missing(field: str, pointer: str) -> str:
+    return _error(f"missing required field: {field}", pointer)
+
+
+def _check_bool(value: Any, pointer: str) -> list[str]:
+    return [] if value is None or isinstance(value, bool) else [_error("must be a boolean", pointer)]
+
+
+def _check_int(value: Any, pointer: str, minimum: int, maximum: int) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, int) or isinstance(value, bool):
+        return [_error("must be an integer", pointer)]
+    if not minimum <= value <= maximum:
+        return [_error(f"must be between {minimum} and {maximum}", pointer)]
+    return []
 
 
 def _check_length(value: Any, pointer: str, maximum: int, minimum: int = 0) -> list[str]:
@@ -103,19 +175,75 @@ def _check_count(items: Any, pointer: str, maximum: int) -> list[str]:
     return []
 
 
-def _check_element(element: Any, pointer: str) -> list[str]:
-    """Check an interactive element. Buttons get the full button-element rules, others the action_id rule."""
-    if not isinstance(element, dict) or not isinstance(element.get("type"), str):
-        return [_error("must be an element object", pointer)]
-    errors = _check_length(element.get("action_id"), f"{pointer}/action_id", MAX_ACTION_ID, minimum=1)
-    if element["type"] != "button":
-        return errors
-    errors += _check_text(element.get("text"), f"{pointer}/text", MAX_BUTTON_TEXT, plain_only=True)
+def _check_button(element: dict, pointer: str) -> list[str]:
+    errors = _check_text(element.get("text"), f"{pointer}/text", MAX_BUTTON_TEXT, plain_only=True)
     errors += _check_length(element.get("value"), f"{pointer}/value", MAX_BUTTON_VALUE)
     errors += _check_length(element.get("url"), f"{pointer}/url", MAX_BUTTON_URL)
     if "style" in element and element["style"] not in BUTTON_STYLES:
         errors.append(_error("must be one of primary, danger", f"{pointer}/style"))
     return errors
+
+
+def _check_placeholder(element: dict, pointer: str) -> list[str]:
+    if "placeholder" not in element:
+        return []
+    return _check_text(element["placeholder"], f"{pointer}/placeholder", MAX_PLACEHOLDER, plain_only=True)
+
+
+def _check_number_input(element: dict, pointer: str) -> list[str]:
+    """https://docs.slack.dev/reference/block-kit/block-elements/number-input-element : ``is_decimal_allowed``
+    is a required boolean; ``initial_value``, ``min_value`` and ``max_value`` are numbers written as strings
+    (JSON numbers fail Slack's schema), and ``min_value`` may not exceed ``max_value``."""
+    errors = _check_placeholder(element, pointer)
+    if "is_decimal_allowed" not in element:
+        errors.append(_missing("is_decimal_allowed", pointer))
+    elif not isinstance(element["is_decimal_allowed"], bool):
+        errors.append(_error("must be a boolean", f"{pointer}/is_decimal_allowed"))
+    numbers: dict[str, Decimal] = {}
+    for key in ("initial_value", "min_value", "max_value"):
+        if key not in element:
+            continue
+        if not isinstance(element[key], str):
+            errors.append(_error("must be a string", f"{pointer}/{key}"))
+        elif (number := parse_number(element[key])) is None:
+            errors.append(_error("must be a number written as a string", f"{pointer}/{key}"))
+        else:
+            numbers[key] = number
+    if "min_value" in numbers and "max_value" in numbers and numbers["min_value"] > numbers["max_value"]:
+        errors.append(_error("min_value must be less than or equal to max_value", f"{pointer}/min_value"))
+    return errors
+
+
+def _check_text_input(element: dict, pointer: str) -> list[str]:
+    """https://docs.slack.dev/reference/block-kit/block-elements/plain-text-input-element : ``min_length``
+    0..3000, ``max_length`` 1..3000, string ``initial_value``, boolean ``multiline``. Refusing
+    ``min_length > max_length`` is the sandbox's inference (such a field could never be submitted)."""
+    low, high = element.get("min_length"), element.get("max_length")
+    errors = _check_placeholder(element, pointer)
+    errors += _check_int(low, f"{pointer}/min_length", 0, MAX_TEXT_INPUT_LENGTH)
+    errors += _check_int(high, f"{pointer}/max_length", 1, MAX_TEXT_INPUT_LENGTH)
+    if not errors and low is not None and high is not None and low > high:
+        errors.append(_error("min_length must be less than or equal to max_length", f"{pointer}/min_length"))
+    if "initial_value" in element and not isinstance(element["initial_value"], str):
+        errors.append(_error("must be a string", f"{pointer}/initial_value"))
+    return errors + _check_bool(element.get("multiline"), f"{pointer}/multiline")
+
+
+_ELEMENT_CHECKS: dict[str, Callable[[dict, str], list[str]]] = {
+    "button": _check_button,
+    "number_input": _check_number_input,
+    "plain_text_input": _check_text_input,
+}
+
+
+def _check_element(element: Any, pointer: str) -> list[str]:
+    """Check an interactive element: the action_id rule for all, the full rules for the types listed in
+    ``_ELEMENT_CHECKS`` (buttons, number_input, plain_text_input)."""
+    if not isinstance(element, dict) or not isinstance(element.get("type"), str):
+        return [_error("must be an element object", pointer)]
+    errors = _check_length(element.get("action_id"), f"{pointer}/action_id", MAX_ACTION_ID, minimum=1)
+    check = _ELEMENT_CHECKS.get(element["type"])
+    return errors + (check(element, pointer) if check else [])
 
 
 def _check_section(block: dict, pointer: str) -> list[str]:
@@ -155,11 +283,31 @@ def _check_context(block: dict, pointer: str) -> list[str]:
     return _check_count(block.get("elements"), f"{pointer}/elements", MAX_CONTEXT_ELEMENTS)
 
 
+def _check_input(block: dict, pointer: str) -> list[str]:
+    """https://docs.slack.dev/reference/block-kit/blocks/input-block : a plain_text ``label`` and an
+    ``element`` are required; ``hint`` is optional; ``optional`` and ``dispatch_action`` are booleans."""
+    errors = []
+    if "label" not in block:
+        errors.append(_missing("label", pointer))
+    else:
+        errors += _check_text(block["label"], f"{pointer}/label", MAX_INPUT_LABEL, plain_only=True)
+    if "hint" in block:
+        errors += _check_text(block["hint"], f"{pointer}/hint", MAX_INPUT_HINT, plain_only=True)
+    if "element" not in block:
+        errors.append(_missing("element", pointer))
+    else:
+        errors += _check_element(block["element"], f"{pointer}/element")
+    for key in ("optional", "dispatch_action"):
+        errors += _check_bool(block.get(key), f"{pointer}/{key}")
+    return errors
+
+
 _BLOCK_CHECKS: dict[str, Callable[[dict, str], list[str]]] = {
     "section": _check_section,
     "header": _check_header,
     "actions": _check_actions,
     "context": _check_context,
+    "input": _check_input,
 }
 
 
@@ -177,17 +325,62 @@ def _check_block(block: Any, pointer: str, seen_ids: set[str]) -> list[str]:
     return errors + (check(block, pointer) if check else [])
 
 
-def check_blocks(blocks: list[Any]) -> list[str]:
+def check_blocks(
+    blocks: list[Any], *, maximum: int = MAX_BLOCKS_PER_MESSAGE, pointer: str = "/blocks"
+) -> list[str]:
     """Return Slack-style ``[ERROR] ...`` messages for every Block Kit rule ``blocks`` breaks; [] if valid.
 
-    Covers the message rules listed in this module: block count, per-block text and field limits, button
-    limits, actions/context element counts, ``block_id`` length and uniqueness, ``action_id`` uniqueness
-    within a block, and unknown block types. A non-empty result means Slack would answer ``invalid_blocks``.
+    Covers the rules listed in this module: block count (``maximum``: 50 in messages, 100 in views), per-block
+    text and field limits, button limits, actions/context element counts, input blocks and their
+    number_input / plain_text_input elements, ``block_id`` length and uniqueness, ``action_id`` uniqueness
+    within a block, and unknown block types. ``pointer`` prefixes the json-pointers (``/view/blocks`` for
+    views). A non-empty result means Slack would answer ``invalid_blocks`` (``invalid_arguments`` for views).
     """
-    errors = _check_count(blocks, "/blocks", MAX_BLOCKS_PER_MESSAGE)
+    errors = _check_count(blocks, pointer, maximum)
     seen_ids: set[str] = set()
-    for i, block in enumerate(blocks):
-        errors += _check_block(block, f"/blocks/{i}", seen_ids)
+    for i, block in enumerate(blocks if isinstance(blocks, list) else []):
+        errors += _check_block(block, f"{pointer}/{i}", seen_ids)
+    return errors
+
+
+def _check_label(view: dict, key: str, maximum: int, *, required: bool = False) -> list[str]:
+    if key not in view:
+        return [_missing(key, "/view")] if required else []
+    return _check_text(view[key], f"/view/{key}", maximum, plain_only=True)
+
+
+def check_view(view: Any) -> list[str]:
+    """Return Slack-style ``[ERROR] ...`` messages for every modal rule ``view`` breaks; [] if valid.
+
+    Rules (https://docs.slack.dev/reference/views/modal-views): ``type`` is ``"modal"``; ``title`` is
+    required plain_text of at most ``MAX_VIEW_TITLE``; ``submit`` / ``close`` are plain_text of at most 24 and
+    ``submit`` is required when any block is an input block; ``blocks`` is required, at most
+    ``MAX_BLOCKS_PER_VIEW``, and obeys ``check_blocks``; ``private_metadata`` ≤ 3000, ``callback_id`` and
+    ``external_id`` ≤ 255 characters; ``clear_on_close`` / ``notify_on_close`` are booleans. A non-empty
+    result means Slack would answer ``invalid_arguments``. The size limit (``MAX_VIEW_BYTES``) is separate.
+    """
+    if not isinstance(view, dict):
+        return [_error("must be an object", "/view")]
+    errors = [] if view.get("type") == "modal" else [_error("must be modal", "/view/type")]
+    errors += _check_label(view, "title", MAX_VIEW_TITLE, required=True)
+    errors += _check_label(view, "close", MAX_VIEW_CLOSE)
+    blocks = view.get("blocks")
+    has_input = isinstance(blocks, list) and any(
+        isinstance(b, dict) and b.get("type") == "input" for b in blocks
+    )
+    errors += _check_label(view, "submit", MAX_VIEW_SUBMIT, required=has_input)
+    if "blocks" not in view:
+        errors.append(_missing("blocks", "/view"))
+    else:
+        errors += check_blocks(blocks, maximum=MAX_BLOCKS_PER_VIEW, pointer="/view/blocks")
+    for key, maximum in (
+        ("private_metadata", MAX_PRIVATE_METADATA),
+        ("callback_id", MAX_CALLBACK_ID),
+        ("external_id", MAX_EXTERNAL_ID),
+    ):
+        errors += _check_length(view.get(key), f"/view/{key}", maximum)
+    for key in ("clear_on_close", "notify_on_close"):
+        errors += _check_bool(view.get(key), f"/view/{key}")
     return errors
 
 

@@ -4,28 +4,34 @@ from .engine import create_db_engine, upgrade
 from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent
 from .state import (
     APPROVED,
+    EXECUTED,
+    FAILED,
     PENDING,
     REJECTED,
+    STARTED,
     AlreadyDecided,
     Decided,
+    ExecutionRefused,
     Store,
-    decision_of,
     resume_job_id,
 )
 
 __all__ = [
     "APPROVED",
+    "EXECUTED",
+    "FAILED",
     "PENDING",
     "REJECTED",
+    "STARTED",
     "AlreadyDecided",
     "ApprovalRequest",
     "AuditEvent",
     "DeadLetter",
     "Decided",
+    "ExecutionRefused",
     "OutboxEvent",
     "Store",
     "create_db_engine",
-    "decision_of",
     "resume_job_id",
     "upgrade",
 ]

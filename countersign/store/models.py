@@ -60,6 +60,27 @@ def _sqlite_utcnow(element: utcnow, compiler: Any, **kw: Any) -> str:
     return "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
 
+class utcnow_plus(FunctionElement[datetime]):
+    """The database's current UTC time plus a whole number of seconds."""
+
+    type = UTCDateTime()
+    inherit_cache = False
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = int(seconds)
+        super().__init__()
+
+
+@compiles(utcnow_plus, "postgresql")
+def _pg_utcnow_plus(element: utcnow_plus, compiler: Any, **kw: Any) -> str:
+    return f"(CURRENT_TIMESTAMP + INTERVAL '{element.seconds} seconds')"
+
+
+@compiles(utcnow_plus, "sqlite")
+def _sqlite_utcnow_plus(element: utcnow_plus, compiler: Any, **kw: Any) -> str:
+    return f"strftime('%Y-%m-%d %H:%M:%f', 'now', '+{element.seconds} seconds')"
+
+
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {
         dict[str, Any]: JSONType,
@@ -72,7 +93,10 @@ class ApprovalRequest(Base):
     """One approval request: the frozen payload, where its card is, and its state.
 
     `status` moves `pending → approved | rejected` only through `Store.decide` (one conditional
-    UPDATE). `approvers` is the policy's list of Slack user ids, snapshotted at intake.
+    UPDATE). `approvers` (Slack user ids) and `rules` (editable fields, edit rule, reject reason,
+    grant TTL: `policy.Route.rules`) are the policy's, snapshotted at intake. `payload` never
+    changes; `approved_payload` is what may run (the payload, or the reviewer's edit, with the
+    diff in `edits`). `execution` is `started` → `executed` | `failed`, at most once.
     """
 
     __tablename__ = "approval_requests"
@@ -103,6 +127,13 @@ class ApprovalRequest(Base):
     decided_by: Mapped[list[Any] | None]
     decided_via: Mapped[str | None] = mapped_column(String(16))
     decision_reason: Mapped[str | None] = mapped_column(Text)
+    rules: Mapped[dict[str, Any]] = mapped_column(JSONType, server_default="{}")
+    approved_payload: Mapped[dict[str, Any] | None]
+    edits: Mapped[list[Any] | None]
+    grant_expires_at: Mapped[datetime | None]
+    execution: Mapped[str | None] = mapped_column(String(16))
+    execution_detail: Mapped[str | None] = mapped_column(Text)
+    executed_at: Mapped[datetime | None]
 
 
 class AuditEvent(Base):

@@ -7,21 +7,31 @@ other sees zero rows updated; the decision, its audit event and its outbox row c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, literal, select, update
+from sqlalchemy import Engine, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from .engine import WRITE, create_db_engine
-from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent, utcnow
+from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent, utcnow, utcnow_plus
 
 PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
 OUTCOMES = (APPROVED, REJECTED)
+STARTED, EXECUTED, FAILED = "started", "executed", "failed"
+
+
+class ExecutionRefused(Exception):
+    """An approved action may not run (again): `why` is `unknown_request` | `not_approved` |
+    `already_executed` | `grant_expired` | `bad_signature` | `payload_mismatch`."""
+
+    def __init__(self, request_id: str, why: str) -> None:
+        super().__init__(f"request {request_id}: execution refused ({why})")
+        self.request_id = request_id
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -110,49 +120,119 @@ class Store:
         outcome: str,
         decided_by: list[dict[str, str]],
         via: str,
+        body: Callable[[ApprovalRequest], dict[str, Any]],
+        *,
         reason: str | None = None,
+        approved_payload: dict[str, Any] | None = None,
+        edits: list[dict[str, Any]] | None = None,
+        grant_ttl: int = 900,
     ) -> Decided | AlreadyDecided:
         """Move a pending request to `outcome` (`approved` | `rejected`), first writer wins.
 
         In one transaction: the conditional UPDATE, the audit event named after the outcome, and the
-        outbox row carrying the decision (`decision_of`). `decided_by` is `[{slack_user_id, name}]`,
-        `via` is `slack` | `policy` | `timeout`. Raises `LookupError` for an unknown request id.
+        outbox row whose body is `body(decided request)` (the resume decision). `decided_by` is
+        `[{slack_user_id, name}]`; `via` is `slack` | `policy` | `timeout`. An approval may carry
+        `approved_payload` (the reviewer's edit; default: the frozen payload) with its `edits`
+        diff, and its grant expires `grant_ttl` seconds after the database's now. Raises
+        `LookupError` for an unknown request id.
         """
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+        values: dict[str, Any] = {
+            "status": outcome,
+            "decided_by": decided_by,
+            "decided_via": via,
+            "decision_reason": reason,
+            "decided_at": utcnow(),
+            "edits": edits or [],
+        }
+        if outcome == APPROVED:
+            values["approved_payload"] = (
+                approved_payload if approved_payload is not None else ApprovalRequest.payload
+            )
+            values["grant_expires_at"] = utcnow_plus(grant_ttl)
         with self._write() as session:
             stmt = (
                 update(ApprovalRequest)
                 .where(ApprovalRequest.id == request_id, ApprovalRequest.status == PENDING)
-                .values(
-                    status=outcome,
-                    decided_by=decided_by,
-                    decided_via=via,
-                    decision_reason=reason,
-                    decided_at=utcnow(),
-                )
+                .values(**values)
                 .returning(ApprovalRequest)
             )
             row = session.scalars(stmt).one_or_none()
             if row is None:
                 return AlreadyDecided(self._one(session, request_id))
             actor = decided_by[0]["slack_user_id"] if decided_by else None
-            self._audit(session, request_id, outcome, actor, via=via, reason=reason)
+            self._audit(session, request_id, outcome, actor, via=via, reason=reason, edits=edits or [])
             event = OutboxEvent(
                 request_id=request_id,
                 queue=row.resume_queue,
                 func=row.resume_func,
                 job_id=resume_job_id(request_id),
-                body=decision_of(row),
+                body=body(row),
             )
             session.add(event)
             session.flush()
             return Decided(row, event)
 
-    def refuse(self, request_id: str, actor: str, why: str, **detail: Any) -> None:
-        """Audit a refused attempt (`refused`, with `why`); the request itself does not change."""
+    def claim_execution(self, request_id: str, actor: str) -> ApprovalRequest:
+        """Claim the single execution of an approved request whose grant has not expired (database clock).
+
+        One conditional UPDATE (`execution IS NULL AND grant_expires_at > now`), so of two workers
+        racing on one decision exactly one gets the request back; audits `execution_started`.
+        Raises `ExecutionRefused` (`why`: `unknown_request` | `not_approved` | `already_executed` |
+        `grant_expired`), audited as `execution_refused`.
+        """
         with self._write() as session:
-            self._audit(session, request_id, "refused", actor, why=why, **detail)
+            stmt = (
+                update(ApprovalRequest)
+                .where(
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.status == APPROVED,
+                    ApprovalRequest.execution.is_(None),
+                    ApprovalRequest.grant_expires_at > utcnow(),
+                )
+                .values(execution=STARTED, executed_at=utcnow())
+                .returning(ApprovalRequest)
+            )
+            row = session.scalars(stmt).one_or_none()
+            if row is not None:
+                self._audit(session, request_id, "execution_started", actor)
+                return row
+            current = session.get(ApprovalRequest, request_id)
+            why = _why_not_executable(current)
+            self._audit(session, request_id, "execution_refused", actor, why=why)
+        raise ExecutionRefused(request_id, why)
+
+    def record_outcome(
+        self, request_id: str, ok: bool, detail: str | None, actor: str
+    ) -> ApprovalRequest | None:
+        """Close an approved request's execution as `executed` (ok) or `failed`, once; audit it.
+
+        Accepts a request whose execution was claimed (`started`) or, for agents that execute
+        elsewhere, not claimed at all. Returns the updated request, or None if it was already
+        closed or is not approved.
+        """
+        outcome = EXECUTED if ok else FAILED
+        with self._write() as session:
+            stmt = (
+                update(ApprovalRequest)
+                .where(
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.status == APPROVED,
+                    or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == STARTED),
+                )
+                .values(execution=outcome, execution_detail=detail, executed_at=utcnow())
+                .returning(ApprovalRequest)
+            )
+            row = session.scalars(stmt).one_or_none()
+            if row is not None:
+                self._audit(session, request_id, outcome, actor, detail=detail)
+        return row
+
+    def refuse(self, request_id: str, actor: str, why: str, event: str = "refused", **detail: Any) -> None:
+        """Audit a refused attempt (`event`, with `why`); the request itself does not change."""
+        with self._write() as session:
+            self._audit(session, request_id, event, actor, why=why, **detail)
 
     def dead_letter(self, letter_id: str, reason: str, received: Any) -> bool:
         """Keep an intake message that cannot become a request, with its reason; audit `dead_lettered`.
@@ -180,6 +260,11 @@ class Store:
         with self._read() as session:
             stmt = select(AuditEvent).where(AuditEvent.request_id == request_id).order_by(AuditEvent.id)
             return list(session.scalars(stmt))
+
+    def outbox_event(self, request_id: str) -> OutboxEvent | None:
+        """The resume event of a decided request (its `body` is the decision sent), or None."""
+        with self._read() as session:
+            return session.scalars(select(OutboxEvent).where(OutboxEvent.request_id == request_id)).first()
 
     def unpublished(self, limit: int = 100) -> list[OutboxEvent]:
         """Outbox events not yet on their RQ queue, oldest first, at most `limit`."""
@@ -221,28 +306,9 @@ def resume_job_id(request_id: str) -> str:
     return f"resume-{request_id}"
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
-
-
-def decision_of(request: ApprovalRequest) -> dict[str, Any]:
-    """The decision handed to the agent's resume job (DESIGN.md, "Decision"), as JSON-ready data.
-
-    `payload` is what may run: the frozen payload (edits arrive with a later issue, and will replace
-    it, recording `edits`). `decided_at` is ISO 8601 UTC from the database clock.
-    """
-    return {
-        "request_id": request.id,
-        "idempotency_key": request.idempotency_key,
-        "action": request.action,
-        "outcome": request.status,
-        "payload": request.payload,
-        "original_payload": request.payload,
-        "edits": [],
-        "decided_by": request.decided_by or [],
-        "decided_via": request.decided_via,
-        "reason": request.decision_reason,
-        "decided_at": _iso(request.decided_at),
-        "policy_version": request.policy_version,
-        "policy_sha256": request.policy_sha256,
-    }
+def _why_not_executable(request: ApprovalRequest | None) -> str:
+    if request is None:
+        return "unknown_request"
+    if request.status != APPROVED:
+        return "not_approved"
+    return "already_executed" if request.execution is not None else "grant_expired"

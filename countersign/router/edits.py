@@ -1,0 +1,118 @@
+"""Validating a reviewer's edit against the policy's `editable` fields and `edit_rule`.
+
+Values arrive as the strings typed into the Edit modal. Decimals are parsed with `Decimal` from a
+strict format (digits, optional sign and point: no commas, no exponent, so `1,000` and `1e309`
+are refused rather than guessed at), then checked for decimal places and `min`/`max`. The
+`edit_rule` is a CEL expression over `edited` and `original` (decimals as doubles); an error in
+it refuses the edit (fails closed).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import cel
+
+from ..store import ApprovalRequest
+
+_DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
+_INTEGER = re.compile(r"^-?\d+$")
+
+
+def block_id(name: str) -> str:
+    """The Edit modal's input `block_id` for payload field `name` (errors are keyed by it)."""
+    return f"edit-{name}"
+
+
+@dataclass
+class EditCheck:
+    """The outcome of `check`: `errors` (`{block_id: message}`, empty when valid), the edited
+    `payload` and its `edits` diff (`[{field, from, to}]`, only fields that changed)."""
+
+    errors: dict[str, str] = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)
+    edits: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _number(raw: str, spec: dict[str, Any]) -> tuple[Decimal | None, str | None]:
+    pattern = _INTEGER if spec["type"] == "integer" else _DECIMAL
+    if not pattern.match(raw):
+        kind = "a whole number" if spec["type"] == "integer" else "a number like 1234.56"
+        return None, f"Enter {kind}: digits and at most one point, no commas or exponents."
+    value = Decimal(raw)
+    places = spec.get("places")
+    if places is not None and -value.normalize().as_tuple().exponent > places:  # type: ignore[operator]
+        return None, f"Use at most {places} decimal places."
+    if "min" in spec and value < Decimal(spec["min"]):
+        return None, f"Must be at least {spec['min']}."
+    if "max" in spec and value > Decimal(spec["max"]):
+        return None, f"Must be at most {spec['max']}."
+    return value, None
+
+
+def _typed(value: Decimal, original: Any, spec: dict[str, Any]) -> Any:
+    """`value` in the JSON type the agent used for the original (string or number)."""
+    if spec.get("places") is not None:
+        value = value.quantize(Decimal(1).scaleb(-spec["places"]))
+    if isinstance(original, str):
+        return str(value)
+    return int(value) if spec["type"] == "integer" or isinstance(original, int) else float(value)
+
+
+def _parse(raw: str | None, original: Any, spec: dict[str, Any]) -> tuple[Any, str | None]:
+    text = (raw or "").strip()
+    if not text:
+        return None, "Enter a value."
+    if spec["type"] == "text":
+        limit = spec.get("max_length", 3000)
+        return (text, None) if len(text) <= limit else (None, f"Use at most {limit} characters.")
+    number, error = _number(text, spec)
+    return (None, error) if number is None else (_typed(number, original, spec), None)
+
+
+def _for_cel(payload: dict[str, Any], editable: dict[str, Any]) -> dict[str, Any]:
+    converted = dict(payload)
+    for name, spec in editable.items():
+        if spec["type"] != "text" and isinstance(converted.get(name), str):
+            converted[name] = float(Decimal(converted[name]))
+    return converted
+
+
+def _rule_error(
+    rule: str, original: dict[str, Any], edited: dict[str, Any], editable: dict[str, Any]
+) -> str | None:
+    try:
+        allowed = cel.evaluate(
+            rule, {"original": _for_cel(original, editable), "edited": _for_cel(edited, editable)}
+        )
+    except Exception as exc:
+        return f"The policy's edit rule could not be checked ({type(exc).__name__}), so the edit is refused."
+    return None if allowed is True else f"The policy does not allow this edit ({rule})."
+
+
+def check(request: ApprovalRequest, values: dict[str, str | None]) -> EditCheck:
+    """Validate the Edit modal's `values` (`{block_id: typed text or None}`) for `request`."""
+    editable: dict[str, Any] = request.rules.get("editable", {})
+    original = request.payload
+    result = EditCheck(payload=dict(original))
+    for name, spec in editable.items():
+        value, error = _parse(values.get(block_id(name)), original.get(name), spec)
+        if error:
+            result.errors[block_id(name)] = error
+        else:
+            result.payload[name] = value
+    if result.errors:
+        return result
+    result.edits = [
+        {"field": name, "from": original.get(name), "to": result.payload[name]}
+        for name in editable
+        if result.payload[name] != original.get(name)
+    ]
+    rule = request.rules.get("edit_rule")
+    if rule and (error := _rule_error(rule, original, result.payload, editable)):
+        changed = [e["field"] for e in result.edits] or list(editable)
+        result.errors = {block_id(name): error for name in changed}
+    return result

@@ -1,0 +1,92 @@
+"""The agent side of a decision: run exactly what was approved, once, and report the outcome.
+
+    from countersign import approved_action
+
+    @approved_action
+    def resume(payload):            # the RQ resume job; runs only for a valid, unexpired grant
+        payments.refund(**payload)
+
+`execute_approved` refuses, with `ExecutionRefused` and an audit event, when the decision was not
+an approval, its grant's signature is wrong, the payload differs from the grant's hash, the grant
+has expired (database clock), or it already ran. Single use is one conditional UPDATE in the store,
+so two workers racing on the same decision run `fn` once. The outcome ("executed ✓" / "failed ✗")
+is recorded in the audit trail and shown on the card (the router worker rewrites it).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..store import ExecutionRefused
+from .decision import verify_grant
+from .runtime import INTAKE_QUEUE, Runtime, current
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+AGENT = "agent"
+DETAIL_MAX = 2000
+
+
+def execute_approved(
+    decision: dict[str, Any], fn: Callable[[dict[str, Any]], T], runtime: Runtime | None = None
+) -> T:
+    """Run `fn(decision["payload"])` if, and only if, the decision's grant allows it; once.
+
+    Needs `COUNTERSIGN_SECRET`, `DATABASE_URL` and `REDIS_URL` (from the environment unless a
+    `runtime` is given). Returns what `fn` returns. Raises `ExecutionRefused` (`why`:
+    `not_approved`, `bad_signature`, `payload_mismatch`, `grant_expired`, `already_executed`,
+    `unknown_request`) before running anything; re-raises what `fn` raises, after recording the
+    failure.
+    """
+    runtime = runtime or current()
+    runtime.settings.require("COUNTERSIGN_SECRET", command="worker (execute_approved)")
+    request_id = str(decision.get("request_id"))
+    try:
+        verify_grant(runtime.settings.COUNTERSIGN_SECRET or "", decision)
+    except ExecutionRefused as refused:
+        runtime.store.refuse(request_id, AGENT, refused.why, event="execution_refused")
+        raise
+    runtime.store.claim_execution(request_id, AGENT)
+    try:
+        result = fn(decision["payload"])
+    except Exception as exc:
+        report_outcome(request_id, False, f"{type(exc).__name__}: {exc}", runtime)
+        raise
+    report_outcome(request_id, True, None if result is None else str(result), runtime)
+    return result
+
+
+def report_outcome(
+    request_id: str, ok: bool, detail: str | None = None, runtime: Runtime | None = None
+) -> bool:
+    """Record how an approved action went (`ok`, with an optional `detail`), once, and queue the card
+    update. For agents that execute elsewhere than `execute_approved`. True if recorded now."""
+    runtime = runtime or current()
+    detail = detail[:DETAIL_MAX] if detail else None
+    if runtime.store.record_outcome(request_id, ok, detail, AGENT) is None:
+        log.warning("request %s: outcome already recorded or request not approved", request_id)
+        return False
+    runtime.queue(INTAKE_QUEUE).enqueue(
+        "countersign.router.decisions.refresh_card", request_id, description=f"refresh card {request_id}"
+    )
+    return True
+
+
+def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, Any]], T | None]:
+    """Decorator: turn `fn(payload)` into a resume function `resume(decision)`.
+
+    Approved decisions run through `execute_approved`; rejected or expired ones run nothing and
+    return None (logged).
+    """
+
+    @functools.wraps(fn)
+    def resume(decision: dict[str, Any]) -> T | None:
+        if decision.get("outcome") != "approved":
+            log.info("request %s was %s; nothing to run", decision.get("request_id"), decision.get("outcome"))
+            return None
+        return execute_approved(decision, fn)
+
+    return resume

@@ -1,0 +1,156 @@
+"""Honest, safe cards: untrusted text stays inert, every card and modal fits Slack's limits.
+
+Cards are posted to the sandbox through a real slack_sdk WebClient, so Slack's limits (as the
+sandbox enforces them) judge the result, not the renderer's own arithmetic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from slack_sdk import WebClient
+
+from countersign.router import cards
+from countersign.sandbox import Sandbox, serve
+from countersign.store import ApprovalRequest
+
+HOSTILE = "<!channel> pay <@U0ADMIN> & <https://example.com|click>"
+
+
+@pytest.fixture(scope="module")
+def slack() -> Iterator[WebClient]:
+    server = serve(Sandbox(signing_secret="s"))
+    yield WebClient(token="xoxb-test", base_url=server.url + "/api/")
+    server.shutdown()
+
+
+def request(**overrides: Any) -> ApprovalRequest:
+    values: dict[str, Any] = {
+        "id": "01J00000000000000000000000",
+        "idempotency_key": "a:r:s",
+        "action": "issue_refund",
+        "payload": {"amount": "512.40", "currency": "USD"},
+        "payload_sha256": "0" * 64,
+        "summary": "Refund ACME",
+        "reason": "duplicate charge",
+        "context": {"ticket": 42},
+        "requester": "refund-agent",
+        "on_behalf_of": None,
+        "confidence": 0.8,
+        "channel": "C0FINANCE",
+        "approvers": ["U0LEAD"],
+        "policy_version": 1,
+        "policy_sha256": "1" * 64,
+        "status": "pending",
+        "rules": {"editable": {"amount": {"type": "decimal"}}},
+        "approved_payload": None,
+        "edits": None,
+        "decided_by": None,
+        "decided_at": None,
+        "execution": None,
+        "decision_reason": None,
+    }
+    return ApprovalRequest(**{**values, **overrides})
+
+
+def texts(blocks: Any, kind: str) -> list[str]:
+    """Every `text` string inside text objects of type `kind` (plain_text or mrkdwn)."""
+    found: list[str] = []
+    if isinstance(blocks, dict):
+        if blocks.get("type") == kind and isinstance(blocks.get("text"), str):
+            found.append(blocks["text"])
+        for value in blocks.values():
+            found += texts(value, kind)
+    elif isinstance(blocks, list):
+        for value in blocks:
+            found += texts(value, kind)
+    return found
+
+
+def test_agent_text_is_inert(slack: WebClient) -> None:
+    card = cards.request_card(
+        request(summary=HOSTILE, reason=HOSTILE, requester=HOSTILE, payload={HOSTILE: HOSTILE})
+    )
+    assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
+    assert all("<" not in t for t in texts(card.blocks, "mrkdwn"))
+    assert any(HOSTILE in t for t in texts(card.blocks, "plain_text"))  # shown verbatim, as plain text
+    assert "<!channel>" not in card.text and "&lt;!channel&gt;" in card.text
+
+    decided = cards.decided_card(
+        request(
+            summary=HOSTILE,
+            status="approved",
+            decision_reason=HOSTILE,
+            approved_payload={"amount": HOSTILE},
+            edits=[{"field": "amount", "from": HOSTILE, "to": "1"}],
+            decided_by=[{"slack_user_id": "U0LEAD", "name": "lee"}],
+            execution="failed",
+            execution_detail=HOSTILE,
+        )
+    )
+    mrkdwn = " ".join(texts(decided.blocks, "mrkdwn"))
+    assert "<@U0LEAD>" in mrkdwn  # the only mention: Slack's own id of the decider
+    assert "<!channel>" not in mrkdwn and "<@U0ADMIN>" not in mrkdwn and "<https://" not in mrkdwn
+    assert slack.chat_postMessage(channel="C0FINANCE", **decided.message())["ok"]
+
+
+def test_card_shows_summary_beside_the_raw_payload_and_the_buttons(slack: WebClient) -> None:
+    card = cards.request_card(request(summary="Tiny harmless refund", payload={"amount": "99999.00"}))
+    plain = texts(card.blocks, "plain_text")
+    assert "Tiny harmless refund" in plain and "amount: 99999.00" in plain
+    assert {"Action: issue_refund", "Requester: refund-agent", "Confidence: 0.80"} <= set(plain)
+    buttons = [e["action_id"] for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == [cards.APPROVE_ACTION, cards.REJECT_ACTION, cards.EDIT_ACTION, cards.DETAILS_ACTION]
+    no_edit = cards.request_card(request(rules={}))
+    assert cards.EDIT_ACTION not in json.dumps(no_edit.blocks)
+
+
+@pytest.mark.parametrize("length", [149, 150, 151, 3000, 3001, 20_000])
+def test_long_agent_text_is_cut_with_an_ellipsis_and_fits(slack: WebClient, length: int) -> None:
+    text = ("é" * (length - 1)) + "😀"  # multi-byte, and an emoji that must not be split
+    card = cards.request_card(request(summary=text, reason=text, payload={"note": text}))
+    header = card.blocks[0]["text"]["text"]
+    assert len(header) <= cards.HEADER_MAX
+    assert header.endswith("…") == (length > cards.HEADER_MAX)
+    assert header == text if length <= cards.HEADER_MAX else text.startswith(header[:-1])
+    assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
+
+
+def test_many_and_huge_payload_fields_stay_within_a_message(slack: WebClient) -> None:
+    payload = {f"field_{i:03}": "x" * 5000 for i in range(200)}
+    card = cards.request_card(request(payload=payload, reason="r" * 50_000, summary="s" * 1000))
+    fields = [f for b in card.blocks for f in b.get("fields", [])]
+    assert sum(len(t) for t in texts(card.blocks, "plain_text")) <= cards.MESSAGE_TEXT_BUDGET
+    assert any(f["text"].startswith("… 191 more fields") for f in fields)
+    assert len(card.blocks) <= cards.MESSAGE_BLOCKS_MAX
+    assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
+
+
+def details_sections(total: int) -> list[dict[str, Any]]:
+    """The text sections of the Details modal for a payload whose text part is `total` chars long.
+
+    The part reads "Payload:\n" + json.dumps({"k": value}, indent=2): 22 characters around the value.
+    """
+    view = cards.details_view(request(payload={"k": "v" * (total - 22)}, context=None, reason=None))
+    assert len(view["blocks"]) <= cards.MODAL_BLOCKS_MAX
+    return view["blocks"][2:]  # after the header and the facts
+
+
+@pytest.mark.parametrize(("total", "sections"), [(3000, 1), (3001, 2), (6000, 2), (6001, 3)])
+def test_details_modal_splits_text_into_sections_of_3000(total: int, sections: int) -> None:
+    blocks = details_sections(total)
+    assert [len(b["text"]["text"]) for b in blocks][-1] == total - (sections - 1) * cards.SECTION_TEXT_MAX
+    assert len(blocks) == sections
+
+
+def test_details_modal_says_how_much_did_not_fit() -> None:
+    total = 98 * cards.SECTION_TEXT_MAX + 1  # one character more than 98 full sections
+    blocks = details_sections(total)
+    assert len(blocks) == 98 and all(b["type"] == "section" for b in blocks)
+    assert blocks[-1]["text"]["text"] == (
+        f"… {total - 97 * cards.SECTION_TEXT_MAX} more characters not shown "
+        "(countersign show <request id> prints everything)"
+    )
