@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import pytest
+from ulid import ULID
 
 from countersign.router.decision import decision_of
 from countersign.store import AlreadyDecided, Decided, ExecutionRefused, Store, resume_job_id
@@ -15,11 +16,13 @@ def body(row: Any) -> dict[str, Any]:
     return decision_of(row, "test-secret")
 
 
-def new_request(store: Store, request_id: str = "01J00000000000000000000000", key: str = "k1") -> Any:
+def new_request(store: Store, request_id: str | None = None, key: str | None = None) -> Any:
+    """A stored pending request (a fresh id and idempotency key unless given)."""
+    request_id = request_id or str(ULID())
     row, created = store.create(
         {
             "id": request_id,
-            "idempotency_key": key,
+            "idempotency_key": key or request_id,
             "action": "issue_refund",
             "payload": {"amount": "5.00"},
             "payload_sha256": "a" * 64,
@@ -37,6 +40,7 @@ def new_request(store: Store, request_id: str = "01J00000000000000000000000", ke
             "approvers": ["U0LEAD"],
             "policy_version": 1,
             "policy_sha256": "b" * 64,
+            "rules": {"grant_ttl": 60},
         }
     )
     assert created

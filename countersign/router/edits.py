@@ -59,7 +59,7 @@ def _typed(value: Decimal, original: Any, spec: dict[str, Any]) -> Any:
         value = value.quantize(Decimal(1).scaleb(-spec["places"]))
     if isinstance(original, str):
         return str(value)
-    return int(value) if spec["type"] == "integer" or isinstance(original, int) else float(value)
+    return int(value) if spec["type"] == "integer" else float(value)
 
 
 def _parse(raw: str | None, original: Any, spec: dict[str, Any]) -> tuple[Any, str | None]:

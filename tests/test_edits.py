@@ -1,0 +1,74 @@
+"""Edit values are validated with Decimal, the policy's bounds and its CEL edit rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from countersign.router.edits import block_id, check
+
+from .test_cards import request
+
+RULES = {
+    "editable": {"amount": {"type": "decimal", "places": 2, "min": "0.01"}},
+    "edit_rule": "edited.amount <= original.amount",
+}
+FORMAT = "Enter a number like 1234.56: digits and at most one point, no commas or exponents."
+RULE = "The policy does not allow this edit (edited.amount <= original.amount)."
+
+
+def edit(value: str | None, rules: dict[str, Any] = RULES, payload: dict[str, Any] | None = None) -> Any:
+    return check(
+        request(rules=rules, payload=payload or {"amount": "512.40", "currency": "USD"}),
+        {block_id("amount"): value},
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("abc", FORMAT),
+        ("1,000", FORMAT),
+        ("1e309", FORMAT),
+        ("NaN", FORMAT),
+        ("12.345", "Use at most 2 decimal places."),
+        ("-5", "Must be at least 0.01."),
+        ("0", "Must be at least 0.01."),
+        ("", "Enter a value."),
+        (None, "Enter a value."),
+        ("512.41", RULE),
+        ("100000", RULE),
+    ],
+)
+def test_bad_values_get_an_error_on_their_input_block(value: str | None, error: str) -> None:
+    assert edit(value).errors == {"edit-amount": error}
+
+
+def test_valid_edit_gives_the_new_payload_and_the_diff() -> None:
+    result = edit(" 400 ")
+    assert result.errors == {}
+    assert result.payload == {"amount": "400.00", "currency": "USD"}
+    assert result.edits == [{"field": "amount", "from": "512.40", "to": "400.00"}]
+    assert edit("512.40").edits == []  # unchanged: an approval without edits
+
+
+def test_numbers_keep_the_agents_json_type() -> None:
+    assert edit("12.5", payload={"amount": 20}).payload["amount"] == 12.5
+    assert edit("7", rules={"editable": {"amount": {"type": "integer"}}}, payload={"amount": 9}).payload == {
+        "amount": 7
+    }
+
+
+def test_a_broken_rule_refuses_the_edit() -> None:
+    result = edit("400", rules={**RULES, "edit_rule": "edited.nosuchfield < 1"})
+    assert result.errors == {
+        "edit-amount": "The policy's edit rule could not be checked (KeyError), so the edit is refused."
+    }
+
+
+def test_text_fields_have_a_length_limit() -> None:
+    rules = {"editable": {"memo": {"type": "text", "max_length": 5}}}
+    assert check(request(rules=rules, payload={"memo": "hi"}), {"edit-memo": "toolong"}).errors == {
+        "edit-memo": "Use at most 5 characters."
+    }

@@ -1,0 +1,141 @@
+"""What runs is what was approved, once: grants checked and consumed by `execute_approved`."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from countersign import ExecutionRefused, approved_action, execute_approved, report_outcome
+from countersign.router.decision import decision_of
+from countersign.router.runtime import Runtime, json_queue
+from countersign.store import Store
+
+from .test_store import new_request
+
+
+def approve(runtime: Runtime, grant_ttl: int = 60, **kwargs: Any) -> dict[str, Any]:
+    """A stored, approved request; returns the decision its resume job would receive."""
+    row = new_request(runtime.store)
+    secret = runtime.settings.COUNTERSIGN_SECRET or ""
+    result = runtime.store.decide(
+        row.id,
+        "approved",
+        [{"slack_user_id": "U0LEAD", "name": "lee"}],
+        via="slack",
+        body=lambda r: decision_of(r, secret),
+        grant_ttl=grant_ttl,
+        **kwargs,
+    )
+    return result.event.body  # type: ignore[union-attr]
+
+
+def refused_why(store: Store, request_id: str) -> list[str]:
+    return [e.detail["why"] for e in store.audit_trail(request_id) if e.event == "execution_refused"]
+
+
+def test_runs_the_approved_payload_once_and_records_it(runtime: Runtime, redis: Redis) -> None:
+    decision = approve(runtime)
+    seen: list[dict[str, Any]] = []
+    assert (
+        execute_approved(decision, lambda payload: seen.append(payload) or "refund re_123", runtime)
+        == "refund re_123"
+    )
+    assert seen == [{"amount": "5.00"}]
+    row = runtime.store.get(decision["request_id"])
+    assert row is not None and (row.execution, row.execution_detail) == ("executed", "refund re_123")
+    assert [e.event for e in runtime.store.audit_trail(row.id)][-2:] == ["execution_started", "executed"]
+    assert json_queue("countersign", redis).count == 1  # the card refresh for the router worker
+
+
+def test_edited_payload_is_what_runs(runtime: Runtime) -> None:
+    decision = approve(
+        runtime,
+        approved_payload={"amount": "4.00"},
+        edits=[{"field": "amount", "from": "5.00", "to": "4.00"}],
+    )
+    seen: list[dict[str, Any]] = []
+    execute_approved(decision, seen.append, runtime)
+    assert seen == [{"amount": "4.00"}] and decision["original_payload"] == {"amount": "5.00"}
+
+
+@pytest.mark.parametrize(
+    ("tamper", "why"),
+    [
+        (lambda d: d["payload"].update(amount="5000.00"), "payload_mismatch"),
+        (lambda d: d["grant"].update(signature="0" * 64), "bad_signature"),
+        (lambda d: d["grant"].update(expires_at="2999-01-01T00:00:00Z"), "bad_signature"),
+        (lambda d: d.update(grant=None), "bad_signature"),
+        (lambda d: d.update(outcome="rejected"), "not_approved"),
+    ],
+)
+def test_tampered_decisions_are_refused_and_audited(runtime: Runtime, tamper: Any, why: str) -> None:
+    decision = copy.deepcopy(approve(runtime))
+    tamper(decision)
+    ran: list[Any] = []
+    with pytest.raises(ExecutionRefused) as raised:
+        execute_approved(decision, ran.append, runtime)
+    assert raised.value.why == why and ran == []
+    assert refused_why(runtime.store, decision["request_id"]) == [why]
+    assert runtime.store.get(decision["request_id"]).execution is None  # type: ignore[union-attr]
+
+
+def test_expired_grant_and_replay_are_refused(runtime: Runtime) -> None:
+    expired = approve(runtime, grant_ttl=0)
+    with pytest.raises(ExecutionRefused, match="grant_expired"):
+        execute_approved(expired, print, runtime)
+
+    decision = approve(runtime)
+    execute_approved(decision, lambda payload: None, runtime)
+    with pytest.raises(ExecutionRefused, match="already_executed"):
+        execute_approved(decision, print, runtime)
+    assert refused_why(runtime.store, decision["request_id"]) == ["already_executed"]
+
+
+def test_two_workers_with_the_same_decision_run_it_once(runtime: Runtime) -> None:
+    decision = approve(runtime)
+    start = threading.Barrier(4)
+    runs: list[Any] = []
+    refusals: list[str] = []
+
+    def worker() -> None:
+        start.wait()
+        try:
+            execute_approved(decision, runs.append, runtime)
+        except ExecutionRefused as exc:
+            refusals.append(exc.why)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(runs) == 1 and refusals == ["already_executed"] * 3
+
+
+def test_a_failing_action_is_recorded_as_failed_and_reraised(runtime: Runtime) -> None:
+    decision = approve(runtime)
+
+    def charge(payload: dict[str, Any]) -> None:
+        raise RuntimeError("card declined")
+
+    with pytest.raises(RuntimeError, match="card declined"):
+        execute_approved(decision, charge, runtime)
+    row = runtime.store.get(decision["request_id"])
+    assert row is not None and (row.execution, row.execution_detail) == (
+        "failed",
+        "RuntimeError: card declined",
+    )
+    assert report_outcome(row.id, True, "retried by hand", runtime) is False  # the outcome is final
+
+
+def test_decorator_runs_approved_decisions_only(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[Any] = []
+    resume = approved_action(ran.append)
+    decision = approve(runtime)
+    assert resume({**decision, "outcome": "rejected"}) is None and ran == []
+    resume(decision)
+    assert ran == [decision["payload"]]
