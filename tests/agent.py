@@ -7,9 +7,13 @@ from typing import Any
 
 from rq import get_current_job
 
+from countersign import approved_action
+
 RESUMED_KEY = "test-agent:resumed"
 QUEUE = "test-agent"
 FUNC = "tests.agent.record"
+EXECUTE_FUNC = "tests.agent.execute"
+EXECUTED_KEY = "test-agent:executed"
 
 
 def record(decision: dict[str, Any]) -> str:
@@ -23,3 +27,17 @@ def record(decision: dict[str, Any]) -> str:
 def resumed(redis: Any) -> list[dict[str, Any]]:
     """Every decision the agent has run, in order."""
     return [json.loads(item) for item in redis.lrange(RESUMED_KEY, 0, -1)]
+
+
+@approved_action
+def execute(payload: dict[str, Any]) -> str:
+    """Resume job through `approved_action`: append the payload it was allowed to run to `EXECUTED_KEY`."""
+    job = get_current_job()
+    assert job is not None
+    job.connection.rpush(EXECUTED_KEY, json.dumps(payload))
+    return "done"
+
+
+def executed(redis: Any) -> list[dict[str, Any]]:
+    """Every payload `execute` ran, in order."""
+    return [json.loads(item) for item in redis.lrange(EXECUTED_KEY, 0, -1)]

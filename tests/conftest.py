@@ -42,6 +42,9 @@ actions:
   issue_refund:
     channel: C0FINANCE
     approvers: {users: [U0LEAD, U0ALICE]}
+    editable: {amount: {type: decimal, places: 2, min: "0.01"}}
+    edit_rule: "edited.amount <= original.amount"
+    reject_reason: required
 """
 
 

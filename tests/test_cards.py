@@ -135,7 +135,7 @@ def details_sections(total: int) -> list[dict[str, Any]]:
     The part reads "Payload:\n" + json.dumps({"k": value}, indent=2): 22 characters around the value.
     """
     view = cards.details_view(request(payload={"k": "v" * (total - 22)}, context=None, reason=None))
-    assert len(view["blocks"]) <= cards.MODAL_BLOCKS_MAX
+    assert len(view["blocks"]) <= cards.MODAL_BLOCKS_MAX and len(json.dumps(view)) <= 250_000
     return view["blocks"][2:]  # after the header and the facts
 
 
@@ -147,10 +147,19 @@ def test_details_modal_splits_text_into_sections_of_3000(total: int, sections: i
 
 
 def test_details_modal_says_how_much_did_not_fit() -> None:
-    total = 98 * cards.SECTION_TEXT_MAX + 1  # one character more than 98 full sections
+    total = 100 * cards.SECTION_TEXT_MAX  # more than 100 blocks or 250 kB could hold
     blocks = details_sections(total)
-    assert len(blocks) == 98 and all(b["type"] == "section" for b in blocks)
+    kept = len(blocks) - 1
+    assert all(len(b["text"]["text"]) == cards.SECTION_TEXT_MAX for b in blocks[:kept])
     assert blocks[-1]["text"]["text"] == (
-        f"… {total - 97 * cards.SECTION_TEXT_MAX} more characters not shown "
+        f"… {total - kept * cards.SECTION_TEXT_MAX} more characters not shown "
         "(countersign show <request id> prints everything)"
+    )
+
+
+def test_details_modal_of_a_huge_multibyte_payload_stays_under_250_kb() -> None:
+    view = cards.details_view(request(payload={"k": "😀é" * 150_000}, context=None, reason=None))
+    assert len(json.dumps(view)) <= 250_000
+    assert (
+        view["blocks"][-1]["text"]["text"].startswith("… ") and len(view["blocks"]) < cards.MODAL_BLOCKS_MAX
     )

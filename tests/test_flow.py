@@ -6,10 +6,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
 from redis import Redis
 
-from countersign.router.cards import APPROVE_ACTION, REJECT_ACTION
+from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION, EDIT_ACTION, REJECT_ACTION
 from countersign.router.client import ApprovalClient
 from countersign.router.runtime import json_queue
 from countersign.sandbox import Sandbox
@@ -34,11 +33,12 @@ def refund(**overrides: Any) -> dict[str, Any]:
 
 
 def post_card(
-    client: ApprovalClient, redis: Redis, sb: Sandbox, **overrides: Any
+    client: ApprovalClient, redis: Redis, sb: Sandbox, channel: str = "C0FINANCE", **overrides: Any
 ) -> tuple[str, dict[str, Any]]:
+    """Request (with `overrides`), run intake, and return the request id and its one card in `channel`."""
     request_id = client.request(refund(**overrides))
     drain(redis)
-    cards = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
+    cards = [m for m in sb.messages(channel) if request_id in str(m["blocks"])]
     assert len(cards) == 1, cards
     return request_id, cards[0]
 
@@ -53,49 +53,45 @@ def buttons(message: dict[str, Any]) -> list[str]:
     return [e["action_id"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
 
 
-@pytest.mark.parametrize(
-    ("action_id", "outcome"), [(APPROVE_ACTION, "approved"), (REJECT_ACTION, "rejected")]
-)
-def test_click_decides_audits_updates_card_and_resumes_agent(
-    client: ApprovalClient,
-    redis: Redis,
-    store: Store,
-    sandbox: tuple[Sandbox, str],
-    bot: str,
-    action_id: str,
-    outcome: str,
+def test_approve_click_decides_audits_updates_card_and_resumes_agent(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
-    assert buttons(card) == [APPROVE_ACTION, REJECT_ACTION]
+    assert buttons(card) == [APPROVE_ACTION, REJECT_ACTION, EDIT_ACTION, DETAILS_ACTION]
     assert "Refund ACME" in str(card["blocks"]) and "amount: 120.00" in str(card["blocks"])
 
-    http_status, _ = sb.click("C0FINANCE", card["ts"], action_id, "U0LEAD")
+    http_status, _ = sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
     assert http_status == 200
 
-    wait_for(lambda: status(store, request_id) == outcome, what=f"request {outcome}")
+    wait_for(lambda: status(store, request_id) == "approved", what="request approved")
     events = [e.event for e in wait_for(lambda: _trail_with(store, request_id, "resume_published"))]
-    assert events == ["requested", "card_posted", outcome, "resume_published"]
+    assert events == ["requested", "card_posted", "approved", "resume_published"]
 
-    updated = wait_for(
-        lambda: [m for m in sb.messages("C0FINANCE") if m["ts"] == card["ts"] and m["edited"]]
-    )[0]
+    updated = wait_for(lambda: edited_card(sb, card["ts"]))
     assert buttons(updated) == []
-    assert f"{outcome.capitalize()} by <@U0LEAD>" in str(updated["blocks"])
+    assert "Approved by <@U0LEAD>" in str(updated["blocks"])
 
     job = json_queue(agent.QUEUE, redis).fetch_job(resume_job_id(request_id))
     assert job is not None and job.func_name == agent.FUNC
     drain(redis, agent.QUEUE)
     [decision] = agent.resumed(redis)
     assert decision["request_id"] == request_id
-    assert decision["outcome"] == outcome
-    assert decision["payload"] == {"amount": "120.00", "currency": "USD"}
+    assert decision["outcome"] == "approved"
+    assert decision["payload"] == decision["original_payload"] == {"amount": "120.00", "currency": "USD"}
+    assert decision["edits"] == []
     assert decision["decided_by"] == [{"slack_user_id": "U0LEAD", "name": "lee.lead"}]
     assert decision["decided_via"] == "slack"
     assert decision["idempotency_key"] == "refund-agent:r1:s1"
     assert decision["action"] == "issue_refund"
     assert decision["decided_at"].endswith("Z")
     assert decision["policy_version"] == 3
+    assert set(decision["grant"]) == {"payload_sha256", "expires_at", "signature"}
+
+
+def edited_card(sb: Sandbox, ts: str) -> dict[str, Any] | None:
+    """The card with this `ts` once it has been rewritten, else None."""
+    return next((m for m in sb.messages() if m["ts"] == ts and m["edited"]), None)
 
 
 def _trail_with(store: Store, request_id: str, event: str) -> list[Any]:
@@ -139,7 +135,7 @@ def test_double_click_decides_once_and_tells_the_second_click(
     wait_for(lambda: status(store, request_id) == "approved")
     assert sb.send_signed(click)[0] == 200  # the same button on the card as it was, pressed again
     refusal = wait_for(lambda: _trail_with(store, request_id, "refused"))[-1]
-    assert refusal.detail == {"why": "already_decided", "status": "approved", "outcome": "approved"}
+    assert refusal.detail == {"why": "already_decided", "step": "approve", "status": "approved"}
     assert "already Approved by <@U0LEAD>" in wait_for(lambda: sb.ephemerals("U0LEAD"))[0]["text"]
     assert [e.event for e in store.audit_trail(request_id)].count("approved") == 1
     assert json_queue(agent.QUEUE, redis).count == 1
@@ -159,7 +155,7 @@ def test_two_approvers_clicking_at_once_give_one_decision_and_one_resume(
 
     threads = [
         threading.Thread(target=click, args=args)
-        for args in [(APPROVE_ACTION, "U0LEAD"), (REJECT_ACTION, "U0ALICE")]
+        for args in [(APPROVE_ACTION, "U0LEAD"), (APPROVE_ACTION, "U0ALICE")]
     ]
     for thread in threads:
         thread.start()
@@ -169,7 +165,7 @@ def test_two_approvers_clicking_at_once_give_one_decision_and_one_resume(
 
     trail = wait_for(lambda: _trail_with(store, request_id, "refused"))
     wait_for(lambda: _trail_with(store, request_id, "resume_published"))
-    decisions = [e for e in store.audit_trail(request_id) if e.event in ("approved", "rejected")]
+    decisions = [e for e in store.audit_trail(request_id) if e.event == "approved"]
     assert len(decisions) == 1
     assert [e.event for e in trail].count("refused") == 1
     assert status(store, request_id) == decisions[0].event

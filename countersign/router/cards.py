@@ -55,6 +55,9 @@ MAX_FIELDS = 10
 MESSAGE_BLOCKS_MAX = 50
 MODAL_BLOCKS_MAX = 100
 MODAL_TITLE_MAX = 24
+# views.* refuse a view over 250 kB (`view_too_large`: https://docs.slack.dev/reference/methods/views.push);
+# the Details modal keeps its text under this many bytes of JSON, leaving room for the rest of the view.
+MODAL_TEXT_BYTES = 200_000
 MESSAGE_TEXT_BUDGET = 12_000
 # Card budgets, chosen so that a card stays far below MESSAGE_TEXT_BUDGET whatever the agent sent.
 CARD_FIELD_MAX = 300
@@ -287,7 +290,7 @@ def reject_view(request: ApprovalRequest) -> dict[str, Any]:
 
 def details_view(request: ApprovalRequest) -> dict[str, Any]:
     """The Details modal: the whole payload and context as pretty JSON, in sections of at most
-    3000 chars, within 100 blocks; what still does not fit ends in an honest "… N more characters"."""
+    3000 chars, within 100 blocks and 250 kB; what does not fit ends in an honest "… N more characters"."""
     blocks: list[Block] = [HeaderBlock(text=_plain(request.summary, HEADER_MAX))]
     blocks.append(SectionBlock(fields=[_plain(f, FIELD_MAX) for f in _facts(request)]))
     if request.reason:
@@ -301,10 +304,13 @@ def details_view(request: ApprovalRequest) -> dict[str, Any]:
 
 
 def _chunks(text: str, room: int) -> list[Block]:
+    """`text` in sections of 3000 chars, at most `room` blocks and `MODAL_TEXT_BYTES` of JSON."""
     pieces = [text[i : i + SECTION_TEXT_MAX] for i in range(0, len(text), SECTION_TEXT_MAX)]
-    if len(pieces) <= room:
+    sizes = [len(json.dumps(p)) for p in pieces]  # as sent: ASCII JSON, the largest encoding
+    fits = next((n for n in range(len(pieces)) if sum(sizes[: n + 1]) > MODAL_TEXT_BYTES), len(pieces))
+    if len(pieces) <= room and fits == len(pieces):
         return [SectionBlock(text=_plain(p, SECTION_TEXT_MAX)) for p in pieces]
-    kept = room - 1
+    kept = min(room - 1, fits)
     left = len(text) - kept * SECTION_TEXT_MAX
     more = f"… {left} more characters not shown (countersign show <request id> prints everything)"
     return [SectionBlock(text=_plain(p, SECTION_TEXT_MAX)) for p in pieces[:kept]] + [

@@ -1,12 +1,14 @@
 """A local stand-in for Slack, so countersign runs and is tested without a Slack workspace.
 
-``Sandbox`` keeps the workspace in memory: messages, ephemerals and a user directory. It also sends signed
-``block_actions`` payloads to the bot's Request URL. ``serve`` exposes it over HTTP: the Slack Web API at
-``<url>/api/<method>`` (usable by ``slack_sdk.WebClient(base_url=<url> + "/api/")``) and a card viewer
-page with working buttons at ``<url>/``.
+``Sandbox`` keeps the workspace in memory: messages, ephemerals, a user directory and open modals. It
+sends signed ``block_actions``, ``view_submission`` and ``view_closed`` payloads to the bot's Request URL,
+records every Web API call and can inject faults (429, 5xx, errors, delays). ``serve`` exposes it over
+HTTP: the Slack Web API at ``<url>/api/<method>`` (usable by ``slack_sdk.WebClient(base_url=<url> +
+"/api/")``) and a card viewer page with working buttons and modals at ``<url>/``.
 """
 
 from countersign.sandbox.core import DEFAULT_USERS, Sandbox
+from countersign.sandbox.modals import SubmissionRefused
 from countersign.sandbox.server import SandboxServer, serve
 
-__all__ = ["DEFAULT_USERS", "Sandbox", "SandboxServer", "serve"]
+__all__ = ["DEFAULT_USERS", "Sandbox", "SandboxServer", "SubmissionRefused", "serve"]

@@ -1,6 +1,7 @@
 """Build and deliver interactivity payloads the way Slack does: form-encoded, signed, over real HTTP.
 
-Payload shape: https://docs.slack.dev/reference/interaction-payloads/block_actions-payload
+Payload shapes: https://docs.slack.dev/reference/interaction-payloads/block_actions-payload and, for
+view_submission and view_closed, https://docs.slack.dev/reference/interaction-payloads/view-interactions-payload
 Signing: https://docs.slack.dev/authentication/verifying-requests-from-slack/ . The signature is
 ``"v0=" + hex(HMAC-SHA256(secret, "v0:<timestamp>:<raw body>"))``, sent in ``X-Slack-Signature`` with
 the unix-seconds timestamp in ``X-Slack-Request-Timestamp``.
@@ -35,6 +36,15 @@ def _slack_ts() -> str:
     return f"{time.time():.6f}"
 
 
+def new_trigger_id() -> str:
+    """A fresh trigger_id shaped like Slack's: ``"<unix seconds>.<number>.<32 hex digits>"``."""
+    return f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}"
+
+
+def _user(team_id: str, user_id: str, user_name: str) -> dict:
+    return {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id}
+
+
 def _channel_name(channel_id: str) -> str:
     """Slack names direct-message channels ``directmessage``; other channels get a name from their id."""
     return "directmessage" if channel_id.startswith("D") else channel_id.lower()
@@ -51,11 +61,12 @@ def block_actions_payload(
     block_id: str,
     button: dict,
     response_url: str,
+    trigger_id: str | None = None,
 ) -> dict:
     """The ``block_actions`` payload Slack sends when ``user_id`` presses ``button`` on ``message``.
 
     ``message`` is the Slack-shaped message (see ``core.slack_message``). The action carries ``value``
-    and ``style`` only when the button has them, as Slack does. ``trigger_id`` is a fresh random string.
+    and ``style`` only when the button has them, as Slack does. ``trigger_id`` defaults to a fresh one.
     """
     action = {
         "action_id": button["action_id"],
@@ -68,7 +79,7 @@ def block_actions_payload(
     return {
         "type": "block_actions",
         "team": {"id": team_id, "domain": team_domain},
-        "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
+        "user": _user(team_id, user_id, user_name),
         "api_app_id": API_APP_ID,
         "token": VERIFICATION_TOKEN,
         "container": {
@@ -77,12 +88,53 @@ def block_actions_payload(
             "channel_id": channel_id,
             "is_ephemeral": False,
         },
-        "trigger_id": f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}",
+        "trigger_id": trigger_id or new_trigger_id(),
         "channel": {"id": channel_id, "name": _channel_name(channel_id)},
         "message": message,
         "state": {"values": {}},
         "response_url": response_url,
         "actions": [action],
+    }
+
+
+def view_submission_payload(
+    *, team_id: str, team_domain: str, user_id: str, user_name: str, view: dict, trigger_id: str
+) -> dict:
+    """The ``view_submission`` payload Slack sends when ``user_id`` presses a modal's submit button.
+
+    ``view`` is the Slack-shaped view (``id``, ``hash``, ``callback_id``, ``private_metadata``, ``blocks``,
+    ...) whose ``state.values`` holds what the user entered. ``response_urls`` stays empty: the sandbox
+    has no ``response_url_enabled`` inputs.
+    """
+    return {
+        "type": "view_submission",
+        "team": {"id": team_id, "domain": team_domain},
+        "user": _user(team_id, user_id, user_name),
+        "api_app_id": API_APP_ID,
+        "token": VERIFICATION_TOKEN,
+        "trigger_id": trigger_id,
+        "view": view,
+        "response_urls": [],
+        "is_enterprise_install": False,
+        "enterprise": None,
+    }
+
+
+def view_closed_payload(
+    *, team_id: str, team_domain: str, user_id: str, user_name: str, view: dict, is_cleared: bool
+) -> dict:
+    """The ``view_closed`` payload Slack sends when a user dismisses a modal whose view set
+    ``notify_on_close``. ``is_cleared`` is True when the whole view stack closed (``clear_on_close``)."""
+    return {
+        "type": "view_closed",
+        "team": {"id": team_id, "domain": team_domain},
+        "user": _user(team_id, user_id, user_name),
+        "api_app_id": API_APP_ID,
+        "token": VERIFICATION_TOKEN,
+        "view": view,
+        "is_cleared": is_cleared,
+        "is_enterprise_install": False,
+        "enterprise": None,
     }
 
 

@@ -1,4 +1,4 @@
-"""Block Kit and message-size limits that the sandbox enforces the way Slack does.
+"""Block Kit, message, modal-view and timing limits that the sandbox enforces the way Slack does.
 
 Each limit is a named constant with the page that states it. Lengths are counted in Python code points
 (``len``). Slack may count some characters (emoji) differently, so products should stay below these.

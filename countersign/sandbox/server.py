@@ -5,11 +5,18 @@ Routes:
 - ``GET|POST /api/<method>``: Slack Web API (``webapi.handle``); point
   ``WebClient(base_url=server.url + "/api/")`` here.
 - ``GET /``: the card viewer page (``page.html``).
-- ``GET /_sandbox/state``: ``Sandbox.snapshot()``; ``GET /_sandbox/messages?channel=C`` and
-  ``GET /_sandbox/ephemerals?user=U``: the ``Sandbox.messages`` / ``Sandbox.ephemerals`` lists.
+- ``GET /_sandbox/state``: ``Sandbox.snapshot()``; ``GET /_sandbox/messages?channel=C``,
+  ``GET /_sandbox/ephemerals?user=U`` and ``GET /_sandbox/views?user=U``: the ``Sandbox.messages`` /
+  ``Sandbox.ephemerals`` / ``Sandbox.views`` lists.
 - ``POST /_sandbox/click`` with JSON ``{channel, ts, action_id, user}``: ``Sandbox.click``, answered as
   ``{"status": <bot HTTP status>, "body": <bot body>, "elapsed_ms": <int>}`` (status 0 when the bot is
   unreachable or no Request URL is set); 404 ``{"error"}`` for an unknown message or button.
+- ``POST /_sandbox/submit`` with JSON ``{view_id, user, values: {block_id: text | null}}``:
+  ``Sandbox.submit_view``, answered like a click; when Slack's client checks refuse the submission,
+  ``{"status": 0, "body": "", "refused": {block_id: message}}``. 404 for a view not on the user's screen,
+  400 for values naming blocks that are not inputs.
+- ``POST /_sandbox/close`` with JSON ``{view_id, user}``: ``Sandbox.close_view``, answered as
+  ``{"status", "body"}`` of the ``view_closed`` delivery (``null`` for both when none was sent).
 - ``POST /_sandbox/response/<key>``: the ``response_url`` of a click (``webapi.respond``).
 """
 
@@ -19,6 +26,7 @@ import argparse
 import http.client
 import json
 import os
+import sys
 import threading
 import time
 import urllib.parse
@@ -30,6 +38,7 @@ from typing import Any
 
 from countersign.sandbox import webapi
 from countersign.sandbox.core import RESPONSE_URL_PATH, Sandbox
+from countersign.sandbox.modals import SubmissionRefused
 
 #: How often (seconds) a served sandbox checks for ``shutdown()``; bounds how long shutdown takes.
 SHUTDOWN_POLL_S = 0.05
@@ -58,6 +67,53 @@ def _ephemerals(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
     return _json_reply(sb.ephemerals(query.get("user")))
 
 
+def _views(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    return _json_reply(sb.views(query.get("user")))
+
+
+def _request(body: bytes, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """The JSON object posted by the page when it has every key in ``keys``; None otherwise."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) and all(key in request for key in keys) else None
+
+
+def _submit(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    request = _request(body, ("view_id", "user"))
+    values = request.get("values", {}) if request else None
+    if request is None or not isinstance(values, dict):
+        return _json_reply({"error": "expected JSON {view_id, user, values: {block_id: text}}"}, 400)
+    started = time.monotonic()
+    try:
+        status, text = sb.submit_view(str(request["view_id"]), str(request["user"]), values)
+    except LookupError as error:
+        return _json_reply({"error": str(error)}, 404)
+    except SubmissionRefused as refused:
+        return _json_reply({"status": 0, "body": "", "refused": refused.errors, "elapsed_ms": 0})
+    except ValueError as error:
+        return _json_reply({"error": str(error)}, 400)
+    except (OSError, RuntimeError, http.client.HTTPException) as error:
+        status, text = 0, f"could not deliver the submission: {error}"
+    elapsed_ms = round((time.monotonic() - started) * 1000)
+    return _json_reply({"status": status, "body": text, "elapsed_ms": elapsed_ms})
+
+
+def _close(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    request = _request(body, ("view_id", "user"))
+    if request is None:
+        return _json_reply({"error": "expected JSON {view_id, user}"}, 400)
+    try:
+        answer = sb.close_view(str(request["view_id"]), str(request["user"]))
+    except LookupError as error:
+        return _json_reply({"error": str(error)}, 404)
+    except (OSError, RuntimeError, http.client.HTTPException) as error:
+        answer = (0, f"could not deliver view_closed: {error}")
+    status, text = answer if answer else (None, None)
+    return _json_reply({"status": status, "body": text})
+
+
 def _click(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
     try:
         request = json.loads(body)
@@ -81,7 +137,10 @@ _ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/_sandbox/state"): _state,
     ("GET", "/_sandbox/messages"): _messages,
     ("GET", "/_sandbox/ephemerals"): _ephemerals,
+    ("GET", "/_sandbox/views"): _views,
     ("POST", "/_sandbox/click"): _click,
+    ("POST", "/_sandbox/submit"): _submit,
+    ("POST", "/_sandbox/close"): _close,
 }
 
 
@@ -91,6 +150,12 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], sandbox: Sandbox) -> None:
         super().__init__(address, _Handler)
         self.sandbox = sandbox
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hung up first (e.g. it timed out during an injected delay)."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -3,26 +3,34 @@
 Every method answers as Slack does (https://docs.slack.dev/apis/web-api/): HTTP 200 with
 ``{"ok": true, ...}`` or ``{"ok": false, "error": "<code>"}``. An unknown method gets HTTP 404 with
 ``unknown_method``. To add a method, write ``def handler(sb, params) -> ApiResponse`` and register it in
-``METHODS``. Handlers run while holding ``sb.state.lock`` and signal errors by raising ``ApiError``.
-``ApiResponse`` carries a status and headers so handlers can also answer like fault injection would
-(e.g. 429 with ``Retry-After``).
+``METHODS``. Handlers run while holding ``sb.state.lock`` and signal errors by raising ``ApiError`` (or
+``modals.ViewError`` for views.*). ``ApiResponse`` carries a status and headers so handlers can also
+answer 429 with ``Retry-After``.
+
+``handle`` records every call (``Sandbox.calls``) and applies faults queued by ``Sandbox.inject`` before
+running the handler.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import math
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
+from countersign.sandbox.blocks import fill_ids
 from countersign.sandbox.core import (
     BOT_ID,
     BOT_NAME,
     BOT_USER_ID,
     TEAM_NAME,
     UNSERVED_BASE_URL,
-    fill_ids,
     slack_message,
 )
 from countersign.sandbox.limits import (
@@ -32,6 +40,7 @@ from countersign.sandbox.limits import (
     blocks_text_length,
     check_blocks,
 )
+from countersign.sandbox.modals import ViewError, decode_view
 
 if TYPE_CHECKING:
     from countersign.sandbox.core import Sandbox
@@ -49,11 +58,19 @@ class ApiResponse:
 
 
 class ApiError(Exception):
-    """Raised by a handler to answer ``{"ok": false, "error": error, **extra}``."""
+    """Raised by a handler to answer ``{"ok": false, "error": error, **extra}`` with status and headers."""
 
-    def __init__(self, error: str, status: int = 200, **extra: Any) -> None:
+    def __init__(
+        self, error: str, status: int = 200, *, headers: dict[str, str] | None = None, **extra: Any
+    ) -> None:
         super().__init__(error)
-        self.response = ApiResponse({"ok": False, "error": error, **extra}, status)
+        self.response = ApiResponse({"ok": False, "error": error, **extra}, status, headers or {})
+
+
+def ratelimited(retry_after_s: int) -> ApiError:
+    """Slack's rate-limit answer: HTTP 429, ``Retry-After: <seconds>``, ``{"ok": false, "error":
+    "ratelimited"}``. https://docs.slack.dev/apis/web-api/rate-limits"""
+    return ApiError("ratelimited", status=429, headers={"Retry-After": str(retry_after_s)})
 
 
 Method = Callable[["Sandbox", Params], ApiResponse]
@@ -145,13 +162,35 @@ def auth_test(sb: Sandbox, params: Params) -> ApiResponse:
     )
 
 
+def _pace(sb: Sandbox, channel: str) -> None:
+    """Per-channel token bucket for chat.postMessage when ``sb.post_rate_per_channel`` is set.
+
+    Slack allows about 1 message per second per channel with short bursts
+    (https://docs.slack.dev/apis/web-api/rate-limits): the bucket refills at ``post_rate_per_channel``
+    tokens per clock second up to ``post_burst``; an empty bucket answers ``ratelimited`` with
+    ``Retry-After`` = whole seconds until the next token (at least 1).
+    """
+    rate = sb.post_rate_per_channel
+    if not rate:
+        return
+    now = sb.clock()
+    tokens, last = sb.state.post_buckets.get(channel, (float(sb.post_burst), now))
+    tokens = min(float(sb.post_burst), tokens + max(0.0, now - last) * rate)
+    if tokens < 1:
+        sb.state.post_buckets[channel] = (tokens, now)
+        raise ratelimited(max(1, math.ceil((1 - tokens) / rate)))
+    sb.state.post_buckets[channel] = (tokens - 1, now)
+
+
 def chat_post_message(sb: Sandbox, params: Params) -> ApiResponse:
     """chat.postMessage: ``channel`` plus ``text`` and/or ``blocks``, optional ``metadata`` and ``thread_ts``.
 
     https://docs.slack.dev/reference/methods/chat.postMessage . Answers ``{"channel", "ts", "message"}``.
+    With ``Sandbox(post_rate_per_channel=...)`` an over-eager poster gets HTTP 429 (see ``_pace``).
     """
     channel = _channel(params)
     text, blocks = _content(params, MAX_MESSAGE_TEXT)
+    _pace(sb, channel)
     record = sb.state.add_message(
         channel, text, blocks, metadata=_metadata(params), thread_ts=params.get("thread_ts") or None
     )
@@ -213,12 +252,136 @@ def users_info(sb: Sandbox, params: Params) -> ApiResponse:
     return ok(user={**user, "is_bot": False, "deleted": False})
 
 
+#: conversations.history: default and largest page size. https://docs.slack.dev/reference/methods/conversations.history
+HISTORY_DEFAULT_LIMIT = 100
+HISTORY_MAX_LIMIT = 999
+
+
+def _ts_bound(params: Params, name: str, default: Decimal) -> Decimal:
+    value = params.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        raise ApiError(f"invalid_ts_{name}") from None
+
+
+def _cursor(params: Params) -> Decimal | None:
+    """The ts a ``next_cursor`` points at (base64 of ``"next_ts:<ts>"``, like Slack's); None for no cursor."""
+    cursor = params.get("cursor")
+    if not cursor:
+        return None
+    try:
+        prefix, _, ts = base64.b64decode(str(cursor), validate=True).decode().partition(":")
+        if prefix != "next_ts":
+            raise ValueError(prefix)
+        return Decimal(ts)
+    except (ValueError, binascii.Error, InvalidOperation):
+        raise ApiError("invalid_cursor") from None
+
+
+def conversations_history(sb: Sandbox, params: Params) -> ApiResponse:
+    """conversations.history: a channel's messages, newest first. https://docs.slack.dev/reference/methods/conversations.history
+
+    Arguments: ``channel``; ``limit`` (default 100, at most 999); ``oldest`` / ``latest`` (ts bounds,
+    exclusive unless ``inclusive``); ``cursor`` (a ``response_metadata.next_cursor``);
+    ``include_all_metadata`` (``metadata`` appears on messages only when true;
+    https://docs.slack.dev/messaging/message-metadata). Thread replies are left out, as in Slack. Answers
+    ``{"messages", "has_more", "pin_count", "response_metadata": {"next_cursor"}}``.
+
+    The sandbox has no channel list: any non-empty channel id exists, so a channel with no messages answers
+    an empty list (as real Slack does for an existing channel). A missing ``channel`` is
+    ``channel_not_found``; use ``Sandbox.inject(..., error="channel_not_found")`` to test that answer for a
+    given channel. Bad bounds: ``invalid_ts_oldest`` / ``invalid_ts_latest``; bad cursor: ``invalid_cursor``.
+    """
+    channel = _channel(params)
+    try:
+        limit = int(params.get("limit") or HISTORY_DEFAULT_LIMIT)
+    except (TypeError, ValueError):
+        raise ApiError("invalid_limit") from None
+    limit = min(limit if limit > 0 else HISTORY_DEFAULT_LIMIT, HISTORY_MAX_LIMIT)
+    oldest = _ts_bound(params, "oldest", Decimal(0))
+    latest = _ts_bound(params, "latest", Decimal("Infinity"))
+    inclusive, start = _flag(params, "inclusive"), _cursor(params)
+
+    def wanted(record: dict) -> bool:
+        ts = Decimal(record["ts"])
+        in_range = oldest <= ts <= latest if inclusive else oldest < ts < latest
+        return record["channel"] == channel and not record["thread_ts"] and in_range
+
+    found = sorted(
+        (r for r in sb.state.messages.values() if wanted(r)), key=lambda r: Decimal(r["ts"]), reverse=True
+    )
+    if start is not None:
+        found = [r for r in found if Decimal(r["ts"]) <= start]
+    page, rest = found[:limit], found[limit:]
+    with_metadata = _flag(params, "include_all_metadata")
+    next_cursor = base64.b64encode(f"next_ts:{rest[0]['ts']}".encode()).decode() if rest else ""
+    return ok(
+        messages=[slack_message(r, sb.team_id, include_metadata=with_metadata) for r in page],
+        has_more=bool(rest),
+        pin_count=0,
+        response_metadata={"next_cursor": next_cursor},
+    )
+
+
+def views_open(sb: Sandbox, params: Params) -> ApiResponse:
+    """views.open: open a modal for the user whose interaction issued ``trigger_id``.
+
+    https://docs.slack.dev/reference/methods/views.open . ``view`` is a dict or JSON string, checked by
+    ``modals.decode_view`` (``invalid_arguments`` with ``response_metadata.messages``, ``view_too_large``)
+    before the trigger is used, so a refused view leaves the trigger usable. Then the trigger must be
+    known, unused and at most ``sb.trigger_ttl_s`` seconds old (``invalid_trigger_id``,
+    ``exchanged_trigger_id``, ``expired_trigger_id``;
+    https://docs.slack.dev/tools/bolt-python/concepts/opening-modals). Answers ``{"view": {..., "id",
+    "hash", "state": {"values": {}}, "team_id", "app_id"}}``. A modal the user already had open is
+    replaced (see ``State.open_view``).
+    """
+    if not params.get("trigger_id"):
+        raise ViewError("invalid_arguments", ["[ERROR] missing required field: trigger_id"])
+    view = decode_view(params.get("view"))
+    trigger = sb.state.exchange_trigger(params["trigger_id"], sb.clock(), sb.trigger_ttl_s)
+    return ok(view=sb.state.open_view(trigger["user"], view, sb.team_id)["view"])
+
+
+def views_push(sb: Sandbox, params: Params) -> ApiResponse:
+    """views.push: put a view on top of the open modal of the user who issued ``trigger_id``.
+
+    https://docs.slack.dev/reference/methods/views.push . Checks as views.open, then ``not_found`` when
+    that user has no open modal (sandbox choice) and ``push_limit_reached`` above root + 2 views.
+    """
+    if not params.get("trigger_id"):
+        raise ViewError("invalid_arguments", ["[ERROR] missing required field: trigger_id"])
+    view = decode_view(params.get("view"))
+    trigger = sb.state.exchange_trigger(params["trigger_id"], sb.clock(), sb.trigger_ttl_s)
+    return ok(view=sb.state.push_view(trigger["user"], view, sb.team_id)["view"])
+
+
+def views_update(sb: Sandbox, params: Params) -> ApiResponse:
+    """views.update: replace an open view, found by ``view_id`` or else ``external_id``.
+
+    https://docs.slack.dev/reference/methods/views.update . Needs no trigger. ``hash`` (optional) must be
+    the view's current hash, else ``hash_conflict``; an unknown or closed view is ``not_found``; the view
+    is checked as in views.open. Answers ``{"view"}`` with the same id and a new hash.
+    """
+    if not params.get("view_id") and not params.get("external_id"):
+        raise ViewError("invalid_arguments", ["[ERROR] view_id or external_id is required"])
+    view = decode_view(params.get("view"))
+    record = sb.state.find_view(params.get("view_id"), params.get("external_id"))
+    return ok(view=sb.state.update_view(record, view, sb.team_id, params.get("hash") or None)["view"])
+
+
 METHODS: dict[str, Method] = {
     "auth.test": auth_test,
     "chat.postMessage": chat_post_message,
     "chat.update": chat_update,
     "chat.postEphemeral": chat_post_ephemeral,
+    "conversations.history": conversations_history,
     "users.info": users_info,
+    "views.open": views_open,
+    "views.push": views_push,
+    "views.update": views_update,
 }
 
 
@@ -247,32 +410,79 @@ def _token(authorization: str, params: Params) -> str | None:
     return params.get("token") or None
 
 
-def handle(
-    sb: Sandbox, method: str, *, content_type: str, body: bytes, query: str, authorization: str
-) -> ApiResponse:
-    """Answer one Web API call to ``/api/<method>``.
+def _fault_response(fault: dict[str, Any]) -> ApiResponse | None:
+    """The answer an injected fault gives instead of running the method; None for a pure delay."""
+    status, error, retry_after = fault["status"], fault["error"], fault["retry_after"]
+    if status == 429:
+        return ApiError(
+            error or "ratelimited",
+            429,
+            headers={"Retry-After": str(1 if retry_after is None else retry_after)},
+        ).response
+    if status == 200 and error is None:
+        return None
+    headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
+    return ApiError(error or "internal_error", status, headers=headers).response
 
-    The token comes from ``Authorization: Bearer <token>`` or a ``token`` argument: missing → ``not_authed``,
-    not a bot token (``xoxb-``) → ``invalid_auth``. https://docs.slack.dev/authentication/tokens
-    """
+
+def _answer(sb: Sandbox, method: str, params: Params, authorization: str) -> ApiResponse:
     handler = METHODS.get(method)
     if handler is None:
         return ApiResponse({"ok": False, "error": "unknown_method"}, status=404)
+    token = _token(authorization, params)
+    if token is None:
+        raise ApiError("not_authed")
+    if not str(token).startswith("xoxb-"):
+        raise ApiError("invalid_auth")
+    with sb.state.lock:
+        fault = sb.state.take_fault(method)
+    if fault is not None:
+        if fault["delay_s"]:
+            time.sleep(fault["delay_s"])
+        response = _fault_response(fault)
+        if response is not None:
+            return response
+    with sb.state.lock:
+        try:
+            return handler(sb, params)
+        except ViewError as error:
+            extra = {"response_metadata": {"messages": error.messages}} if error.messages else {}
+            raise ApiError(error.error, **extra) from None
+
+
+def handle(
+    sb: Sandbox, method: str, *, content_type: str, body: bytes, query: str, authorization: str
+) -> ApiResponse:
+    """Answer one Web API call to ``/api/<method>`` and record it (``Sandbox.calls``).
+
+    The token comes from ``Authorization: Bearer <token>`` or a ``token`` argument: missing → ``not_authed``,
+    not a bot token (``xoxb-``) → ``invalid_auth`` (https://docs.slack.dev/authentication/tokens). An
+    unknown method is HTTP 404 ``unknown_method``. A fault queued by ``Sandbox.inject`` is applied after
+    the token check, before the method runs.
+    """
     try:
         params = parse_params(content_type, body, query)
-        token = _token(authorization, params)
-        if token is None:
-            raise ApiError("not_authed")
-        if not str(token).startswith("xoxb-"):
-            raise ApiError("invalid_auth")
-        with sb.state.lock:
-            return handler(sb, params)
     except ApiError as error:
-        return error.response
+        params, response = {}, error.response
+    else:
+        response = None
+    with sb.state.lock:
+        recorded = {k: v for k, v in params.items() if k != "token"}
+        call = sb.state.record_call(method, recorded, sb.clock())
+    if response is None:
+        try:
+            response = _answer(sb, method, params, authorization)
+        except ApiError as error:
+            response = error.response
+    with sb.state.lock:
+        call.update(
+            status=response.status, error=None if response.body.get("ok") else response.body.get("error")
+        )
+    return response
 
 
 def _flag(params: Params, name: str) -> bool:
-    return params.get(name) in (True, "true", "1")
+    return params.get(name) in (True, 1, "true", "True", "1")
 
 
 def _respond_to(sb: Sandbox, channel: str, ts: str, user: str, params: Params) -> None:

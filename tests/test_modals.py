@@ -1,0 +1,197 @@
+"""Edit, Reject and Details modals over real HTTP: trigger_id used at once, inline errors in the
+view_submission ack, and what the agent finally runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION, EDIT_ACTION, REASON_BLOCK, REJECT_ACTION
+from countersign.router.client import ApprovalClient
+from countersign.sandbox import Sandbox
+from countersign.store import Store
+
+from . import agent
+from .helpers import drain, wait_for
+from .test_flow import edited_card, post_card, status
+
+
+def open_view(
+    sb: Sandbox, card: dict[str, Any], action_id: str, user: str, input_block: str | None
+) -> dict[str, Any]:
+    """Press `action_id` on `card` as `user`; wait until the modal holds its real content."""
+    assert sb.click(card["channel"], card["ts"], action_id, user)[0] == 200
+
+    def filled() -> dict[str, Any] | None:
+        views = [
+            v for v in sb.views(user) if "Loading…" not in json.dumps(v["view"]["blocks"], ensure_ascii=False)
+        ]
+        if input_block is None:
+            return views[0] if views else None
+        return next((v for v in views if input_block in json.dumps(v["view"]["blocks"])), None)
+
+    return wait_for(filled, what=f"the {action_id} modal")
+
+
+def raw_submit(sb: Sandbox, view: dict[str, Any], user: str, values: dict[str, str | None]) -> dict[str, Any]:
+    """Send a view_submission as a crafted client would (no client-side checks); return the ack body."""
+    code, body = sb.send_signed(sb.submit_payload(view["id"], user, values))
+    assert code == 200
+    return json.loads(body) if body else {}
+
+
+def test_edit_approves_the_edited_amount_and_the_agent_runs_exactly_that_once(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(
+        client,
+        redis,
+        sb,
+        payload={"amount": "512.40", "currency": "USD"},
+        resume={"queue": agent.QUEUE, "func": agent.EXECUTE_FUNC},
+    )
+    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-amount")
+    [amount] = [b for b in view["view"]["blocks"] if b.get("block_id") == "edit-amount"]
+    assert amount["element"]["type"] == "number_input" and amount["element"]["initial_value"] == "512.40"
+    assert amount["element"]["min_value"] == "0.01"
+
+    assert sb.submit_view(view["id"], "U0LEAD", {"edit-amount": "400"})[0] == 200
+    wait_for(lambda: status(store, request_id) == "approved")
+    assert sb.views("U0LEAD") == []  # the modal closed
+    updated = wait_for(lambda: edited_card(sb, card["ts"]))
+    assert "amount 512.40 → 400.00, edited by <@U0LEAD>" in json.dumps(updated["blocks"], ensure_ascii=False)
+
+    wait_for(lambda: redis.exists(f"rq:job:resume-{request_id}"), what="the resume job")
+    drain(redis, agent.QUEUE)
+    drain(redis, agent.QUEUE)  # a second run of the queue finds nothing more to do
+    assert agent.executed(redis) == [{"amount": "400.00", "currency": "USD"}]
+    row = store.get(request_id)
+    assert (
+        row is not None
+        and row.execution == "executed"
+        and row.edits == [{"field": "amount", "from": "512.40", "to": "400.00"}]
+    )
+    approved = next(e for e in store.audit_trail(request_id) if e.event == "approved")
+    assert approved.detail["edits"] == row.edits
+
+    drain(redis)  # the router worker rewrites the card with the outcome
+    assert "Executed ✓" in json.dumps(sb.messages("C0FINANCE")[0]["blocks"], ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("abc", "Enter a number like 1234.56: digits and at most one point, no commas or exponents."),
+        ("1,000", "Enter a number like 1234.56: digits and at most one point, no commas or exponents."),
+        ("12.345", "Use at most 2 decimal places."),
+        ("-5", "Must be at least 0.01."),
+        ("", "Enter a value."),
+        ("600.00", "The policy does not allow this edit (edited.amount <= original.amount)."),
+    ],
+)
+def test_bad_edit_gets_the_exact_errors_ack_and_changes_nothing(
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    value: str,
+    error: str,
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, payload={"amount": "512.40", "currency": "USD"})
+    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-amount")
+    assert raw_submit(sb, view, "U0LEAD", {"edit-amount": value}) == {
+        "response_action": "errors",
+        "errors": {"edit-amount": error},
+    }
+    assert status(store, request_id) == "pending"
+
+
+def test_edit_submitted_after_someone_else_decided_is_refused(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-amount")
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
+    wait_for(lambda: status(store, request_id) == "approved")
+
+    answer = raw_submit(sb, view, "U0LEAD", {"edit-amount": "100.00"})
+    assert answer["response_action"] == "errors"
+    assert "already Approved by <@U0ALICE>" in answer["errors"]["edit-amount"]
+    row = store.get(request_id)
+    assert (
+        row is not None
+        and row.approved_payload == {"amount": "120.00", "currency": "USD"}
+        and row.edits == []
+    )
+    assert [e.detail.get("step") for e in store.audit_trail(request_id) if e.event == "refused"] == [
+        "edit_submit"
+    ]
+
+
+def test_non_approver_cannot_open_the_edit_form(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    view = open_view(sb, card, EDIT_ACTION, "U0MALLORY", None)
+    assert "not an approver" in json.dumps(view["view"]["blocks"])
+    assert not any(b["type"] == "input" for b in view["view"]["blocks"])
+    assert [e.detail["why"] for e in store.audit_trail(request_id) if e.event == "refused"] == [
+        "not_an_approver"
+    ]
+
+
+def test_reject_with_a_reason_reaches_the_agent_the_audit_and_the_card(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    view = open_view(sb, card, REJECT_ACTION, "U0ALICE", REASON_BLOCK)
+    assert raw_submit(sb, view, "U0ALICE", {REASON_BLOCK: "  "}) == {
+        "response_action": "errors",
+        "errors": {REASON_BLOCK: "A reason is required to reject this action class."},
+    }
+    assert sb.submit_view(view["id"], "U0ALICE", {REASON_BLOCK: "wrong customer <!here>"})[0] == 200
+    wait_for(lambda: status(store, request_id) == "rejected")
+
+    rejected = next(e for e in store.audit_trail(request_id) if e.event == "rejected")
+    assert (rejected.actor, rejected.detail["reason"]) == ("U0ALICE", "wrong customer <!here>")
+    updated = wait_for(lambda: edited_card(sb, card["ts"]))
+    assert "Reviewer's reason: wrong customer &lt;!here&gt;" in json.dumps(updated["blocks"])
+    wait_for(lambda: redis.exists(f"rq:job:resume-{request_id}"))
+    drain(redis, agent.QUEUE)
+    [decision] = agent.resumed(redis)
+    assert (decision["outcome"], decision["reason"], decision["grant"]) == (
+        "rejected",
+        "wrong customer <!here>",
+        None,
+    )
+
+
+def test_reason_is_optional_where_the_policy_does_not_require_it(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, channel="C0APPROVALS", action="send_email")
+    assert EDIT_ACTION not in json.dumps(card["blocks"])  # nothing editable for this action class
+    view = open_view(sb, card, REJECT_ACTION, "U0LEAD", REASON_BLOCK)
+    assert sb.submit_view(view["id"], "U0LEAD", {REASON_BLOCK: None})[0] == 200
+    wait_for(lambda: status(store, request_id) == "rejected")
+    assert store.get(request_id).decision_reason is None  # type: ignore[union-attr]
+
+
+def test_details_show_the_whole_payload_and_context_to_anyone(
+    client: ApprovalClient, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    _, card = post_card(client, redis, sb, context={"ticket": "T-1", "history": ["a"] * 50})
+    view = open_view(sb, card, DETAILS_ACTION, "U0MALLORY", None)
+    text = json.dumps(view["view"]["blocks"])
+    assert "T-1" in text and '\\"currency\\": \\"USD\\"' in text
