@@ -1,6 +1,6 @@
 """`countersign run` as a new user runs it: real processes (sandbox, gunicorn web, router worker,
-the example agent's RQ worker), a request from the CLI, a press of Approve on the sandbox page's
-endpoint, and the example agent printing the approved payload."""
+the example agent's RQ worker), a request from the CLI, an Edit of the amount through the sandbox
+page's endpoints, and the example agent executing the edited payload once."""
 
 from __future__ import annotations
 
@@ -110,19 +110,42 @@ def test_make_run_stack_end_to_end(redis_server: RedisServer, redis: Redis, tmp_
         wait_for(lambda: _healthy(int(env["PORT"])), timeout=30, what="countersign web to be healthy")
         pressed = http_json(
             f"{page}/_sandbox/click",
-            {"channel": "C0FINANCE", "ts": card["ts"], "action_id": "countersign_approve", "user": "U0LEAD"},
+            {"channel": "C0FINANCE", "ts": card["ts"], "action_id": "countersign_edit", "user": "U0LEAD"},
         )
         assert pressed["status"] == 200, pressed
+        form = wait_for(lambda: _edit_form(page), timeout=30, what="the Edit modal")
+        submitted = http_json(
+            f"{page}/_sandbox/submit",
+            {"view_id": form["id"], "user": "U0LEAD", "values": {"edit-amount": "100.5"}},
+        )
+        assert submitted["status"] == 200, submitted
         executed = wait_for(lambda: output.find("REFUND EXECUTED"), timeout=30, what="the agent to resume")
         assert json.loads(executed.split("REFUND EXECUTED: ", 1)[1]) == {
-            "amount": "120.00",
+            "amount": "100.50",
             "currency": "USD",
         }
+        done = wait_for(
+            lambda: _card_says(page, "Executed ✓"), timeout=30, what="the card to show the outcome"
+        )
+        assert "amount 120.00 → 100.50, edited by <@U0LEAD>" in done
+        assert len([line for line in output.lines if "REFUND EXECUTED" in line]) == 1
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
         print("".join(output.lines))  # shown by pytest when the test fails
     assert wait_for(lambda: not _listening(int(env["PORT"])), what="web to stop")
+
+
+def _edit_form(page: str) -> dict[str, Any] | None:
+    views = http_json(f"{page}/_sandbox/views?user=U0LEAD")
+    return next((v for v in views if "edit-amount" in json.dumps(v["view"])), None)
+
+
+def _card_says(page: str, text: str) -> str | None:
+    blocks = json.dumps(
+        http_json(f"{page}/_sandbox/messages?channel=C0FINANCE")[0]["blocks"], ensure_ascii=False
+    )
+    return blocks if text in blocks else None
 
 
 def _healthy(port: int) -> bool:
