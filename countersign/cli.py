@@ -13,10 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
+
 from .config import ConfigError, Settings, load_settings
 from .router.client import ApprovalClient, IdempotencyConflict, RouterUnavailable
 from .router.policy import PolicyError
 from .router.schema import InvalidRequest
+from .stack import port_is_free
+from .store import SchemaOutOfDate
 
 REQUEST_FLAGS = {
     "action": str,
@@ -41,10 +46,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return args.handler(args) or 0
-    except (ConfigError, PolicyError, UsageError) as exc:
+    except (ConfigError, PolicyError, UsageError, SchemaOutOfDate) as exc:
         return _fail(exc, 2)
     except (InvalidRequest, IdempotencyConflict, RouterUnavailable, LookupError) as exc:
         return _fail(exc, 1)
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        return _fail(
+            ConfigError(
+                f"DATABASE_URL: database error ({first}); is it reachable and migrated "
+                "(`countersign db upgrade`)?"
+            ),
+            2,
+        )
+    except RedisError as exc:
+        return _fail(ConfigError(f"REDIS_URL: Redis error ({exc})"), 2)
     except KeyboardInterrupt:
         return 130
 
@@ -61,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
 
     web = commands.add_parser("web", help="serve the Bolt app over HTTP (POST /slack/events, GET /healthz)")
     web.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    web.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     web.set_defaults(handler=_web)
     commands.add_parser("socket", help="run the Bolt app over Socket Mode").set_defaults(handler=_socket)
     worker = commands.add_parser("worker", help="run the router worker (intake, relay sweep)")
@@ -100,11 +117,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"key written twice: {', '.join(twice)}")
+    return dict(pairs)
+
+
 def _json_arg(flag: str, value: str) -> Any:
     try:
-        return json.loads(value)
+        return json.loads(value, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} is not valid JSON ({exc.msg} at character {exc.pos})") from None
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{flag} is nested too deeply") from None
 
 
 def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -112,19 +141,21 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if args.file is not None:
         try:
-            data = _json_arg("--file", args.file.read_text())
+            data = _json_arg("--file", args.file.read_text(encoding="utf-8"))
         except OSError as exc:
             raise UsageError(f"--file: cannot read {args.file} ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"--file: {args.file} is not UTF-8 text") from None
         if not isinstance(data, dict):
             raise UsageError("--file must hold a JSON object")
     data.update({name: getattr(args, name) for name in REQUEST_FLAGS if getattr(args, name) is not None})
     for name in ("payload", "context"):
         if getattr(args, name) is not None:
             data[name] = _json_arg("--" + name, getattr(args, name))
-    resume = dict(data.get("resume") or {})
-    resume.update({k: v for k, v in (("queue", args.resume_queue), ("func", args.resume_func)) if v})
-    if resume:
-        data["resume"] = resume
+    flags = {k: v for k, v in (("queue", args.resume_queue), ("func", args.resume_func)) if v}
+    if flags:
+        resume = data.get("resume")
+        data["resume"] = {**resume, **flags} if isinstance(resume, dict) else flags
     return data
 
 
@@ -148,10 +179,14 @@ def _db_upgrade(_args: argparse.Namespace) -> None:
 
 def _web(args: argparse.Namespace) -> None:
     from .bot.server import serve
+    from .store import check_schema, create_db_engine
 
     settings = load_settings()
-    settings.require("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", command="web")
-    serve(settings, workers=args.workers)
+    settings.require("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", command="web")
+    check_schema(create_db_engine(settings.DATABASE_URL))
+    if not port_is_free(args.host, settings.PORT):
+        raise ConfigError(f"PORT: {settings.PORT} is already in use on {args.host}")
+    serve(settings, workers=args.workers, host=args.host)
 
 
 def _socket(_args: argparse.Namespace) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import Field, HttpUrl, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -55,6 +56,10 @@ class Settings(BaseSettings):
     def _redis_url(cls, value: str) -> str:
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
+        try:
+            urlsplit(value).port  # noqa: B018 - parsing the port is the check
+        except ValueError:
+            raise ValueError("has a port that is not a number") from None
         return value
 
     @field_validator("DATABASE_URL")

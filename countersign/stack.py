@@ -8,6 +8,7 @@ serializer) per agent resume queue. Ctrl-C stops them all; if one dies, the rest
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -34,6 +35,17 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """True if a TCP server could bind `host:port` now."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _redis_answers(url: str) -> bool:
@@ -78,15 +90,19 @@ class Stack:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """SIGTERM every child, then SIGKILL what is still running after 10 s."""
+        """SIGTERM every child's process group (a dead child may have left children of its own),
+        then SIGKILL the groups still running after 10 s."""
         for _, child in self.children:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGTERM)
+            _signal_group(child.pid, signal.SIGTERM)
         for _, child in self.children:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
+            _signal_group(child.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
 
 
 def run_stack(settings: Settings, agent_queues: list[str]) -> int:
@@ -96,6 +112,8 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
     stack = Stack(env)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
+        if not port_is_free("127.0.0.1", settings.PORT):
+            raise StackError(f"PORT {settings.PORT} is already in use; set PORT to a free port")
         _ensure_redis(settings, stack)
         page = _ensure_slack(settings, stack)
         env.setdefault("COUNTERSIGN_SECRET", secrets.token_hex(32))
@@ -103,7 +121,7 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
             env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
         upgrade(create_db_engine(env.get("DATABASE_URL", settings.DATABASE_URL)))
         exe = [sys.executable, "-m", "countersign.cli"]
-        stack.start("web", *exe, "web", "--workers", "1")
+        stack.start("web", *exe, "web", "--workers", "1", "--host", "127.0.0.1")
         stack.start("worker", *exe, "worker")
         for queue in agent_queues:
             stack.start(

@@ -7,6 +7,7 @@ sandbox enforces them) judge the result, not the renderer's own arithmetic.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,6 +57,12 @@ def request(**overrides: Any) -> ApprovalRequest:
     return ApprovalRequest(**{**values, **overrides})
 
 
+def trusted_markup_removed(text: str) -> str:
+    """mrkdwn without the markup countersign itself writes: mentions of the policy's approvers or the
+    decider, and Slack date tokens."""
+    return re.sub(r"<@U0(LEAD|ALICE)>|<!date\^\d+\^[^|>]*\|[^>]*>", "", text)
+
+
 def texts(blocks: Any, kind: str) -> list[str]:
     """Every `text` string inside text objects of type `kind` (plain_text or mrkdwn)."""
     found: list[str] = []
@@ -75,7 +82,8 @@ def test_agent_text_is_inert(slack: WebClient) -> None:
         request(summary=HOSTILE, reason=HOSTILE, requester=HOSTILE, payload={HOSTILE: HOSTILE})
     )
     assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
-    assert all("<" not in t for t in texts(card.blocks, "mrkdwn"))
+    assert all("<" not in trusted_markup_removed(t) for t in texts(card.blocks, "mrkdwn"))
+    assert "<@U0ADMIN>" not in json.dumps(texts(card.blocks, "mrkdwn"))
     assert any(HOSTILE in t for t in texts(card.blocks, "plain_text"))  # shown verbatim, as plain text
     assert "<!channel>" not in card.text and "&lt;!channel&gt;" in card.text
 
@@ -92,9 +100,17 @@ def test_agent_text_is_inert(slack: WebClient) -> None:
         )
     )
     mrkdwn = " ".join(texts(decided.blocks, "mrkdwn"))
-    assert "<@U0LEAD>" in mrkdwn  # the only mention: Slack's own id of the decider
-    assert "<!channel>" not in mrkdwn and "<@U0ADMIN>" not in mrkdwn and "<https://" not in mrkdwn
+    assert "<@U0LEAD>" in mrkdwn  # the decider, by the id Slack gave us
+    assert "<" not in trusted_markup_removed(mrkdwn)
     assert slack.chat_postMessage(channel="C0FINANCE", **decided.message())["ok"]
+
+
+def test_bidirectional_overrides_cannot_reorder_what_the_reviewer_reads(slack: WebClient) -> None:
+    spoof = "Refund 10\u202e00001 USD"  # displays as "Refund 1010000 USD" reversed
+    card = cards.request_card(request(summary=spoof, payload={"amount": spoof}))
+    plain = texts(card.blocks, "plain_text")
+    assert "Refund 10\ufffd00001 USD" in plain and not any("\u202e" in t for t in plain)
+    assert "\u202e" not in card.text
 
 
 def test_card_shows_summary_beside_the_raw_payload_and_the_buttons(slack: WebClient) -> None:

@@ -92,7 +92,7 @@ def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str,
     result = cli(*base, "--payload", "[1]", env=env)
     assert (result.returncode, result.stderr) == (
         1,
-        "countersign: error: payload: Input should be a valid dictionary\n",
+        "countersign: error: payload: should be a JSON object\n",
     )
     result = cli(*base, "--payload", "{amount: 1}", env=env)
     assert result.returncode == 2 and result.stderr.startswith(

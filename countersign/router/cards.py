@@ -87,12 +87,37 @@ def clip(text: str, limit: int) -> str:
 
 
 def escape(text: str) -> str:
-    """Escape the three characters Slack's mrkdwn parser treats as control characters."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Escape the three characters Slack's mrkdwn parser treats as control characters (and
+    `sanitize` the rest)."""
+    return sanitize(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# Bidirectional overrides and isolates can make text display in another order than it is stored
+# ("Trojan Source", CVE-2021-42574); other control characters have no business on a card.
+_UNSAFE = {
+    c: "\ufffd"
+    for c in [
+        *range(0x00, 0x09),
+        0x0B,
+        0x0C,
+        *range(0x0E, 0x20),
+        0x7F,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+        0x200E,
+        0x200F,
+        0x061C,
+    ]
+}
+
+
+def sanitize(text: str) -> str:
+    """`text` with control and bidirectional-override characters replaced by U+FFFD."""
+    return text.translate(_UNSAFE)
 
 
 def _plain(text: str, limit: int) -> PlainTextObject:
-    return PlainTextObject(text=clip(text, limit), emoji=False)
+    return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
 
 
 def _show(value: Any) -> str:
@@ -143,7 +168,9 @@ def request_card(request: ApprovalRequest) -> Card:
     fields, reason, and Approve / Reject / Edit (when the policy makes fields editable) / Details
     buttons whose `value` is only the request id."""
     blocks = _body(request, "pending")
-    blocks.append(ContextBlock(block_id="meta-pending", elements=[_plain(_pending_note(request), 2000)]))
+    blocks.append(
+        ContextBlock(block_id="meta-pending", elements=[MarkdownTextObject(text=_pending_note(request))])
+    )
     buttons = [
         ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=request.id, style="primary"),
         ButtonElement(text="Reject", action_id=REJECT_ACTION, value=request.id, style="danger"),
@@ -156,10 +183,12 @@ def request_card(request: ApprovalRequest) -> Card:
 
 
 def _pending_note(request: ApprovalRequest) -> str:
-    who = len(request.approvers)
+    """Why it needs review and who may decide (mrkdwn: the approvers' ids come from the policy)."""
+    who = " or ".join(f"<@{user}>" for user in request.approvers[:10])
+    more = f" (+{len(request.approvers) - 10} more)" if len(request.approvers) > 10 else ""
     return (
-        f"Needs review: policy v{request.policy_version} routes {request.action} to {who} "
-        f"approver{'s' if who != 1 else ''} · no timeout set · request {request.id}"
+        f"Needs review by {who}{more}: policy v{request.policy_version} sends every "
+        f"`{request.action}` to review · no timeout set · request {request.id}"
     )
 
 
@@ -203,6 +232,7 @@ def decided_card(request: ApprovalRequest) -> Card:
     if request.decision_reason:
         lines.append(f"Reviewer's reason: {escape(clip(request.decision_reason, 1000))}")
     version = f"{request.status}-{request.execution or 'open'}"
+    lines.append(f"Request {request.id} · policy v{request.policy_version}")
     blocks = _body(request, version)
     text = "\n".join(line for line in lines if line)
     blocks.append(
@@ -329,3 +359,7 @@ def not_an_approver_text(request: ApprovalRequest) -> str:
 
 
 UNKNOWN_REQUEST_TEXT = "countersign does not know this request; your action changed nothing."
+SELF_APPROVAL_TEXT = (
+    "The agent is acting on your behalf, so another approver has to approve or edit this request; "
+    "your action changed nothing."
+)

@@ -93,6 +93,15 @@ def _idempotency_redis_key(key: str) -> str:
     return "countersign:idempotency:" + hashlib.sha256(key.encode()).hexdigest()
 
 
+def _claim(request_id: str, payload_sha256: str) -> str:
+    return json.dumps({"request_id": request_id, "payload_sha256": payload_sha256})
+
+
+def remember_key(redis: Redis, key: str, request_id: str, payload_sha256: str) -> None:
+    """Point the idempotency key at `request_id` again (after Redis forgot it), for 7 days."""
+    redis.set(_idempotency_redis_key(key), _claim(request_id, payload_sha256), ex=IDEMPOTENCY_TTL_SECONDS)
+
+
 class ApprovalClient:
     """Enqueue approval requests and read their state. Thread-safe; cheap to keep for a process."""
 
@@ -129,7 +138,7 @@ class ApprovalClient:
 
     def _claim_key(self, request: ApprovalRequestV1) -> str:
         redis_key = _idempotency_redis_key(request.key)
-        claim = json.dumps({"request_id": str(ULID()), "payload_sha256": request.payload_sha256})
+        claim = _claim(str(ULID()), request.payload_sha256)
         for _ in range(3):  # the key may expire between SET NX and GET
             if self._redis.set(redis_key, claim, nx=True, ex=IDEMPOTENCY_TTL_SECONDS):
                 return json.loads(claim)["request_id"]
@@ -170,6 +179,11 @@ class ApprovalClient:
                 decision=event.body if (event := store.outbox_event(request_id)) else None,
                 audit=audit,
             )
+        original = next(
+            (e.detail["request_id"] for e in store.audit_trail(request_id) if e.event == "duplicate_of"), None
+        )
+        if original is not None:
+            return self.get(original)
         letter = store.get_dead_letter(request_id)
         if letter is not None:
             return RequestState(

@@ -36,14 +36,25 @@ def _user(body: dict[str, Any]) -> dict[str, str]:
     return {"slack_user_id": user["id"], "name": user.get("username") or user.get("name") or user["id"]}
 
 
+APPROVING_STEPS = {"approve", cards.EDIT_ACTION, "edit_submit"}
+
+
 def _refusal(
     runtime: Runtime, request: ApprovalRequest | None, request_id: str, user_id: str, step: str
 ) -> str | None:
-    """Why `user_id` may not act on the request now (audited), or None when they may."""
+    """Why `user_id` may not take `step` on the request now (audited), or None when they may.
+
+    Only approvers may act; the human the agent acts for (`on_behalf_of`) may not approve or edit
+    their own request unless the policy sets `self_approval: true`.
+    """
     if request is None:
         why, text = "unknown_request", cards.UNKNOWN_REQUEST_TEXT
     elif user_id not in request.approvers:
         why, text = "not_an_approver", cards.not_an_approver_text(request)
+    elif (
+        step in APPROVING_STEPS and user_id == request.on_behalf_of and not request.rules.get("self_approval")
+    ):
+        why, text = "self_approval", cards.SELF_APPROVAL_TEXT
     elif request.status != PENDING:
         why, text = "already_decided", cards.already_decided_text(request)
     else:

@@ -15,6 +15,7 @@ from rq import get_current_job
 
 from ..store import ApprovalRequest
 from . import cards
+from .client import remember_key
 from .policy import PolicyError
 from .runtime import Runtime, current
 from .schema import IntakeMessage, InvalidRequest, parse
@@ -50,12 +51,14 @@ def handle(runtime: Runtime, message: Any) -> str:
             **request.model_dump(exclude={"resume", "idempotency_key"}),
         }
     )
-    if row.id != parsed.request_id:
+    if row.id != parsed.request_id:  # Redis had forgotten the key; the database remembered it
         if row.payload_sha256 != request.payload_sha256:
             reason = (
                 f"IdempotencyConflict: key {request.key!r} was used by request {row.id} with another payload"
             )
             return _dead_letter(runtime, message, reason)
+        runtime.store.record_duplicate(parsed.request_id, row.id)
+        remember_key(runtime.redis, request.key, row.id, row.payload_sha256)
         log.info(
             "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id
         )

@@ -1,9 +1,9 @@
 """The policy file: which channel an action class goes to and who may approve it.
 
 This version reads `version`, `defaults` and `actions.<class>` with `channel`, `approvers.users`,
-`editable`, `edit_rule`, `reject_reason` and `grant_ttl` (DESIGN.md, "Policy file"). Any other key
-is refused at load rather than ignored, so a policy that asks for a rule this version does not
-enforce fails loudly instead of silently approving less carefully than it says.
+`editable`, `edit_rule`, `reject_reason`, `grant_ttl` and `self_approval` (DESIGN.md, "Policy
+file"). Any other key is refused at load rather than ignored, so a policy that asks for a rule this
+version does not enforce fails loudly instead of silently approving less carefully than it says.
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ from typing import Annotated, Any, Literal
 
 import cel
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .schema import SLACK_USER_ID, one_line
 
@@ -63,12 +71,19 @@ class PolicyError(ValueError):
 
 
 class Approvers(BaseModel):
-    """Who may decide: Slack user ids (user groups arrive with the policy engine)."""
+    """Who may decide: at least one Slack user id (user groups arrive with the policy engine)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    users: list[Annotated[str, Field(pattern=SLACK_USER_ID)]] = []
-    usergroups: Annotated[list[str], Field(max_length=0)] = []
+    users: Annotated[list[Annotated[str, Field(pattern=SLACK_USER_ID)]], Field(min_length=1)]
+    usergroups: list[str] = []
+
+    @field_validator("usergroups")
+    @classmethod
+    def _no_usergroups_yet(cls, value: list[str]) -> list[str]:
+        if value:
+            raise ValueError("user groups are not supported by this version yet; list users instead")
+        return value
 
 
 class EditableField(BaseModel):
@@ -107,6 +122,7 @@ class ActionPolicy(BaseModel):
     edit_rule: CelExpression | None = None
     reject_reason: Literal["required", "optional"] | None = None
     grant_ttl: Duration | None = None
+    self_approval: bool | None = None
 
 
 class PolicyFile(BaseModel):
@@ -114,7 +130,7 @@ class PolicyFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    version: int
+    version: Annotated[int, Field(strict=True, ge=0)]
     defaults: ActionPolicy = ActionPolicy()
     actions: dict[Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")], ActionPolicy] = {}
 
@@ -125,7 +141,7 @@ class Route:
 
     `channel`: channel id (or user id, for a DM); `approvers`: Slack user ids; `rules`: JSON-ready
     `{"editable": {field: EditableField as dict}, "edit_rule": str | None,
-    "reject_reason": "required" | "optional", "grant_ttl": seconds}`.
+    "reject_reason": "required" | "optional", "grant_ttl": seconds, "self_approval": bool}`.
     """
 
     channel: str
@@ -168,11 +184,24 @@ class Policy:
             "editable": {name: spec.model_dump(exclude_none=True) for name, spec in editable.items()},
             "edit_rule": pick("edit_rule"),
             "reject_reason": pick("reject_reason") or "optional",
-            "grant_ttl": duration_seconds(pick("grant_ttl"))
-            if pick("grant_ttl")
-            else DEFAULT_GRANT_TTL_SECONDS,
+            "grant_ttl": duration_seconds(pick("grant_ttl") or f"{DEFAULT_GRANT_TTL_SECONDS}s"),
+            "self_approval": bool(pick("self_approval")),
         }
         return Route(channel=channel, approvers=tuple(approvers.users), rules=rules)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (YAML forbids it; PyYAML
+    would silently keep the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
+        twice = sorted({str(k) for k in keys if keys.count(k) > 1})
+        if twice:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key written twice: {', '.join(twice)}", node.start_mark
+            )
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_policy(path: Path | str) -> Policy:
@@ -180,7 +209,7 @@ def load_policy(path: Path | str) -> Policy:
     path = Path(path)
     try:
         raw = path.read_bytes()
-        data = yaml.safe_load(raw)
+        data = yaml.load(raw, Loader=_StrictLoader)  # a SafeLoader subclass
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
@@ -188,5 +217,5 @@ def load_policy(path: Path | str) -> Policy:
     try:
         file = PolicyFile.model_validate(data)
     except ValidationError as exc:
-        raise PolicyError(f"{path}: {one_line(exc)}") from None
+        raise PolicyError(f"{path}: {one_line(exc, root='policy')}") from None
     return Policy(file=file, path=path, sha256=hashlib.sha256(raw).hexdigest())

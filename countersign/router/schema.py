@@ -40,9 +40,18 @@ def _canonical(payload: dict[str, Any]) -> bytes:
 
 
 def _check_depth(value: Any, budget: int) -> None:
+    """Refuse nesting deeper than `MAX_DEPTH`, and NUL characters (PostgreSQL cannot store them)."""
     if budget < 0:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError("contains a NUL character (U+0000)")
+    children = (
+        [*value.keys(), *value.values()]
+        if isinstance(value, dict)
+        else value
+        if isinstance(value, list)
+        else ()
+    )
     for child in children:
         _check_depth(child, budget - 1)
 
@@ -75,8 +84,15 @@ class ApprovalRequestV1(BaseModel):
     run_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     step: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     idempotency_key: Annotated[str, Field(min_length=1, max_length=255)] | None = None
-    confidence: Annotated[float, Field(ge=0, le=1)] | None = None
+    confidence: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
     resume: Resume
+
+    @field_validator("summary", "reason", "requester", "run_id", "step", "idempotency_key")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("contains a NUL character (U+0000)")
+        return value
 
     @field_validator("payload", "context")
     @classmethod
@@ -87,8 +103,14 @@ class ApprovalRequestV1(BaseModel):
 
     @model_validator(mode="after")
     def _has_key(self) -> ApprovalRequestV1:
-        if self.idempotency_key is None and (self.run_id is None or self.step is None):
-            raise ValueError("give idempotency_key, or both run_id and step")
+        if self.idempotency_key is None:
+            if self.run_id is None or self.step is None:
+                raise ValueError("give idempotency_key, or both run_id and step")
+            if any(":" in part for part in (self.requester, self.run_id, self.step)):
+                raise ValueError(
+                    "requester, run_id and step make the key requester:run_id:step, so they may "
+                    "not contain ':' (give idempotency_key instead)"
+                )
         return self
 
     @property
@@ -118,13 +140,23 @@ def parse(model: type[BaseModel], data: Any) -> Any:
         return model.model_validate(data)
     except ValidationError as exc:
         raise InvalidRequest(one_line(exc)) from None
+    except RecursionError:
+        raise InvalidRequest(f"request: nested deeper than {MAX_DEPTH} levels") from None
 
 
-def one_line(exc: ValidationError) -> str:
-    """`'payload: Input should be a valid dictionary; action: Field required'` from a ValidationError."""
+_MESSAGES = {
+    "extra_forbidden": "unknown field",
+    "model_type": "should be a JSON object",
+    "dict_type": "should be a JSON object",
+}
+
+
+def one_line(exc: ValidationError, root: str = "request") -> str:
+    """`'payload: should be a JSON object; action: Field required'` from a ValidationError;
+    `root` names the whole document when the error is about it."""
     parts = []
     for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "request"
-        message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+        where = ".".join(str(p) for p in error["loc"]) or root
+        message = _MESSAGES.get(error["type"], error["msg"])
         parts.append(f"{where}: {message.removeprefix('Value error, ')}")
     return "; ".join(parts)

@@ -4,13 +4,16 @@ RQ settings, chosen so that nothing is lost or run twice by the transport:
 - one queue per worker, so RQ dequeues atomically with `BLMOVE` (Redis >= 6.2) instead of a
   `BLPOP` whose move into the started registry is not atomic (rq issue #1716);
 - the JSON serializer (DESIGN.md, invariant 9);
-- the RQ scheduler on (`with_scheduler=True`), which `Retry` intervals need
-  (https://python-rq.org/docs/exceptions/);
+- an RQ scheduler, which `Retry` intervals need (https://python-rq.org/docs/exceptions/), run in
+  the sweep process below rather than RQ's own forked one: a forked child inherits the worker's
+  Redis socket, and after a SIGKILL of the worker it keeps the worker's blocked `BLMOVE` alive in
+  Redis, which then moves the next job into a queue nobody reads;
 - a short maintenance interval, so jobs abandoned by a killed work-horse are noticed in about a
   minute rather than RQ's default ten (https://python-rq.org/docs/workers/).
 
-The sweep runs in a child process rather than a thread: the RQ worker forks a work-horse per job,
-and forking a process that has other threads can copy locks in a held state.
+The sweep runs in a spawned child process rather than a thread (the RQ worker forks a work-horse
+per job, and forking a process that has other threads can copy locks in a held state); it exits
+when its parent worker is gone.
 """
 
 from __future__ import annotations
@@ -18,30 +21,35 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
+import sys
 import time
 
 from rq import Worker
+from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
+from ..store import check_schema
 from .relay import sweep
 from .runtime import INTAKE_QUEUE, Runtime
 
 log = logging.getLogger(__name__)
 
-SWEEP_INTERVAL_SECONDS = 2.0
+SWEEP_INTERVAL_SECONDS = 1.0
 MAINTENANCE_INTERVAL_SECONDS = 60
 
 
 def run_worker(settings: Settings, burst: bool = False) -> None:
     """Run the router worker until stopped (or, with `burst`, until the queue is empty).
 
-    Checks at start that the Slack token, the policy and Redis are usable, raising `ConfigError`
-    or `PolicyError` with one line otherwise.
+    Checks at start that the Slack token, the policy, the database schema and Redis are usable,
+    raising `ConfigError`, `PolicyError`, `SchemaOutOfDate` or a connection error otherwise.
     """
     runtime = Runtime(settings)
     settings.require("SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", command="worker")
     log.info("policy %s version %s loaded", runtime.policy.path, runtime.policy.version)
+    check_schema(runtime.store.engine)
     runtime.redis.ping()
     sweeper = multiprocessing.get_context("spawn").Process(
         target=sweep_forever, args=(settings, os.getpid()), name="countersign-sweep", daemon=True
@@ -54,20 +62,34 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
             serializer=JSONSerializer,
             maintenance_interval=MAINTENANCE_INTERVAL_SECONDS,
         )
-        worker.work(with_scheduler=True, burst=burst)
+        worker.work(burst=burst)
     finally:
         sweeper.terminate()
 
 
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
-    """Run the relay sweep every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone."""
+    """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
+    retries) onto the queue, and publish unpublished outbox events."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
+    scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
     while os.getppid() == parent_pid:
         try:
-            published = sweep(runtime.store, runtime.redis)
-            if published:
-                log.info("relay sweep published %d resume event(s)", published)
+            _tick(runtime, scheduler)
         except Exception:
-            log.exception("relay sweep failed; retrying")
+            log.exception("sweep failed; retrying")
         time.sleep(SWEEP_INTERVAL_SECONDS)
+    scheduler.release_locks()
+
+
+def _tick(runtime: Runtime, scheduler: RQScheduler) -> None:
+    if scheduler.acquired_locks:
+        scheduler.heartbeat()
+    else:
+        scheduler.acquire_locks()
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # acquire_locks installs its own handler
+    if scheduler.acquired_locks:
+        scheduler.enqueue_scheduled_jobs()
+    published = sweep(runtime.store, runtime.redis)
+    if published:
+        log.info("relay sweep published %d resume event(s)", published)

@@ -1,6 +1,6 @@
 """Persistence: the request state machine, audit log, outbox and migrations (the database only)."""
 
-from .engine import create_db_engine, upgrade
+from .engine import SchemaOutOfDate, check_schema, create_db_engine, upgrade
 from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent
 from .state import (
     APPROVED,
@@ -30,7 +30,9 @@ __all__ = [
     "Decided",
     "ExecutionRefused",
     "OutboxEvent",
+    "SchemaOutOfDate",
     "Store",
+    "check_schema",
     "create_db_engine",
     "resume_job_id",
     "upgrade",

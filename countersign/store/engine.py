@@ -14,6 +14,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
@@ -53,10 +55,32 @@ def _sqlite_begin(conn: Any) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply the Alembic migrations shipped in `countersign/store/migrations` up to `revision`."""
+class SchemaOutOfDate(Exception):
+    """The database is not at the schema this version of countersign needs."""
+
+
+def _config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(files("countersign.store") / "migrations"))
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Apply the Alembic migrations shipped in `countersign/store/migrations` up to `revision`."""
+    config = _config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
+
+
+def check_schema(engine: Engine) -> None:
+    """Raise `SchemaOutOfDate` (one line, naming the fix) unless the database is at the latest
+    migration. Connection errors propagate as SQLAlchemy's `OperationalError`."""
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    if current != head:
+        raise SchemaOutOfDate(
+            f"DATABASE_URL: the database schema is at {current or 'nothing'}, this version needs {head}; "
+            "run `countersign db upgrade`"
+        )
