@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `countersign` console script; returns the exit status."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         return args.handler(args) or 0
     except (ConfigError, PolicyError, UsageError, SchemaOutOfDate) as exc:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 
 from redis import Redis
+from slack_sdk.signature import SignatureVerifier
 
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.client import ApprovalClient
@@ -35,3 +37,36 @@ def test_healthz_reports_database_and_redis(bot: str) -> None:
     with urllib.request.urlopen(bot + "/healthz", timeout=5) as response:
         assert response.status == 200
         assert json.loads(response.read()) == {"ok": True, "database": "ok", "redis": "ok"}
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_malformed_slack_requests_get_a_4xx_never_a_500(sandbox: tuple[Sandbox, str], bot: str) -> None:
+    sb, _ = sandbox
+    url = bot + "/slack/events"
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert (
+        _post(
+            url, b"payload=%7B%7D", {**form, "X-Slack-Request-Timestamp": "abc", "X-Slack-Signature": "v0=00"}
+        )
+        == 401
+    )
+    assert _post(url, b"payload=%7B%7D", form) == 401  # no timestamp, no signature
+    assert (
+        _post(url, b"x" * (2 * 1024 * 1024), {**form, "X-Slack-Request-Timestamp": str(int(time.time()))})
+        == 413
+    )
+    timestamp = str(int(time.time()))
+    body = b"payload=not-json"
+    signature = SignatureVerifier(sb.signing_secret).generate_signature(timestamp=timestamp, body=body)
+    assert (
+        _post(url, body, {**form, "X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": signature})
+        == 400
+    )

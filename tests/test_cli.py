@@ -160,3 +160,65 @@ def test_request_from_flags_and_from_a_file_then_show(
 
     assert main(["show", "01J00000000000000000000009"]) == 1
     assert capsys.readouterr().err == "countersign: error: no approval request '01J00000000000000000000009'\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "file_bytes", "status", "message"),
+    [
+        (["--payload", "[" * 5000], None, 2, "--payload is nested too deeply"),
+        (["--payload", '{"a": 1, "a": 2}'], None, 2, "--payload: key written twice: a"),
+        ([], b"\xff\xfe{}", 2, "is not UTF-8 text"),
+        ([], b'{"resume": "q"}', 1, "resume: should be a JSON object"),
+    ],
+)
+def test_malformed_cli_input_is_one_line(
+    tmp_path: Path, args: list[str], file_bytes: bytes | None, status: int, message: str
+) -> None:
+    if file_bytes is not None:
+        (tmp_path / "r.json").write_bytes(file_bytes)
+        args = ["--file", str(tmp_path / "r.json")]
+    result = cli("request", *args, env={"REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert result.returncode == status, result.stderr
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unreachable_or_unmigrated_database_is_one_line(tmp_path: Path, policy_file: Path) -> None:
+    empty = {"DATABASE_URL": f"sqlite:///{tmp_path / 'empty.db'}", "REDIS_URL": "redis://127.0.0.1:1/0"}
+    result = cli("show", "01J00000000000000000000000", env=empty)
+    assert result.returncode == 2 and result.stderr.startswith(
+        "countersign: error: DATABASE_URL: database error"
+    )
+    worker = cli("worker", env={**empty, "SLACK_BOT_TOKEN": "xoxb-1", "COUNTERSIGN_POLICY": str(policy_file)})
+    assert worker.returncode == 2
+    assert worker.stderr.strip().endswith("needs 0002; run `countersign db upgrade`")
+    bad_port = cli("request", "--action", "x", env={"REDIS_URL": "redis://localhost:abc/0"})
+    assert bad_port.stderr.strip() == "countersign: error: REDIS_URL: has a port that is not a number"
+
+
+def test_web_refuses_a_port_in_use(tmp_path: Path) -> None:
+    import socket
+
+    from countersign.store import create_db_engine, upgrade
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    upgrade(create_db_engine(url))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli(
+            "web",
+            "--host",
+            "127.0.0.1",
+            env={
+                "SLACK_BOT_TOKEN": "xoxb-1",
+                "SLACK_SIGNING_SECRET": "s",
+                "COUNTERSIGN_SECRET": "c",
+                "DATABASE_URL": url,
+                "PORT": str(port),
+            },
+        )
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        f"countersign: error: PORT: {port} is already in use on 127.0.0.1",
+    )

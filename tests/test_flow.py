@@ -170,3 +170,17 @@ def test_two_approvers_clicking_at_once_give_one_decision_and_one_resume(
     assert [e.event for e in trail].count("refused") == 1
     assert status(store, request_id) == decisions[0].event
     assert json_queue(agent.QUEUE, redis).count == 1
+
+
+def test_the_human_an_agent_acts_for_cannot_approve_it_but_another_approver_can(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, on_behalf_of="U0LEAD")
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    refusal = wait_for(lambda: _trail_with(store, request_id, "refused"))[-1]
+    assert (refusal.actor, refusal.detail["why"]) == ("U0LEAD", "self_approval")
+    assert "acting on your behalf" in wait_for(lambda: sb.ephemerals("U0LEAD"))[0]["text"]
+    assert status(store, request_id) == "pending"
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
+    wait_for(lambda: status(store, request_id) == "approved")

@@ -93,6 +93,20 @@ def test_conflict_found_by_the_database_when_redis_forgot_the_key(
     assert store.get(first).payload["amount"] == "120.00"  # type: ignore[union-attr]
 
 
+def test_same_request_after_redis_forgot_the_key_resolves_to_the_original(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    first = client.request(refund())
+    drain(redis)
+    redis.flushall()
+    second = client.request(refund())
+    drain(redis)
+    assert second != first and store.get(second) is None
+    assert client.get(second).request_id == first and client.get(second).status == "pending"
+    assert client.request(refund()) == first  # the key points at the original again
+    assert len(sandbox[0].messages()) == 1
+
+
 def test_invalid_message_on_the_queue_is_dead_lettered_and_visible(
     client: ApprovalClient,
     redis: Redis,

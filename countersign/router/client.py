@@ -180,7 +180,7 @@ class ApprovalClient:
                 audit=audit,
             )
         original = next(
-            (e.detail["request_id"] for e in store.audit_trail(request_id) if e.event == "duplicate_of"), None
+            (e.detail["original"] for e in store.audit_trail(request_id) if e.event == "duplicate_of"), None
         )
         if original is not None:
             return self.get(original)

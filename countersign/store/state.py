@@ -238,7 +238,7 @@ class Store:
         """Note (audit `duplicate_of`) that `duplicate_id` was issued for the same key and payload as
         `request_id`, so that looking up either finds the one request."""
         with self._write() as session:
-            self._audit(session, duplicate_id, "duplicate_of", None, request_id=request_id)
+            self._audit(session, duplicate_id, "duplicate_of", None, original=request_id)
 
     def dead_letter(self, letter_id: str, reason: str, received: Any) -> bool:
         """Keep an intake message that cannot become a request, with its reason; audit `dead_lettered`.
