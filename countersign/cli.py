@@ -113,6 +113,11 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("request_id")
     show.set_defaults(handler=_show)
 
+    policy = commands.add_parser("policy", help="policy file").add_subparsers(required=True, metavar="ACTION")
+    check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
+    check.add_argument("file", type=Path)
+    check.set_defaults(handler=_policy_check)
+
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the latest").set_defaults(handler=_db_upgrade)
     return parser
@@ -168,6 +173,17 @@ def _request(args: argparse.Namespace) -> None:
 def _show(args: argparse.Namespace) -> None:
     state = ApprovalClient.from_env().get(args.request_id)
     print(json.dumps(state.as_dict(), indent=2, ensure_ascii=False, default=str))
+
+
+def _policy_check(args: argparse.Namespace) -> int:
+    from .router.policy import load_policy
+
+    try:
+        print(load_policy(args.file).summary())
+    except PolicyError as exc:
+        print(f"countersign: policy error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _db_upgrade(_args: argparse.Namespace) -> None:

@@ -53,6 +53,11 @@ def request(**overrides: Any) -> ApprovalRequest:
         "decided_at": None,
         "execution": None,
         "decision_reason": None,
+        "required_approvals": 1,
+        "level": 0,
+        "expires_at": None,
+        "review_reason": "policy v1 reviews every issue_refund",
+        "timeout_result": None,
     }
     return ApprovalRequest(**{**values, **overrides})
 

@@ -188,9 +188,18 @@ def test_unreachable_or_unmigrated_database_is_one_line(tmp_path: Path, policy_f
     assert result.returncode == 2 and result.stderr.startswith(
         "countersign: error: DATABASE_URL: database error"
     )
-    worker = cli("worker", env={**empty, "SLACK_BOT_TOKEN": "xoxb-1", "COUNTERSIGN_POLICY": str(policy_file)})
+    worker = cli(
+        "worker",
+        env={
+            **empty,
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "COUNTERSIGN_POLICY": str(policy_file),
+            "COUNTERSIGN_SECRET": "c",
+        },
+    )
     assert worker.returncode == 2
-    assert worker.stderr.strip().endswith("needs 0002; run `countersign db upgrade`")
+    assert "the database schema is at nothing" in worker.stderr
+    assert worker.stderr.strip().endswith("; run `countersign db upgrade`")
     bad_port = cli("request", "--action", "x", env={"REDIS_URL": "redis://localhost:abc/0"})
     assert bad_port.stderr.strip() == "countersign: error: REDIS_URL: has a port that is not a number"
 

@@ -66,7 +66,7 @@ def test_approve_click_decides_audits_updates_card_and_resumes_agent(
 
     wait_for(lambda: status(store, request_id) == "approved", what="request approved")
     events = [e.event for e in wait_for(lambda: _trail_with(store, request_id, "resume_published"))]
-    assert events == ["requested", "card_posted", "approved", "resume_published"]
+    assert events == ["requested", "card_posted", "vote", "approved", "resume_published"]
 
     updated = wait_for(lambda: edited_card(sb, card["ts"]))
     assert buttons(updated) == []

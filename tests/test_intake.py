@@ -136,8 +136,9 @@ def test_invalid_message_on_the_queue_is_dead_lettered_and_visible(
 def test_action_without_a_route_is_dead_lettered(
     client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, policy_file: Any
 ) -> None:
-    policy_file.write_text("version: 1\nactions:\n  delete_user:\n    channel: C0OPS\n")
-    runtime.__dict__.pop("policy", None)
+    policy_file.write_text(
+        "version: 1\ndefaults: {channel: C0OPS}\nactions:\n  issue_refund: {approvers: {users: [U0LEAD]}}\n"
+    )
     request_id = client.request(refund(action="delete_user"))
     drain(redis)
     state = client.get(request_id)

@@ -37,7 +37,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from ..store import APPROVED, EXECUTED, FAILED, ApprovalRequest
+from ..store import APPROVED, EXECUTED, EXPIRED, FAILED, ApprovalRequest
 from .edits import block_id as edit_block_id
 
 APPROVE_ACTION = "countersign_approve"
@@ -163,33 +163,50 @@ def _card(request: ApprovalRequest, blocks: list[Block], text: str) -> Card:
     return Card(text=clip(escape(text), 3000), blocks=rendered)
 
 
-def request_card(request: ApprovalRequest) -> Card:
+def request_card(request: ApprovalRequest, approvals: list[dict[str, str]] | None = None) -> Card:
     """The card for a pending request: summary, action class, requester, confidence, key payload
-    fields, reason, and Approve / Reject / Edit (when the policy makes fields editable) / Details
-    buttons whose `value` is only the request id."""
-    blocks = _body(request, "pending")
+    fields, reason; why it needs review, who may decide, the quorum so far (`approvals`) and when it
+    expires; Approve / Reject / Edit (when the policy makes fields editable and one approval is
+    enough) / Details buttons whose `value` is only the request id."""
+    approvals = approvals or []
+    blocks = _body(request, f"pending-{request.level}-{len(approvals)}")
+    note = _pending_note(request, approvals)
     blocks.append(
-        ContextBlock(block_id="meta-pending", elements=[MarkdownTextObject(text=_pending_note(request))])
+        ContextBlock(
+            block_id=f"meta-{request.level}-{len(approvals)}", elements=[MarkdownTextObject(text=note)]
+        )
     )
     buttons = [
         ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=request.id, style="primary"),
         ButtonElement(text="Reject", action_id=REJECT_ACTION, value=request.id, style="danger"),
     ]
-    if request.rules.get("editable"):
+    if request.rules.get("editable") and request.required_approvals == 1:
         buttons.append(ButtonElement(text="Edit", action_id=EDIT_ACTION, value=request.id))
     buttons.append(ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id))
-    blocks.append(ActionsBlock(block_id="decide", elements=buttons))
+    blocks.append(ActionsBlock(block_id=f"decide-{request.level}", elements=buttons))
     return _card(request, blocks, f"Approval needed: {request.summary}")
 
 
-def _pending_note(request: ApprovalRequest) -> str:
-    """Why it needs review and who may decide (mrkdwn: the approvers' ids come from the policy)."""
-    who = " or ".join(f"<@{user}>" for user in request.approvers[:10])
-    more = f" (+{len(request.approvers) - 10} more)" if len(request.approvers) > 10 else ""
-    return (
-        f"Needs review by {who}{more}: policy v{request.policy_version} sends every "
-        f"`{request.action}` to review · no timeout set · request {request.id}"
-    )
+def _mentions(users: list[str], limit: int = 10) -> str:
+    more = f" (+{len(users) - limit} more)" if len(users) > limit else ""
+    return " or ".join(f"<@{user}>" for user in users[:limit]) + more
+
+
+def _pending_note(request: ApprovalRequest, approvals: list[dict[str, str]]) -> str:
+    """Why it needs review, who may decide, the quorum, the deadline (mrkdwn: the mentioned ids come
+    from the policy and from Slack)."""
+    parts = [f"Needs review by {_mentions(request.approvers)}"]
+    if request.required_approvals > 1:
+        done = ", ".join(f"<@{a['slack_user_id']}>" for a in approvals) or "none yet"
+        parts.append(f"{len(approvals)} of {request.required_approvals} approvals ({done})")
+    parts.append(f"Why: {escape(clip(request.review_reason or 'policy', 300))}")
+    levels = request.rules.get("levels") or [{}]
+    then = levels[min(request.level, len(levels) - 1)].get("on_timeout", "deny")
+    parts.append(f"Expires {_when(request.expires_at)}, then {then}" if request.expires_at else "No timeout")
+    if request.level:
+        parts.append(f"Escalation level {request.level}")
+    parts.append(f"Policy v{request.policy_version} · request {request.id}")
+    return " · ".join(parts)
 
 
 def _when(moment: datetime | None) -> str:
@@ -205,7 +222,11 @@ def _who(request: ApprovalRequest) -> str:
 
 
 def verdict(request: ApprovalRequest) -> str:
-    """`"Approved by <@U123> at <date>"` (mrkdwn) for a decided request."""
+    """`"Approved by <@U123> at <date>"` (mrkdwn) for a decided request; for an expired one, what
+    the policy's timeout decided."""
+    if request.status == EXPIRED:
+        result = "allowed to proceed (auto-proceeded)" if request.timeout_result == "allow" else "denied"
+        return f"Expired at {_when(request.decided_at)} with no decision: {result} by the policy's timeout"
     return f"{request.status.capitalize()} by {_who(request)} at {_when(request.decided_at)}"
 
 
@@ -227,7 +248,7 @@ def _execution_line(request: ApprovalRequest) -> str | None:
 def decided_card(request: ApprovalRequest) -> Card:
     """The card after the decision: the same facts, no buttons; who decided what and when, the
     edit diff, the reviewer's reason, and the execution outcome once the agent reports it."""
-    icon = "✅" if request.status == APPROVED else "⛔"
+    icon = {APPROVED: "✅", EXPIRED: "⏱"}.get(request.status, "⛔")
     lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request)]
     if request.decision_reason:
         lines.append(f"Reviewer's reason: {escape(clip(request.decision_reason, 1000))}")
@@ -358,7 +379,36 @@ def not_an_approver_text(request: ApprovalRequest) -> str:
     return f"You are not an approver for `{escape(request.action)}` requests, so your action changed nothing."
 
 
+def escalated_card(request: ApprovalRequest, to_channel: str) -> Card:
+    """The old card after an escalation: the same facts, no buttons, and where the request went."""
+    blocks = _body(request, f"escalated-{request.level}")
+    line = (
+        f"⤴ No decision in time: escalated to <#{to_channel}> at {_when(request.expires_at)} · "
+        f"request {request.id}"
+    )
+    blocks.append(SectionBlock(block_id=f"escalated-{request.level}", text=MarkdownTextObject(text=line)))
+    return _card(request, blocks, f"Escalated: {request.summary}")
+
+
+def reminder_text(request: ApprovalRequest) -> str:
+    """The thread reply that reminds the approvers of a pending request before it expires."""
+    deadline = f"; it expires {_when(request.expires_at)}" if request.expires_at else ""
+    return (
+        f"⏰ Reminder for {_mentions(request.approvers)}: this request still waits for a decision{deadline}."
+    )
+
+
+def counted_text(request: ApprovalRequest, approvals: list[dict[str, str]], repeated: bool) -> str:
+    """Ephemeral answer to an approval that counts towards a quorum not reached yet."""
+    first = "You had already approved" if repeated else "Your approval is counted"
+    return f"{first}: {len(approvals)} of {request.required_approvals} approvals so far."
+
+
 UNKNOWN_REQUEST_TEXT = "countersign does not know this request; your action changed nothing."
+NO_EDIT_UNDER_QUORUM_TEXT = (
+    "This request needs more than one approval, so it cannot be edited: reject it with a reason and "
+    "let the agent ask again."
+)
 SELF_APPROVAL_TEXT = (
     "The agent is acting on your behalf, so another approver has to approve or edit this request; "
     "your action changed nothing."

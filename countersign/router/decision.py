@@ -13,7 +13,7 @@ import hmac
 from datetime import datetime
 from typing import Any
 
-from ..store import APPROVED, ApprovalRequest, ExecutionRefused
+from ..store import APPROVED, EXPIRED, ApprovalRequest, ExecutionRefused
 from .schema import payload_sha256
 
 GRANT_VERSION = "countersign-grant-v1"
@@ -35,7 +35,7 @@ def verify_grant(secret: str, decision: dict[str, Any]) -> None:
     `not_approved`, `bad_signature` (missing, malformed or forged) or `payload_mismatch`."""
     request_id = str(decision.get("request_id"))
     grant = decision.get("grant")
-    if decision.get("outcome") != APPROVED:
+    if not may_run(decision):
         raise ExecutionRefused(request_id, "not_approved")
     if not isinstance(grant, dict) or not all(
         isinstance(grant.get(k), str) for k in ("payload_sha256", "expires_at", "signature")
@@ -53,8 +53,15 @@ def verify_grant(secret: str, decision: dict[str, Any]) -> None:
         raise ExecutionRefused(request_id, "payload_mismatch")
 
 
+def may_run(decision: dict[str, Any]) -> bool:
+    """True for a decision that lets the payload run: approved, or expired with `timeout_result`
+    `allow` (the policy's `on_timeout: allow`)."""
+    outcome = decision.get("outcome")
+    return outcome == APPROVED or (outcome == EXPIRED and decision.get("timeout_result") == "allow")
+
+
 def _grant(request: ApprovalRequest, secret: str) -> dict[str, str] | None:
-    if request.status != APPROVED or request.approved_payload is None or request.grant_expires_at is None:
+    if request.approved_payload is None or request.grant_expires_at is None:
         return None
     sha256 = payload_sha256(request.approved_payload)
     expires_at = iso(request.grant_expires_at)
@@ -69,9 +76,11 @@ def _grant(request: ApprovalRequest, secret: str) -> dict[str, str] | None:
 def decision_of(request: ApprovalRequest, secret: str) -> dict[str, Any]:
     """The JSON-ready decision for a decided request.
 
-    `payload` is what may run (the frozen payload, or the reviewer's edit: then `edits` lists
-    `{field, from, to}`); `original_payload` is what the agent asked for. `grant` is None unless
-    approved. `decided_at` is ISO 8601 UTC from the database clock.
+    `outcome` is `approved` | `rejected` | `expired`; for `expired`, `timeout_result` is the
+    policy's answer (`deny`: nothing may run; `allow`: the payload may run). `payload` is what may
+    run (the frozen payload, or the reviewer's edit: then `edits` lists `{field, from, to}`);
+    `original_payload` is what the agent asked for. `grant` is None unless something may run.
+    `decided_at` is ISO 8601 UTC from the database clock.
     """
     return {
         "request_id": request.id,
@@ -87,5 +96,6 @@ def decision_of(request: ApprovalRequest, secret: str) -> dict[str, Any]:
         "decided_at": iso(request.decided_at),
         "policy_version": request.policy_version,
         "policy_sha256": request.policy_sha256,
+        "timeout_result": request.timeout_result,
         "grant": _grant(request, secret),
     }

@@ -22,7 +22,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from ..store import APPROVED, PENDING, REJECTED, AlreadyDecided, ApprovalRequest
+from ..store import APPROVED, PENDING, REJECTED, AlreadyDecided, ApprovalRequest, Counted, Decided
 from . import cards, relay
 from .decision import decision_of
 from .edits import EditCheck, check
@@ -36,7 +36,8 @@ def _user(body: dict[str, Any]) -> dict[str, str]:
     return {"slack_user_id": user["id"], "name": user.get("username") or user.get("name") or user["id"]}
 
 
-APPROVING_STEPS = {"approve", cards.EDIT_ACTION, "edit_submit"}
+EDIT_STEPS = {cards.EDIT_ACTION, "edit_submit"}
+APPROVING_STEPS = {"approve", *EDIT_STEPS}
 
 
 def _refusal(
@@ -57,6 +58,8 @@ def _refusal(
         why, text = "self_approval", cards.SELF_APPROVAL_TEXT
     elif request.status != PENDING:
         why, text = "already_decided", cards.already_decided_text(request)
+    elif step in EDIT_STEPS and request.required_approvals > 1:
+        why, text = "edit_needs_single_approver", cards.NO_EDIT_UNDER_QUORUM_TEXT
     else:
         return None
     detail = {"status": request.status} if request is not None and why == "already_decided" else {}
@@ -64,51 +67,56 @@ def _refusal(
     return text
 
 
-def decide(
+def _body(runtime: Runtime) -> Callable[[ApprovalRequest], dict[str, Any]]:
+    secret = runtime.settings.COUNTERSIGN_SECRET or ""
+    return lambda row: decision_of(row, secret)
+
+
+def _settle(
+    runtime: Runtime, client: WebClient, result: Decided | AlreadyDecided | Counted, user_id: str
+) -> str:
+    """Act on a store result: publish and rewrite the card (`decided`), show the quorum so far
+    (`counted`), or refuse a late action (`refused`: audited, answered ephemerally)."""
+    request = result.request
+    if isinstance(result, AlreadyDecided):
+        runtime.store.refuse(request.id, user_id, "already_decided", status=request.status)
+        tell(client, request.channel, user_id, cards.already_decided_text(request))
+        return "refused"
+    if isinstance(result, Counted):
+        tell(client, request.channel, user_id, cards.counted_text(request, result.approvals, result.repeated))
+        update_card(client, request, result.approvals)
+        return "counted"
+    relay.try_publish(runtime.store, runtime.redis, result.event)
+    update_card(client, request)
+    return "decided"
+
+
+def cast(
     runtime: Runtime,
     client: WebClient,
     request: ApprovalRequest,
     user: dict[str, str],
-    outcome: str,
-    **kwargs: Any,
+    vote: str,
+    reason: str | None = None,
 ) -> str:
-    """Write the decision (first writer wins), publish the resume event, rewrite the card.
-
-    `kwargs` go to `Store.decide` (`reason`, `approved_payload`, `edits`). Returns `decided` or
-    `refused` (someone else decided first: audited and answered ephemerally).
-    """
-    secret = runtime.settings.COUNTERSIGN_SECRET or ""
-    result = runtime.store.decide(
-        request.id,
-        outcome,
-        [user],
-        via="slack",
-        body=lambda row: decision_of(row, secret),
-        grant_ttl=request.rules.get("grant_ttl", 900),
-        **kwargs,
+    """Count a reviewer's approval or rejection (quorum rules in `Store.vote`) and act on it:
+    `decided` | `counted` | `refused`."""
+    result = runtime.store.vote(
+        request.id, user, vote, _body(runtime), reason=reason, grant_ttl=request.rules.get("grant_ttl", 900)
     )
-    if isinstance(result, AlreadyDecided):
-        runtime.store.refuse(
-            request.id, user["slack_user_id"], "already_decided", status=result.request.status
-        )
-        tell(
-            client, result.request.channel, user["slack_user_id"], cards.already_decided_text(result.request)
-        )
-        return "refused"
-    relay.try_publish(runtime.store, runtime.redis, result.event)
-    update_card(client, result.request)
-    return "decided"
+    return _settle(runtime, client, result, user["slack_user_id"])
 
 
 def approve_from_click(runtime: Runtime, client: WebClient, body: dict[str, Any]) -> str:
-    """The Approve button (`block_actions`, `actions[0].value` = the request id): `decided` | `refused`."""
+    """The Approve button (`block_actions`, `actions[0].value` = the request id): `decided` |
+    `counted` | `refused`."""
     request_id, user = body["actions"][0]["value"], _user(body)
     request = runtime.store.get(request_id)
     refusal = _refusal(runtime, request, request_id, user["slack_user_id"], "approve")
     if refusal is not None:
         tell(client, _channel(body), user["slack_user_id"], refusal)
         return "refused"
-    return decide(runtime, client, request, user, APPROVED)  # type: ignore[arg-type]
+    return cast(runtime, client, request, user, APPROVED)  # type: ignore[arg-type]
 
 
 def _channel(body: dict[str, Any]) -> str | None:
@@ -196,15 +204,18 @@ def check_reject(runtime: Runtime, body: dict[str, Any]) -> Submission:
 def approve_edited(runtime: Runtime, client: WebClient, body: dict[str, Any], submission: Submission) -> str:
     """After the ack of a valid Edit submit: approve with the edited payload and its diff."""
     assert submission.request is not None and submission.edit is not None
-    return decide(
-        runtime,
-        client,
-        submission.request,
-        _user(body),
+    user = _user(body)
+    result = runtime.store.decide(
+        submission.request.id,
         APPROVED,
+        [user],
+        via="slack",
+        body=_body(runtime),
         approved_payload=submission.edit.payload,
         edits=submission.edit.edits,
+        grant_ttl=submission.request.rules.get("grant_ttl", 900),
     )
+    return _settle(runtime, client, result, user["slack_user_id"])
 
 
 def reject_with_reason(
@@ -212,17 +223,23 @@ def reject_with_reason(
 ) -> str:
     """After the ack of a valid Reject submit: reject, carrying the reviewer's reason."""
     assert submission.request is not None
-    return decide(runtime, client, submission.request, _user(body), REJECTED, reason=submission.reason)
+    return cast(runtime, client, submission.request, _user(body), REJECTED, reason=submission.reason)
 
 
-def update_card(client: WebClient, request: ApprovalRequest) -> None:
-    """Rewrite a decided request's card (text and blocks, no buttons); a Slack error is logged."""
+def update_card(
+    client: WebClient, request: ApprovalRequest, approvals: list[dict[str, str]] | None = None
+) -> None:
+    """Rewrite a request's card: the decided card (no buttons), or the pending card with the
+    approvals counted so far. Both text and blocks are sent; a Slack error is logged."""
     if request.card_ts is None:
         return
+    card = (
+        cards.request_card(request, approvals or [])
+        if request.status == PENDING
+        else cards.decided_card(request)
+    )
     try:
-        client.chat_update(
-            channel=request.channel, ts=request.card_ts, **cards.decided_card(request).message()
-        )
+        client.chat_update(channel=request.channel, ts=request.card_ts, **card.message())
     except SlackApiError as exc:
         log.warning("request %s: card not updated (%s)", request.id, exc.response.get("error"))
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..store import ExecutionRefused
-from .decision import verify_grant
+from .decision import may_run, verify_grant
 from .runtime import INTAKE_QUEUE, Runtime, current
 
 log = logging.getLogger(__name__)
@@ -78,13 +78,13 @@ def report_outcome(
 def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, Any]], T | None]:
     """Decorator: turn `fn(payload)` into a resume function `resume(decision)`.
 
-    Approved decisions run through `execute_approved`; rejected or expired ones run nothing and
-    return None (logged).
+    Decisions that let the payload run (approved, or expired with `on_timeout: allow`) go through
+    `execute_approved`; the others run nothing and return None (logged).
     """
 
     @functools.wraps(fn)
     def resume(decision: dict[str, Any]) -> T | None:
-        if decision.get("outcome") != "approved":
+        if not may_run(decision):
             log.info("request %s was %s; nothing to run", decision.get("request_id"), decision.get("outcome"))
             return None
         return execute_approved(decision, fn)

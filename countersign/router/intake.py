@@ -12,11 +12,13 @@ import logging
 from typing import Any
 
 from rq import get_current_job
+from slack_sdk.errors import SlackApiError
 
-from ..store import ApprovalRequest
-from . import cards
+from ..store import APPROVED, PENDING, AlreadyDecided, ApprovalRequest
+from . import cards, directory, relay
 from .client import remember_key
-from .policy import PolicyError
+from .decision import decision_of
+from .policy import Gate, PolicyError, Route
 from .runtime import Runtime, current
 from .schema import IntakeMessage, InvalidRequest, parse
 
@@ -24,28 +26,42 @@ log = logging.getLogger(__name__)
 
 
 def intake(message: Any) -> str:
-    """RQ entry point. Returns what happened: `posted` | `duplicate` | `dead_letter`."""
+    """RQ entry point. Returns what happened: `posted` | `auto_approved` | `duplicate` | `dead_letter`."""
     return handle(current(), message)
 
 
 def handle(runtime: Runtime, message: Any) -> str:
-    """Turn one intake message (`IntakeMessage` as JSON) into a stored request with one card."""
+    """Turn one intake message (`IntakeMessage` as JSON) into a stored request, then either a card
+    for its approvers or, when the policy's gate allows it, an approval by policy (no card)."""
+    policy = runtime.policy  # one version for the whole intake, even if the file changes meanwhile
     try:
         parsed: IntakeMessage = parse(IntakeMessage, message)
-        route = runtime.policy.route(parsed.request.action)
+        route = policy.route(parsed.request.action)
+        request = parsed.request
+        gate = policy.gate(
+            request.action,
+            {
+                "payload": request.payload,
+                "confidence": request.confidence,
+                "requester": request.requester,
+                "action": request.action,
+            },
+        )
+        approvers = _approvers(runtime, route, gate)
     except (InvalidRequest, PolicyError) as exc:
         return _dead_letter(runtime, message, str(exc))
-    request = parsed.request
     row, _ = runtime.store.create(
         {
             "id": parsed.request_id,
             "idempotency_key": request.key,
             "payload_sha256": request.payload_sha256,
             "channel": route.channel,
-            "approvers": list(route.approvers),
+            "approvers": approvers,
             "rules": route.rules,
-            "policy_version": runtime.policy.version,
-            "policy_sha256": runtime.policy.sha256,
+            "required_approvals": gate.approvals,
+            "review_reason": gate.reason,
+            "policy_version": policy.version,
+            "policy_sha256": policy.sha256,
             "resume_queue": request.resume.queue,
             "resume_func": request.resume.func,
             **request.model_dump(exclude={"resume", "idempotency_key"}),
@@ -62,11 +78,50 @@ def handle(runtime: Runtime, message: Any) -> str:
         log.info(
             "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id
         )
-    return _post_card(runtime, row)
+    if not gate.review:
+        return _approve_by_policy(runtime, row, gate.reason)
+    return post_card(runtime, row)
 
 
-def _post_card(runtime: Runtime, row: ApprovalRequest) -> str:
-    if row.card_ts is not None:
+def _approvers(runtime: Runtime, route: Route, gate: Gate) -> list[str]:
+    """The first level's approvers, user groups resolved. Raises `PolicyError` when they cannot
+    be resolved or are too few for the quorum the gate asks for."""
+    if not gate.review:
+        return list(route.approvers.users)
+    try:
+        found = directory.approvers(runtime.slack, route.approvers.users, route.approvers.usergroups)
+    except SlackApiError as exc:
+        raise PolicyError(
+            f"approvers of {route.channel}: usergroups.users.list failed ({exc.response.get('error')})"
+        ) from None
+    if len(found) < gate.approvals:
+        raise PolicyError(
+            f"the policy asks for {gate.approvals} approvals but names {len(found)} approver(s)"
+        )
+    return found
+
+
+def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> str:
+    secret = runtime.settings.COUNTERSIGN_SECRET or ""
+    result = runtime.store.decide(
+        row.id,
+        APPROVED,
+        [],
+        via="policy",
+        body=lambda r: decision_of(r, secret),
+        reason=rule,
+        grant_ttl=row.rules.get("grant_ttl", 900),
+    )
+    if isinstance(result, AlreadyDecided):
+        return "duplicate"
+    relay.try_publish(runtime.store, runtime.redis, result.event)
+    log.info("request %s approved by policy (%s)", row.id, rule)
+    return "auto_approved"
+
+
+def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
+    """Post the card of a pending request that has none yet; `posted` or `duplicate`."""
+    if row.card_ts is not None or row.status != PENDING:
         return "duplicate"
     response = runtime.slack.chat_postMessage(channel=row.channel, **cards.request_card(row).message())
     runtime.store.attach_card(row.id, response["ts"])

@@ -9,7 +9,9 @@ version does not enforce fails loudly instead of silently approving less careful
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -23,13 +25,15 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
 from .schema import SLACK_USER_ID, one_line
 
+log = logging.getLogger(__name__)
+
 SLACK_CONVERSATION_ID = r"^[CGDU][A-Z0-9]{2,31}$"
+SLACK_USERGROUP_ID = r"^S[A-Z0-9]{2,31}$"
 DEFAULT_GRANT_TTL_SECONDS = 15 * 60
 _DURATION = re.compile(r"^(\d+)(s|m|h|d)$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -71,19 +75,40 @@ class PolicyError(ValueError):
 
 
 class Approvers(BaseModel):
-    """Who may decide: at least one Slack user id (user groups arrive with the policy engine)."""
+    """Who may decide: Slack user ids and user groups (resolved at intake through
+    `usergroups.users.list`); at least one of the two."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    users: Annotated[list[Annotated[str, Field(pattern=SLACK_USER_ID)]], Field(min_length=1)]
-    usergroups: list[str] = []
+    users: list[Annotated[str, Field(pattern=SLACK_USER_ID)]] = []
+    usergroups: list[Annotated[str, Field(pattern=SLACK_USERGROUP_ID)]] = []
 
-    @field_validator("usergroups")
-    @classmethod
-    def _no_usergroups_yet(cls, value: list[str]) -> list[str]:
-        if value:
-            raise ValueError("user groups are not supported by this version yet; list users instead")
-        return value
+    @model_validator(mode="after")
+    def _someone(self) -> Approvers:
+        if not self.users and not self.usergroups:
+            raise ValueError("name at least one approver in users or usergroups")
+        return self
+
+
+class Requirement(BaseModel):
+    """Quorum: when the CEL expression `when` holds, `approvals` distinct approvers must approve."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    when: CelExpression
+    approvals: Annotated[int, Field(ge=1, le=10)]
+
+
+class EscalationLevel(BaseModel):
+    """One escalation step: a new card in `channel` for `approvers` (each defaults to the level
+    before), with its own clock."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    channel: Annotated[str, Field(pattern=SLACK_CONVERSATION_ID)] | None = None
+    approvers: Approvers | None = None
+    timeout: Duration
+    on_timeout: Literal["deny", "allow", "escalate"] = "deny"
 
 
 class EditableField(BaseModel):
@@ -123,6 +148,14 @@ class ActionPolicy(BaseModel):
     reject_reason: Literal["required", "optional"] | None = None
     grant_ttl: Duration | None = None
     self_approval: bool | None = None
+    auto_approve: CelExpression | None = None
+    review_when: CelExpression | None = None
+    always_review: bool | None = None
+    require: list[Requirement] | None = None
+    timeout: Duration | None = None
+    on_timeout: Literal["deny", "allow", "escalate"] | None = None
+    escalate: list[EscalationLevel] | None = None
+    reminders: list[Duration] | None = None
 
 
 class PolicyFile(BaseModel):
@@ -139,14 +172,36 @@ class PolicyFile(BaseModel):
 class Route:
     """Where one request goes and the rules its reviewers work under, snapshotted at intake.
 
-    `channel`: channel id (or user id, for a DM); `approvers`: Slack user ids; `rules`: JSON-ready
-    `{"editable": {field: EditableField as dict}, "edit_rule": str | None,
-    "reject_reason": "required" | "optional", "grant_ttl": seconds, "self_approval": bool}`.
+    `channel`: channel id (or user id, for a DM); `approvers`: who may decide at the first level
+    (user ids and user groups, resolved by the caller). `rules` is JSON-ready: `{"editable":
+    {field: EditableField as dict}, "edit_rule": str | None, "reject_reason": "required" |
+    "optional", "grant_ttl": seconds, "self_approval": bool, "reminders": [seconds], "levels":
+    [{"channel", "users", "usergroups", "timeout": seconds | None, "on_timeout"}]}`; `levels[0]`
+    is the first card, each later one an escalation.
     """
 
     channel: str
-    approvers: tuple[str, ...]
+    approvers: Approvers
     rules: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Whether a request needs a human: `review`, `reason` (the rule that decided, shown on the
+    card and audited) and `approvals` (how many distinct approvers must approve)."""
+
+    review: bool
+    reason: str
+    approvals: int = 1
+
+
+def _holds(expression: str, facts: dict[str, Any]) -> bool | None:
+    """The CEL expression's value over `facts`, or None if it fails or is not a boolean."""
+    try:
+        value = cel.evaluate(expression, facts)
+    except Exception:  # any CEL failure means "unknown", and callers fail closed
+        return None
+    return value if isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -162,22 +217,26 @@ class Policy:
         """The `version` the file declares."""
         return self.file.version
 
-    def route(self, action: str) -> Route:
-        """Channel and approvers for `action`, from `actions.<action>` over `defaults`.
-
-        Raises `PolicyError` when either is configured nowhere: such a request could be seen by
-        no one or approved by no one.
-        """
+    def _pick(self, action: str) -> Callable[[str], Any]:
         own, defaults = self.file.actions.get(action, ActionPolicy()), self.file.defaults
 
         def pick(name: str) -> Any:
             value = getattr(own, name)
             return value if value is not None else getattr(defaults, name)
 
+        return pick
+
+    def route(self, action: str) -> Route:
+        """Channel, approvers and rules for `action`, from `actions.<action>` over `defaults`.
+
+        Raises `PolicyError` when the channel or approvers are configured nowhere (such a request
+        could be seen or approved by no one) or the escalation chain is incomplete.
+        """
+        pick = self._pick(action)
         channel, approvers = pick("channel"), pick("approvers")
         if channel is None:
             raise PolicyError(f"{self.path}: no channel for action class {action!r} (set defaults.channel)")
-        if approvers is None or not approvers.users:
+        if approvers is None:
             raise PolicyError(f"{self.path}: no approvers for action class {action!r}")
         editable = pick("editable") or {}
         rules = {
@@ -186,8 +245,105 @@ class Policy:
             "reject_reason": pick("reject_reason") or "optional",
             "grant_ttl": duration_seconds(pick("grant_ttl") or f"{DEFAULT_GRANT_TTL_SECONDS}s"),
             "self_approval": bool(pick("self_approval")),
+            "reminders": [duration_seconds(r) for r in pick("reminders") or []],
+            "levels": self._levels(action, channel, approvers, pick),
         }
-        return Route(channel=channel, approvers=tuple(approvers.users), rules=rules)
+        return Route(channel=channel, approvers=approvers, rules=rules)
+
+    def _levels(
+        self, action: str, channel: str, approvers: Approvers, pick: Callable[[str], Any]
+    ) -> list[Any]:
+        first = EscalationLevel(
+            channel=channel,
+            approvers=approvers,
+            timeout=pick("timeout") or "1s",
+            on_timeout=pick("on_timeout") or "deny",
+        )
+        chain = [first, *(pick("escalate") or [])]
+        levels = []
+        for number, level in enumerate(chain):
+            channel = level.channel or channel
+            approvers = level.approvers or approvers
+            timeout = duration_seconds(level.timeout) if number or pick("timeout") else None
+            levels.append(
+                {
+                    "channel": channel,
+                    "users": approvers.users,
+                    "usergroups": approvers.usergroups,
+                    "timeout": timeout,
+                    "on_timeout": level.on_timeout,
+                }
+            )
+        for number, level in enumerate(levels):
+            if level["on_timeout"] == "escalate" and number + 1 == len(levels):
+                where = "on_timeout" if number == 0 else f"escalate[{number - 1}].on_timeout"
+                raise PolicyError(
+                    f"{self.path}: actions.{action}: {where} is escalate, but no escalate level follows"
+                )
+        if levels[0]["timeout"] is None and (pick("on_timeout") or pick("escalate")):
+            raise PolicyError(f"{self.path}: actions.{action}: on_timeout and escalate need a timeout")
+        return levels
+
+    def gate(self, action: str, facts: dict[str, Any]) -> Gate:
+        """Decide whether a request needs review, by the action class's rules over `facts`
+        (`{"payload", "confidence", "requester", "action"}`, the CEL variables).
+
+        `always_review` wins over everything. Otherwise the request is approved by policy when
+        `auto_approve` holds, or when `review_when` is set and does not hold. A CEL expression that
+        fails (an error, a missing field, a non-boolean) fails closed: the request is reviewed, and
+        a failing `require.when` demands the largest quorum listed.
+        """
+        pick = self._pick(action)
+        approvals = self._approvals(pick("require") or [], facts)
+        if pick("always_review"):
+            return Gate(True, f"always_review: every {action} needs a human", approvals)
+        auto, review_when = pick("auto_approve"), pick("review_when")
+        if auto is not None:
+            held = _holds(auto, facts)
+            if held:
+                return Gate(False, f"auto_approve: {auto}")
+            if held is None:
+                return Gate(
+                    True, f"auto_approve could not be evaluated ({auto}), so a human reviews", approvals
+                )
+        if review_when is not None:
+            held = _holds(review_when, facts)
+            if held is False:
+                return Gate(False, f"review_when did not hold: {review_when}")
+            reason = (
+                f"review_when: {review_when}"
+                if held
+                else f"review_when could not be evaluated ({review_when})"
+            )
+            return Gate(True, reason, approvals)
+        rule = (
+            f"auto_approve did not hold: {auto}" if auto else f"policy v{self.version} reviews every {action}"
+        )
+        return Gate(True, rule, approvals)
+
+    @staticmethod
+    def _approvals(requirements: list[Requirement], facts: dict[str, Any]) -> int:
+        for requirement in requirements:
+            held = _holds(requirement.when, facts)
+            if held is None:
+                return max(r.approvals for r in requirements)
+            if held:
+                return requirement.approvals
+        return 1
+
+    def summary(self) -> str:
+        """A human-readable summary of every action class's route (for `countersign policy check`)."""
+        lines = [f"{self.path}: policy version {self.version}, sha256 {self.sha256[:12]}…"]
+        for action in sorted(self.file.actions):
+            levels = " → ".join(_describe(level) for level in self.route(action).rules["levels"])
+            lines.append(f"  {action}: {levels}")
+        return "\n".join(lines)
+
+
+def _describe(level: dict[str, Any]) -> str:
+    who = ", ".join(level["users"] + level["usergroups"])
+    clock = "" if level["timeout"] is None else f"; after {level['timeout']} s: {level['on_timeout']}"
+    return f"{level['channel']} ({who}{clock})"
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -218,4 +374,51 @@ def load_policy(path: Path | str) -> Policy:
         file = PolicyFile.model_validate(data)
     except ValidationError as exc:
         raise PolicyError(f"{path}: {one_line(exc, root='policy')}") from None
-    return Policy(file=file, path=path, sha256=hashlib.sha256(raw).hexdigest())
+    policy = Policy(file=file, path=path, sha256=hashlib.sha256(raw).hexdigest())
+    for action in file.actions:
+        policy.route(action)  # every named action class must resolve to a channel, approvers, a full chain
+    return policy
+
+
+class PolicyHolder:
+    """The policy a long-running process uses, reloaded when the file changes (or on `reload()`,
+    which the worker calls on SIGHUP). A broken new file keeps the last good policy in force and is
+    logged as an error, once per version of the broken file. Thread-safe enough: a reload swaps
+    one reference."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._policy = load_policy(self.path)  # a broken file at start is an error, not a fallback
+        self._stamp = self._file_stamp()
+        self._broken_stamp: tuple[int, int, int] | None = None
+
+    def _file_stamp(self) -> tuple[int, int, int]:
+        stat = self.path.stat()
+        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+    def current(self) -> Policy:
+        """The policy in force, after reloading the file if it changed since the last look."""
+        try:
+            stamp = self._file_stamp()
+        except OSError as exc:
+            log.error(
+                "policy file %s cannot be read (%s); keeping version %s", self.path, exc, self._policy.version
+            )
+            return self._policy
+        if stamp not in (self._stamp, self._broken_stamp):
+            self.reload(stamp)
+        return self._policy
+
+    def reload(self, stamp: tuple[int, int, int] | None = None) -> None:
+        """Load the file now; on failure keep the policy in force and log why."""
+        stamp = stamp or self._file_stamp()
+        try:
+            policy = load_policy(self.path)
+        except PolicyError as exc:
+            self._broken_stamp = stamp
+            log.error("POLICY NOT RELOADED, version %s stays in force: %s", self._policy.version, exc)
+            return
+        self._policy, self._stamp, self._broken_stamp = policy, stamp, None
+        log.warning(
+            "policy reloaded from %s: version %s, sha256 %s", self.path, policy.version, policy.sha256[:12]
+        )

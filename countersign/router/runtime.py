@@ -19,7 +19,7 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, S
 
 from ..config import Settings, load_settings
 from ..store import Store
-from .policy import Policy, load_policy
+from .policy import Policy, PolicyHolder
 
 INTAKE_QUEUE = "countersign"
 SLACK_TIMEOUT_SECONDS = 10
@@ -53,11 +53,17 @@ class Runtime:
         )
 
     @cached_property
-    def policy(self) -> Policy:
-        """The policy file (`COUNTERSIGN_POLICY`); raises `PolicyError` if it is invalid."""
+    def policies(self) -> PolicyHolder:
+        """The policy file (`COUNTERSIGN_POLICY`), reloaded on change; raises `PolicyError` if it
+        is invalid at first load."""
         self.settings.require("COUNTERSIGN_POLICY", command="worker")
         assert self.settings.COUNTERSIGN_POLICY is not None
-        return load_policy(self.settings.COUNTERSIGN_POLICY)
+        return PolicyHolder(self.settings.COUNTERSIGN_POLICY)
+
+    @property
+    def policy(self) -> Policy:
+        """The policy in force now (see `PolicyHolder.current`)."""
+        return self.policies.current()
 
     def queue(self, name: str = INTAKE_QUEUE) -> Queue:
         """The RQ queue `name` on this process's Redis."""

@@ -31,7 +31,7 @@ from rq.serializers import JSONSerializer
 
 from ..config import Settings
 from ..store import check_schema
-from .relay import sweep
+from . import relay, timeouts
 from .runtime import INTAKE_QUEUE, Runtime
 
 log = logging.getLogger(__name__)
@@ -47,10 +47,11 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
     raising `ConfigError`, `PolicyError`, `SchemaOutOfDate` or a connection error otherwise.
     """
     runtime = Runtime(settings)
-    settings.require("SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", command="worker")
+    settings.require("SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", command="worker")
     log.info("policy %s version %s loaded", runtime.policy.path, runtime.policy.version)
     check_schema(runtime.store.engine)
     runtime.redis.ping()
+    signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
     sweeper = multiprocessing.get_context("spawn").Process(
         target=sweep_forever, args=(settings, os.getpid()), name="countersign-sweep", daemon=True
     )
@@ -69,7 +70,8 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
 
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
-    retries) onto the queue, and publish unpublished outbox events."""
+    retries) onto the queue, time out / escalate / remind what is due, and publish unpublished
+    outbox events."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
     scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
@@ -90,6 +92,7 @@ def _tick(runtime: Runtime, scheduler: RQScheduler) -> None:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # acquire_locks installs its own handler
     if scheduler.acquired_locks:
         scheduler.enqueue_scheduled_jobs()
-    published = sweep(runtime.store, runtime.redis)
+    timeouts.sweep(runtime)
+    published = relay.sweep(runtime.store, runtime.redis)
     if published:
         log.info("relay sweep published %d resume event(s)", published)

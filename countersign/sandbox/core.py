@@ -40,6 +40,11 @@ DEFAULT_USERS: dict[str, str] = {
     "U0BOB": "bob",
     "U0MALLORY": "mallory",
 }
+#: User groups (``usergroups.users.list``): group id -> member user ids. Settable as ``sb.usergroups``.
+DEFAULT_USERGROUPS: dict[str, list[str]] = {
+    "S0FINANCE": ["U0ALICE", "U0BOB"],
+    "S0FINLEADS": ["U0LEAD"],
+}
 _VIEW_ID_ALPHABET = string.ascii_uppercase + string.digits
 
 
@@ -364,6 +369,7 @@ class Sandbox:
         self.interactivity_url = interactivity_url
         self.team_id = team_id
         self.users = dict(DEFAULT_USERS if users is None else users)
+        self.usergroups = {group: list(members) for group, members in DEFAULT_USERGROUPS.items()}
         self.base_url: str | None = None
         self.clock = clock
         self.trigger_ttl_s = TRIGGER_TTL_S

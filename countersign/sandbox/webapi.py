@@ -372,6 +372,17 @@ def views_update(sb: Sandbox, params: Params) -> ApiResponse:
     return ok(view=sb.state.update_view(record, view, sb.team_id, params.get("hash") or None)["view"])
 
 
+def usergroups_users_list(sb: Sandbox, params: Params) -> ApiResponse:
+    """usergroups.users.list: the member ids of ``usergroup``; an unknown group → ``no_such_subteam``.
+
+    https://docs.slack.dev/reference/methods/usergroups.users.list
+    """
+    group = params.get("usergroup")
+    if group not in sb.usergroups:
+        raise ApiError("no_such_subteam")
+    return ok(users=list(sb.usergroups[group]))
+
+
 METHODS: dict[str, Method] = {
     "auth.test": auth_test,
     "chat.postMessage": chat_post_message,
@@ -379,6 +390,7 @@ METHODS: dict[str, Method] = {
     "chat.postEphemeral": chat_post_ephemeral,
     "conversations.history": conversations_history,
     "users.info": users_info,
+    "usergroups.users.list": usergroups_users_list,
     "views.open": views_open,
     "views.push": views_push,
     "views.update": views_update,

@@ -1,15 +1,17 @@
 """Persistence: the request state machine, audit log, outbox and migrations (the database only)."""
 
 from .engine import SchemaOutOfDate, check_schema, create_db_engine, upgrade
-from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent
+from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent, Vote
 from .state import (
     APPROVED,
     EXECUTED,
+    EXPIRED,
     FAILED,
     PENDING,
     REJECTED,
     STARTED,
     AlreadyDecided,
+    Counted,
     Decided,
     ExecutionRefused,
     Store,
@@ -19,6 +21,7 @@ from .state import (
 __all__ = [
     "APPROVED",
     "EXECUTED",
+    "EXPIRED",
     "FAILED",
     "PENDING",
     "REJECTED",
@@ -26,12 +29,14 @@ __all__ = [
     "AlreadyDecided",
     "ApprovalRequest",
     "AuditEvent",
+    "Counted",
     "DeadLetter",
     "Decided",
     "ExecutionRefused",
     "OutboxEvent",
     "SchemaOutOfDate",
     "Store",
+    "Vote",
     "check_schema",
     "create_db_engine",
     "resume_job_id",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, TypeDecorator
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -92,11 +92,14 @@ class Base(DeclarativeBase):
 class ApprovalRequest(Base):
     """One approval request: the frozen payload, where its card is, and its state.
 
-    `status` moves `pending → approved | rejected` only through `Store.decide` (one conditional
-    UPDATE). `approvers` (Slack user ids) and `rules` (editable fields, edit rule, reject reason,
-    grant TTL: `policy.Route.rules`) are the policy's, snapshotted at intake. `payload` never
-    changes; `approved_payload` is what may run (the payload, or the reviewer's edit, with the
-    diff in `edits`). `execution` is `started` → `executed` | `failed`, at most once.
+    `status` moves `pending → approved | rejected | expired` only through `Store` (each one
+    conditional UPDATE). `required_approvals` distinct approvers must approve (quorum, in `votes`);
+    `expires_at` is when the current escalation `level` times out (database clock), and
+    `timeout_result` (`deny` | `allow`) is the policy's answer when it does. `approvers` (Slack
+    user ids of the current level) and `rules` (`policy.Route.rules`) are the policy's,
+    snapshotted at intake. `payload` never changes; `approved_payload` is what may run (the
+    payload, or the reviewer's edit, with the diff in `edits`). `execution` is `started` →
+    `executed` | `failed`, at most once.
     """
 
     __tablename__ = "approval_requests"
@@ -134,6 +137,28 @@ class ApprovalRequest(Base):
     execution: Mapped[str | None] = mapped_column(String(16))
     execution_detail: Mapped[str | None] = mapped_column(Text)
     executed_at: Mapped[datetime | None]
+    review_reason: Mapped[str | None] = mapped_column(Text)
+    required_approvals: Mapped[int] = mapped_column(Integer, server_default="1")
+    expires_at: Mapped[datetime | None]
+    level: Mapped[int] = mapped_column(Integer, server_default="0")
+    level_started_at: Mapped[datetime | None]
+    reminders_sent: Mapped[int] = mapped_column(Integer, server_default="0")
+    timeout_result: Mapped[str | None] = mapped_column(String(8))
+    next_reminder_at: Mapped[datetime | None]
+
+    __table_args__ = (Index("ix_approval_requests_pending_expiry", "status", "expires_at"),)
+
+
+class Vote(Base):
+    """One approver's vote on a request that needs a quorum; one row per approver and request."""
+
+    __tablename__ = "votes"
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), primary_key=True)
+    slack_user_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    vote: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime] = mapped_column(server_default=utcnow())
 
 
 class AuditEvent(Base):

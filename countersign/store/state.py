@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Engine, literal, or_, select, update
@@ -17,9 +18,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from .engine import WRITE, create_db_engine
-from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent, utcnow, utcnow_plus
+from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent, Vote, utcnow, utcnow_plus
 
-PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
+PENDING, APPROVED, REJECTED, EXPIRED = "pending", "approved", "rejected", "expired"
 OUTCOMES = (APPROVED, REJECTED)
 STARTED, EXECUTED, FAILED = "started", "executed", "failed"
 
@@ -40,6 +41,16 @@ class Decided:
 
     request: ApprovalRequest
     event: OutboxEvent
+
+
+@dataclass(frozen=True)
+class Counted:
+    """`Store.vote` counted the vote but the quorum is not reached yet: `approvals` so far
+    (`[{slack_user_id, name}]`); `repeated` when this approver had already voted."""
+
+    request: ApprovalRequest
+    approvals: list[dict[str, str]]
+    repeated: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,12 +98,20 @@ class Store:
     def create(self, values: dict[str, Any]) -> tuple[ApprovalRequest, bool]:
         """Insert a pending request unless its id or idempotency key exists; audit `requested`.
 
-        `values` holds the `ApprovalRequest` columns except status, card and decision. Returns
+        `values` holds the `ApprovalRequest` columns except status, card and decision; the clock
+        (`expires_at`, first reminder) starts now, by the database, from `rules`. Returns
         `(request, created)`: the stored row, which for `created=False` is the earlier request with
         the same idempotency key (compare `payload_sha256` to tell a repeat from a conflict).
         """
+        rules = values.get("rules") or {}
+        timeout = (rules.get("levels") or [{}])[0].get("timeout")
+        clock = {
+            "expires_at": utcnow_plus(timeout) if timeout else None,
+            "level_started_at": utcnow(),
+            "next_reminder_at": _first_reminder(rules),
+        }
         with self._write() as session:
-            created = self._insert(session, ApprovalRequest, {**values, "status": PENDING})
+            created = self._insert(session, ApprovalRequest, {**values, **clock, "status": PENDING})
             if created:
                 self._audit(session, values["id"], "requested", values["requester"], action=values["action"])
             row = session.scalars(
@@ -138,41 +157,227 @@ class Store:
         """
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
-        values: dict[str, Any] = {
-            "status": outcome,
-            "decided_by": decided_by,
-            "decided_via": via,
-            "decision_reason": reason,
-            "decided_at": utcnow(),
-            "edits": edits or [],
-        }
-        if outcome == APPROVED:
-            values["approved_payload"] = (
-                approved_payload if approved_payload is not None else ApprovalRequest.payload
+        values = _verdict(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
+        with self._write() as session:
+            decided = self._decide_in(session, request_id, values, body)
+            return decided or AlreadyDecided(self._one(session, request_id))
+
+    def _decide_in(
+        self,
+        session: Session,
+        request_id: str,
+        values: dict[str, Any],
+        body: Callable[[ApprovalRequest], dict[str, Any]],
+        *where: Any,
+        **detail: Any,
+    ) -> Decided | None:
+        """The conditional UPDATE out of `pending` (plus `where`), its audit event and its outbox row."""
+        stmt = (
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id, ApprovalRequest.status == PENDING, *where)
+            .values(**values)
+            .returning(ApprovalRequest)
+        )
+        row = session.scalars(stmt).one_or_none()
+        if row is None:
+            return None
+        actor = values["decided_by"][0]["slack_user_id"] if values["decided_by"] else None
+        self._audit(
+            session,
+            request_id,
+            values["status"],
+            actor,
+            via=values["decided_via"],
+            reason=values["decision_reason"],
+            edits=values["edits"],
+            **detail,
+        )
+        event = OutboxEvent(
+            request_id=request_id,
+            queue=row.resume_queue,
+            func=row.resume_func,
+            job_id=resume_job_id(request_id),
+            body=body(row),
+        )
+        session.add(event)
+        session.flush()
+        return Decided(row, event)
+
+    def vote(
+        self,
+        request_id: str,
+        voter: dict[str, str],
+        vote: str,
+        body: Callable[[ApprovalRequest], dict[str, Any]],
+        *,
+        reason: str | None = None,
+        grant_ttl: int = 900,
+    ) -> Decided | AlreadyDecided | Counted:
+        """Count one approver's vote (`approved` | `rejected`), deciding when it settles the request.
+
+        The request row is locked first (`SELECT ... FOR UPDATE` on PostgreSQL; SQLite's
+        `BEGIN IMMEDIATE` already serialises writers), so concurrent votes are counted one after the
+        other: none is lost and none counted twice. One rejection rejects; `required_approvals`
+        distinct approvals approve (`decided_by` lists them all). A second vote by the same approver
+        is not counted again (`Counted.repeated`). Raises `LookupError` for an unknown request id.
+        """
+        with self._write() as session:
+            request = session.scalars(
+                select(ApprovalRequest).where(ApprovalRequest.id == request_id).with_for_update()
+            ).one_or_none()
+            if request is None:
+                raise LookupError(f"no approval request {request_id!r}")
+            if request.status != PENDING:
+                return AlreadyDecided(request)
+            values = {
+                "request_id": request_id,
+                "slack_user_id": voter["slack_user_id"],
+                "name": voter["name"],
+                "vote": vote,
+            }
+            if not self._insert(session, Vote, values):
+                return Counted(request, self._approvals(session, request_id), repeated=True)
+            self._audit(session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason)
+            approvals = self._approvals(session, request_id)
+            if vote == REJECTED:
+                verdict = _verdict(REJECTED, [voter], "slack", reason, grant_ttl)
+            elif len(approvals) >= request.required_approvals:
+                verdict = _verdict(APPROVED, approvals, "slack", reason, grant_ttl)
+            else:
+                return Counted(request, approvals)
+            decided = self._decide_in(session, request_id, verdict, body)
+            assert decided is not None  # the row is locked and was pending
+            return decided
+
+    @staticmethod
+    def _approvals(session: Session, request_id: str) -> list[dict[str, str]]:
+        stmt = select(Vote).where(Vote.request_id == request_id, Vote.vote == APPROVED).order_by(Vote.at)
+        return [{"slack_user_id": v.slack_user_id, "name": v.name} for v in session.scalars(stmt)]
+
+    def votes(self, request_id: str) -> list[Vote]:
+        """The votes cast on a request, oldest first."""
+        with self._read() as session:
+            return list(session.scalars(select(Vote).where(Vote.request_id == request_id).order_by(Vote.at)))
+
+    def due_for_timeout(self, limit: int = 100) -> list[ApprovalRequest]:
+        """Pending requests whose current level has timed out by the database clock, oldest first."""
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(ApprovalRequest.status == PENDING, ApprovalRequest.expires_at <= utcnow())
+                .order_by(ApprovalRequest.expires_at)
+                .limit(limit)
             )
-            values["grant_expires_at"] = utcnow_plus(grant_ttl)
+            return list(session.scalars(stmt))
+
+    def expire(
+        self, request: ApprovalRequest, result: str, body: Callable[[ApprovalRequest], dict[str, Any]]
+    ) -> Decided | None:
+        """End a timed-out request as `expired` with the policy's `result` (`deny` | `allow`).
+
+        Conditional on the request still pending at the same escalation level and past its
+        `expires_at` (database clock), so a click racing the sweep, or two sweeps, end in exactly one
+        terminal state. `allow` lets the payload run (a grant, flagged `auto_proceeded` in the audit
+        trail). Returns None when something else got there first.
+        """
+        grant_ttl = request.rules.get("grant_ttl", 900)
+        values = _verdict(EXPIRED, [], "timeout", None, grant_ttl, timeout_result=result)
+        with self._write() as session:
+            return self._decide_in(
+                session,
+                request.id,
+                values,
+                body,
+                *self._timed_out(request),
+                result=result,
+                level=request.level,
+                auto_proceeded=result == "allow",
+            )
+
+    @staticmethod
+    def _timed_out(request: ApprovalRequest) -> tuple[Any, ...]:
+        return (ApprovalRequest.level == request.level, ApprovalRequest.expires_at <= utcnow())
+
+    def escalate(
+        self, request: ApprovalRequest, channel: str, approvers: list[str], timeout: int | None
+    ) -> ApprovalRequest | None:
+        """Move a timed-out request to its next escalation level: a new channel and approvers, a
+        fresh clock (`timeout` seconds from the database's now) and reminders, no card yet; audit
+        `escalated` with the old card. Same conditions as `expire`; None if something else won."""
+        values = {
+            "level": request.level + 1,
+            "channel": channel,
+            "approvers": approvers,
+            "card_ts": None,
+            "expires_at": utcnow_plus(timeout) if timeout else None,
+            "level_started_at": utcnow(),
+            "reminders_sent": 0,
+            "next_reminder_at": _first_reminder(request.rules),
+        }
         with self._write() as session:
             stmt = (
                 update(ApprovalRequest)
-                .where(ApprovalRequest.id == request_id, ApprovalRequest.status == PENDING)
+                .where(
+                    ApprovalRequest.id == request.id,
+                    ApprovalRequest.status == PENDING,
+                    *self._timed_out(request),
+                )
                 .values(**values)
                 .returning(ApprovalRequest)
             )
             row = session.scalars(stmt).one_or_none()
-            if row is None:
-                return AlreadyDecided(self._one(session, request_id))
-            actor = decided_by[0]["slack_user_id"] if decided_by else None
-            self._audit(session, request_id, outcome, actor, via=via, reason=reason, edits=edits or [])
-            event = OutboxEvent(
-                request_id=request_id,
-                queue=row.resume_queue,
-                func=row.resume_func,
-                job_id=resume_job_id(request_id),
-                body=body(row),
+            if row is not None:
+                self._audit(
+                    session,
+                    request.id,
+                    "escalated",
+                    None,
+                    level=row.level,
+                    to_channel=channel,
+                    from_channel=request.channel,
+                    from_ts=request.card_ts,
+                )
+        return row
+
+    def due_for_reminder(self, limit: int = 100) -> list[ApprovalRequest]:
+        """Pending requests with a card whose next reminder is due (database clock)."""
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    ApprovalRequest.status == PENDING,
+                    ApprovalRequest.card_ts.is_not(None),
+                    ApprovalRequest.next_reminder_at <= utcnow(),
+                )
+                .limit(limit)
             )
-            session.add(event)
-            session.flush()
-            return Decided(row, event)
+            return list(session.scalars(stmt))
+
+    def claim_reminder(self, request: ApprovalRequest) -> bool:
+        """Take the request's next reminder (once, even with two sweepers) and schedule the one after."""
+        offsets = request.rules.get("reminders", [])
+        sent = request.reminders_sent + 1
+        later = (
+            request.level_started_at + timedelta(seconds=offsets[sent])
+            if sent < len(offsets) and request.level_started_at is not None
+            else None
+        )
+        with self._write() as session:
+            stmt = (
+                update(ApprovalRequest)
+                .where(
+                    ApprovalRequest.id == request.id,
+                    ApprovalRequest.status == PENDING,
+                    ApprovalRequest.level == request.level,
+                    ApprovalRequest.reminders_sent == request.reminders_sent,
+                )
+                .values(reminders_sent=sent, next_reminder_at=later)
+                .returning(ApprovalRequest.id)
+            )
+            claimed = session.execute(stmt).first() is not None
+            if claimed:
+                self._audit(session, request.id, "reminded", None, level=request.level, reminder=sent)
+        return claimed
 
     def claim_execution(self, request_id: str, actor: str) -> ApprovalRequest:
         """Claim the single execution of an approved request whose grant has not expired (database clock).
@@ -187,7 +392,7 @@ class Store:
                 update(ApprovalRequest)
                 .where(
                     ApprovalRequest.id == request_id,
-                    ApprovalRequest.status == APPROVED,
+                    ApprovalRequest.approved_payload.is_not(None),
                     ApprovalRequest.execution.is_(None),
                     ApprovalRequest.grant_expires_at > utcnow(),
                 )
@@ -218,7 +423,7 @@ class Store:
                 update(ApprovalRequest)
                 .where(
                     ApprovalRequest.id == request_id,
-                    ApprovalRequest.status == APPROVED,
+                    ApprovalRequest.approved_payload.is_not(None),
                     or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == STARTED),
                 )
                 .values(execution=outcome, execution_detail=detail, executed_at=utcnow())
@@ -307,6 +512,41 @@ class Store:
         return row
 
 
+def _verdict(
+    outcome: str,
+    decided_by: list[dict[str, str]],
+    via: str,
+    reason: str | None,
+    grant_ttl: int,
+    approved_payload: dict[str, Any] | None = None,
+    edits: list[dict[str, Any]] | None = None,
+    timeout_result: str | None = None,
+) -> dict[str, Any]:
+    """The column values of a decision. What may run (`approved_payload`, and a grant expiring
+    `grant_ttl` seconds after the database's now) is set for approvals and for timeouts that
+    `allow`."""
+    values: dict[str, Any] = {
+        "status": outcome,
+        "decided_by": decided_by,
+        "decided_via": via,
+        "decision_reason": reason,
+        "decided_at": utcnow(),
+        "edits": edits or [],
+        "timeout_result": timeout_result,
+    }
+    if outcome == APPROVED or timeout_result == "allow":
+        values["approved_payload"] = (
+            approved_payload if approved_payload is not None else ApprovalRequest.payload
+        )
+        values["grant_expires_at"] = utcnow_plus(grant_ttl)
+    return values
+
+
+def _first_reminder(rules: dict[str, Any]) -> Any:
+    offsets = rules.get("reminders") or []
+    return utcnow_plus(offsets[0]) if offsets else None
+
+
 def resume_job_id(request_id: str) -> str:
     """The RQ job id of a request's resume job; RQ allows `[A-Za-z0-9_-]` in custom ids."""
     return f"resume-{request_id}"
@@ -315,6 +555,6 @@ def resume_job_id(request_id: str) -> str:
 def _why_not_executable(request: ApprovalRequest | None) -> str:
     if request is None:
         return "unknown_request"
-    if request.status != APPROVED:
+    if request.approved_payload is None:
         return "not_approved"
     return "already_executed" if request.execution is not None else "grant_expired"

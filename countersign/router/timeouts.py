@@ -1,0 +1,79 @@
+"""The timeout sweep: expiry, escalation and reminders, decided by the database clock.
+
+Run every second by the router worker's sweep process (several workers may run it at once). Each
+step is a conditional UPDATE in the store, so a click racing the sweep, or two sweeps racing each
+other, end in exactly one terminal state, one audit event and one resume event; the Slack side
+effects (new card, rewritten card, reminder) follow only the step that won.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from slack_sdk.errors import SlackApiError
+
+from ..store import ApprovalRequest
+from . import cards, decisions, directory, relay
+from .decision import decision_of
+from .intake import post_card
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def sweep(runtime: Runtime, limit: int = 100) -> int:
+    """Time out, escalate and remind what is due; returns how many requests changed state."""
+    changed = sum(_time_out(runtime, request) for request in runtime.store.due_for_timeout(limit))
+    for request in runtime.store.due_for_reminder(limit):
+        _remind(runtime, request)
+    return changed
+
+
+def _time_out(runtime: Runtime, request: ApprovalRequest) -> int:
+    levels = request.rules.get("levels") or [{"on_timeout": "deny"}]
+    on_timeout = levels[min(request.level, len(levels) - 1)]["on_timeout"]
+    if on_timeout == "escalate" and request.level + 1 < len(levels):
+        return _escalate(runtime, request, levels[request.level + 1])
+    secret = runtime.settings.COUNTERSIGN_SECRET or ""
+    result = "allow" if on_timeout == "allow" else "deny"
+    decided = runtime.store.expire(request, result, lambda row: decision_of(row, secret))
+    if decided is None:
+        return 0
+    log.info("request %s expired at level %s: %s", request.id, request.level, result)
+    relay.try_publish(runtime.store, runtime.redis, decided.event)
+    decisions.update_card(runtime.slack, decided.request)
+    return 1
+
+
+def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, object]) -> int:
+    try:
+        approvers = directory.approvers(runtime.slack, list(level["users"]), list(level["usergroups"]))  # type: ignore[call-overload]
+    except SlackApiError as exc:
+        log.error("request %s: cannot resolve the next level's approvers (%s); retrying", request.id, exc)
+        return 0
+    row = runtime.store.escalate(request, str(level["channel"]), approvers, level["timeout"])  # type: ignore[arg-type]
+    if row is None:
+        return 0
+    log.info("request %s escalated to level %s in %s", request.id, row.level, row.channel)
+    if request.card_ts is not None:
+        try:
+            runtime.slack.chat_update(
+                channel=request.channel,
+                ts=request.card_ts,
+                **cards.escalated_card(request, row.channel).message(),
+            )
+        except SlackApiError as exc:
+            log.warning("request %s: old card not updated (%s)", request.id, exc.response.get("error"))
+    post_card(runtime, row)
+    return 1
+
+
+def _remind(runtime: Runtime, request: ApprovalRequest) -> None:
+    if not runtime.store.claim_reminder(request):
+        return
+    try:
+        runtime.slack.chat_postMessage(
+            channel=request.channel, thread_ts=request.card_ts, text=cards.reminder_text(request)
+        )
+    except SlackApiError as exc:
+        log.warning("request %s: reminder not posted (%s)", request.id, exc.response.get("error"))
