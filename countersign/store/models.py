@@ -78,7 +78,7 @@ def _pg_utcnow_plus(element: utcnow_plus, compiler: Any, **kw: Any) -> str:
 
 @compiles(utcnow_plus, "sqlite")
 def _sqlite_utcnow_plus(element: utcnow_plus, compiler: Any, **kw: Any) -> str:
-    return f"strftime('%Y-%m-%d %H:%M:%f', 'now', '+{element.seconds} seconds')"
+    return f"strftime('%Y-%m-%d %H:%M:%f', 'now', '{element.seconds:+d} seconds')"
 
 
 class Base(DeclarativeBase):
