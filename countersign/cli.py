@@ -199,7 +199,9 @@ def _web(args: argparse.Namespace) -> None:
     from .store import check_schema, create_db_engine
 
     settings = load_settings()
-    settings.require("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", command="web")
+    settings.require(
+        "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", needed_by="`countersign web`"
+    )
     check_schema(create_db_engine(settings.DATABASE_URL))
     if not port_is_free(args.host, settings.PORT):
         raise ConfigError(f"PORT: {settings.PORT} is already in use on {args.host}")
@@ -213,7 +215,7 @@ def _socket(_args: argparse.Namespace) -> None:
     from .router.runtime import Runtime
 
     settings = load_settings()
-    settings.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", command="socket")
+    settings.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", needed_by="`countersign socket`")
     settings = settings.model_copy(update={"SLACK_SIGNING_SECRET": settings.SLACK_SIGNING_SECRET or "unused"})
     SocketModeHandler(create_app(Runtime(settings)), settings.SLACK_APP_TOKEN).start()
 
@@ -237,7 +239,7 @@ def _sandbox(args: argparse.Namespace) -> None:
     from .sandbox.server import run
 
     settings: Settings = load_settings()
-    settings.require("SLACK_SIGNING_SECRET", command="sandbox")
+    settings.require("SLACK_SIGNING_SECRET", needed_by="`countersign sandbox`")
     assert settings.SLACK_SIGNING_SECRET is not None
     run(args.host, args.port, settings.SLACK_SIGNING_SECRET, args.interactivity_url)
 

@@ -93,11 +93,11 @@ class Settings(BaseSettings):
         url = str(self.SLACK_API_URL)
         return url if url.endswith("/") else url + "/"
 
-    def require(self, *names: str, command: str) -> None:
-        """Raise `ConfigError` naming the first of `names` that is unset or empty."""
+    def require(self, *names: str, needed_by: str) -> None:
+        """Raise `ConfigError` naming the first of `names` that is unset or empty, and what needs it."""
         for name in names:
             if not getattr(self, name):
-                raise ConfigError(f"{name} is not set; `countersign {command}` needs it")
+                raise ConfigError(f"{name} is not set; {needed_by} needs it")
 
 
 def load_settings(**overrides: object) -> Settings:

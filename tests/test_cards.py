@@ -184,3 +184,15 @@ def test_details_modal_of_a_huge_multibyte_payload_stays_under_250_kb() -> None:
     assert (
         view["blocks"][-1]["text"]["text"].startswith("… ") and len(view["blocks"]) < cards.MODAL_BLOCKS_MAX
     )
+
+
+def test_card_of_an_action_that_started_but_never_reported_says_so() -> None:
+    started = request(
+        status="approved",
+        execution="started",
+        decided_by=[{"slack_user_id": "U0LEAD", "name": "lee"}],
+        decided_at=None,
+        executed_at=None,
+    )
+    text = json.dumps(cards.decided_card(started).blocks, ensure_ascii=False)
+    assert "⚙ Execution started at an unknown time; no outcome reported yet" in text

@@ -72,3 +72,25 @@ def test_text_fields_have_a_length_limit() -> None:
     assert check(request(rules=rules, payload={"memo": "hi"}), {"edit-memo": "toolong"}).errors == {
         "edit-memo": "Use at most 5 characters."
     }
+
+
+@pytest.mark.parametrize(
+    ("original", "edited", "error"),
+    [
+        ("9007199254740992.00", "9007199254740993.00", "too many digits for the policy's edit rule"),
+        ("120.00", "120.000000000000001", "too many digits for the policy's edit rule"),
+        ("120.00", "9" * 38, "Use at most 30 digits."),
+        ("120.00", "١٢٣", FORMAT),  # digits of other scripts are not read as numbers
+    ],
+)
+def test_rule_is_checked_exactly_or_not_at_all(original: str, edited: str, error: str) -> None:
+    rules = {"editable": {"amount": {"type": "decimal"}}, "edit_rule": "edited.amount <= original.amount"}
+    result = edit(edited, rules=rules, payload={"amount": original})
+    assert error in result.errors["edit-amount"]
+
+
+def test_huge_value_with_places_is_an_inline_error_not_a_crash() -> None:
+    assert edit("99999999999999999999999999999999999999").errors == {"edit-amount": "Use at most 30 digits."}
+    assert edit("1" * 29, rules={"editable": {"amount": {"type": "decimal", "places": 2}}}).payload[
+        "amount"
+    ] == ("1" * 29 + ".00")

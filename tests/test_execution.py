@@ -48,7 +48,7 @@ def test_runs_the_approved_payload_once_and_records_it(runtime: Runtime, redis: 
     row = runtime.store.get(decision["request_id"])
     assert row is not None and (row.execution, row.execution_detail) == ("executed", "refund re_123")
     assert [e.event for e in runtime.store.audit_trail(row.id)][-2:] == ["execution_started", "executed"]
-    assert json_queue("countersign", redis).count == 1  # the card refresh for the router worker
+    assert json_queue("countersign", redis).count == 2  # card refreshes: "started", then the outcome
 
 
 def test_edited_payload_is_what_runs(runtime: Runtime) -> None:

@@ -184,3 +184,21 @@ def test_the_human_an_agent_acts_for_cannot_approve_it_but_another_approver_can(
     assert status(store, request_id) == "pending"
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
     wait_for(lambda: status(store, request_id) == "approved")
+
+
+def test_a_resume_job_lost_from_redis_is_enqueued_again_and_runs_once(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    from countersign.router import relay
+
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, resume={"queue": agent.QUEUE, "func": agent.EXECUTE_FUNC})
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    wait_for(lambda: _trail_with(store, request_id, "resume_published"))
+    assert relay.heal(store, redis) == 0  # nothing lost yet
+    redis.flushall()  # Redis restarted without persistence
+    assert relay.heal(store, redis) == 1
+    assert relay.heal(store, redis) == 0
+    assert "resume_republished" in [e.event for e in store.audit_trail(request_id)]
+    drain(redis, agent.QUEUE)
+    assert agent.executed(redis) == [{"amount": "120.00", "currency": "USD"}]

@@ -30,7 +30,9 @@ def create_app(runtime: Runtime) -> App:
     """A Bolt `App` verifying Slack signatures with `SLACK_SIGNING_SECRET` and calling the Web API
     at `SLACK_API_URL`. Raises `ConfigError` if the token, signing secret or `COUNTERSIGN_SECRET`
     (which signs grants) is missing."""
-    runtime.settings.require("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", command="web")
+    runtime.settings.require(
+        "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", needed_by="`countersign web`"
+    )
     app = App(
         client=runtime.slack,
         signing_secret=runtime.settings.SLACK_SIGNING_SECRET,

@@ -37,7 +37,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from ..store import APPROVED, EXECUTED, EXPIRED, FAILED, ApprovalRequest
+from ..store import APPROVED, EXECUTED, EXPIRED, FAILED, STARTED, ApprovalRequest
 from .edits import block_id as edit_block_id
 
 APPROVE_ACTION = "countersign_approve"
@@ -209,25 +209,35 @@ def _pending_note(request: ApprovalRequest, approvals: list[dict[str, str]]) -> 
     return " · ".join(parts)
 
 
-def _when(moment: datetime | None) -> str:
+def _when(moment: datetime | None, plain: bool = False) -> str:
+    """A Slack date token (shown in the reader's time zone), or with `plain` the UTC text."""
     if moment is None:
         return "an unknown time"
     fallback = moment.strftime("%Y-%m-%d %H:%M UTC")
-    return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} at {{time}}|{fallback}>"
+    return (
+        fallback
+        if plain
+        else f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} at {{time}}|{fallback}>"
+    )
 
 
-def _who(request: ApprovalRequest) -> str:
+def _who(request: ApprovalRequest, plain: bool = False) -> str:
     people = request.decided_by or []
-    return ", ".join(f"<@{p['slack_user_id']}>" for p in people) or f"policy ({request.decided_via})"
+    names = (sanitize(p["name"]) if plain else f"<@{p['slack_user_id']}>" for p in people)
+    return ", ".join(names) or f"policy ({request.decided_via})"
 
 
-def verdict(request: ApprovalRequest) -> str:
-    """`"Approved by <@U123> at <date>"` (mrkdwn) for a decided request; for an expired one, what
-    the policy's timeout decided."""
+def verdict(request: ApprovalRequest, plain: bool = False) -> str:
+    """`"Approved by <@U123> at <date>"` (mrkdwn) for a decided request, or with `plain`
+    `"approved by alice at 2026-11-29 08:28 UTC"` for places that show plain text only (modal
+    errors); for an expired one, what the policy's timeout decided."""
+    when = _when(request.decided_at, plain)
     if request.status == EXPIRED:
         result = "allowed to proceed (auto-proceeded)" if request.timeout_result == "allow" else "denied"
-        return f"Expired at {_when(request.decided_at)} with no decision: {result} by the policy's timeout"
-    return f"{request.status.capitalize()} by {_who(request)} at {_when(request.decided_at)}"
+        text = f"Expired at {when} with no decision: {result} by the policy's timeout"
+    else:
+        text = f"{request.status.capitalize()} by {_who(request, plain)} at {when}"
+    return text[0].lower() + text[1:] if plain else text
 
 
 def _edit_line(request: ApprovalRequest) -> str | None:
@@ -240,6 +250,11 @@ def _edit_line(request: ApprovalRequest) -> str | None:
 def _execution_line(request: ApprovalRequest) -> str | None:
     if request.execution == EXECUTED:
         return f"Executed ✓ at {_when(request.executed_at)}"
+    if request.execution == STARTED:
+        return (
+            f"⚙ Execution started at {_when(request.executed_at)}; no outcome reported yet "
+            "(if the agent died, it may report it with `report_outcome`)"
+        )
     if request.execution == FAILED:
         return f"Failed ✗ {escape(clip(request.execution_detail or '', 500))}"
     return None
@@ -369,14 +384,16 @@ def _chunks(text: str, room: int) -> list[Block]:
     ]
 
 
-def already_decided_text(request: ApprovalRequest) -> str:
-    """Ephemeral answer to a click or submit on a request that is no longer pending."""
-    return f"This request was already {verdict(request)}; your action changed nothing."
+def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:
+    """Answer to a click or submit on a request that is no longer pending (mrkdwn, or `plain` for
+    a modal's inline error, which Slack shows as plain text)."""
+    return f"This request was already {verdict(request, plain)}; your action changed nothing."
 
 
-def not_an_approver_text(request: ApprovalRequest) -> str:
-    """Ephemeral answer to a click by someone the policy does not name as an approver."""
-    return f"You are not an approver for `{escape(request.action)}` requests, so your action changed nothing."
+def not_an_approver_text(request: ApprovalRequest, plain: bool = False) -> str:
+    """Answer to a click by someone the policy does not name as an approver."""
+    action = request.action if plain else f"`{request.action}`"
+    return f"You are not an approver for {action} requests, so your action changed nothing."
 
 
 def escalated_card(request: ApprovalRequest, to_channel: str) -> Card:

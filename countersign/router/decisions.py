@@ -41,7 +41,12 @@ APPROVING_STEPS = {"approve", *EDIT_STEPS}
 
 
 def _refusal(
-    runtime: Runtime, request: ApprovalRequest | None, request_id: str, user_id: str, step: str
+    runtime: Runtime,
+    request: ApprovalRequest | None,
+    request_id: str,
+    user_id: str,
+    step: str,
+    plain: bool = False,
 ) -> str | None:
     """Why `user_id` may not take `step` on the request now (audited), or None when they may.
 
@@ -51,13 +56,13 @@ def _refusal(
     if request is None:
         why, text = "unknown_request", cards.UNKNOWN_REQUEST_TEXT
     elif user_id not in request.approvers:
-        why, text = "not_an_approver", cards.not_an_approver_text(request)
+        why, text = "not_an_approver", cards.not_an_approver_text(request, plain)
     elif (
         step in APPROVING_STEPS and user_id == request.on_behalf_of and not request.rules.get("self_approval")
     ):
         why, text = "self_approval", cards.SELF_APPROVAL_TEXT
     elif request.status != PENDING:
-        why, text = "already_decided", cards.already_decided_text(request)
+        why, text = "already_decided", cards.already_decided_text(request, plain)
     elif step in EDIT_STEPS and request.required_approvals > 1:
         why, text = "edit_needs_single_approver", cards.NO_EDIT_UNDER_QUORUM_TEXT
     else:
@@ -110,7 +115,7 @@ def cast(
 def approve_from_click(runtime: Runtime, client: WebClient, body: dict[str, Any]) -> str:
     """The Approve button (`block_actions`, `actions[0].value` = the request id): `decided` |
     `counted` | `refused`."""
-    request_id, user = body["actions"][0]["value"], _user(body)
+    request_id, user = _request_id(body["actions"][0]), _user(body)
     request = runtime.store.get(request_id)
     refusal = _refusal(runtime, request, request_id, user["slack_user_id"], "approve")
     if refusal is not None:
@@ -135,10 +140,10 @@ def open_modal(runtime: Runtime, client: WebClient, body: dict[str, Any]) -> Non
     action = body["actions"][0]
     title, render = MODALS[action["action_id"]]
     view_id = client.views_open(trigger_id=body["trigger_id"], view=cards.loading_view(title))["view"]["id"]
-    request = runtime.store.get(action["value"])
+    request = runtime.store.get(_request_id(action))
     refusal = None
     if action["action_id"] != cards.DETAILS_ACTION or request is None:  # anyone may read the details
-        refusal = _refusal(runtime, request, action["value"], body["user"]["id"], action["action_id"])
+        refusal = _refusal(runtime, request, _request_id(action), body["user"]["id"], action["action_id"])
     view = cards.notice_view(title, refusal) if refusal is not None else render(request)  # type: ignore[arg-type]
     client.views_update(view_id=view_id, view=view)
 
@@ -159,9 +164,22 @@ class Submission:
         return not self.ack and self.request is not None
 
 
+def _request_id(action: dict[str, Any]) -> str:
+    """The request id a button carries (`value`); anything malformed becomes "" (an unknown id)."""
+    value = action.get("value")
+    return value if isinstance(value, str) and len(value) <= 64 else ""
+
+
 def _values(body: dict[str, Any]) -> dict[str, str | None]:
-    state = body["view"].get("state", {}).get("values", {})
-    return {block: (elements.get("value") or {}).get("value") for block, elements in state.items()}
+    """`{block_id: typed text}` from a view submission's `state.values`, ignoring malformed entries."""
+    state = body["view"].get("state")
+    blocks = state.get("values") if isinstance(state, dict) else None
+    values: dict[str, str | None] = {}
+    for block, elements in (blocks or {}).items() if isinstance(blocks, dict) else ():
+        element = elements.get("value") if isinstance(elements, dict) else None
+        typed = element.get("value") if isinstance(element, dict) else None
+        values[block] = typed if isinstance(typed, str) else None
+    return values
 
 
 def _errors(errors: dict[str, str]) -> dict[str, Any]:
@@ -170,9 +188,9 @@ def _errors(errors: dict[str, str]) -> dict[str, Any]:
 
 def _check_submitter(runtime: Runtime, body: dict[str, Any], error_block: str, step: str) -> Submission:
     """Refuse (inline, on `error_block`) a submit by a non-approver or on a decided request."""
-    request_id = body["view"].get("private_metadata", "")
+    request_id = str(body["view"].get("private_metadata") or "")[:64]
     request = runtime.store.get(request_id)
-    refusal = _refusal(runtime, request, request_id, body["user"]["id"], step)
+    refusal = _refusal(runtime, request, request_id, body["user"]["id"], step, plain=True)
     if refusal is not None:
         return Submission(ack=_errors({error_block: refusal}))
     return Submission(request=request)

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import cel
 
 from ..store import ApprovalRequest
 
-_DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
-_INTEGER = re.compile(r"^-?\d+$")
+_DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$", re.ASCII)
+_INTEGER = re.compile(r"^-?[0-9]+$", re.ASCII)
+MAX_DIGITS = 30
 
 
 def block_id(name: str) -> str:
@@ -43,6 +44,8 @@ def _number(raw: str, spec: dict[str, Any]) -> tuple[Decimal | None, str | None]
         kind = "a whole number" if spec["type"] == "integer" else "a number like 1234.56"
         return None, f"Enter {kind}: digits and at most one point, no commas or exponents."
     value = Decimal(raw)
+    if len(value.as_tuple().digits) > MAX_DIGITS:
+        return None, f"Use at most {MAX_DIGITS} digits."
     places = spec.get("places")
     if places is not None and -value.normalize().as_tuple().exponent > places:  # type: ignore[operator]
         return None, f"Use at most {places} decimal places."
@@ -56,7 +59,7 @@ def _number(raw: str, spec: dict[str, Any]) -> tuple[Decimal | None, str | None]
 def _typed(value: Decimal, original: Any, spec: dict[str, Any]) -> Any:
     """`value` in the JSON type the agent used for the original (string or number)."""
     if spec.get("places") is not None:
-        value = value.quantize(Decimal(1).scaleb(-spec["places"]))
+        value = value.quantize(Decimal(1).scaleb(-spec["places"]), context=Context(prec=MAX_DIGITS + 20))
     if isinstance(original, str):
         return str(value)
     return int(value) if spec["type"] == "integer" else float(value)
@@ -73,11 +76,27 @@ def _parse(raw: str | None, original: Any, spec: dict[str, Any]) -> tuple[Any, s
     return (None, error) if number is None else (_typed(number, original, spec), None)
 
 
+class InexactNumber(ValueError):
+    """A number CEL would see as a different double than the decimal the reviewer typed."""
+
+
+def _exact_double(value: Any) -> float:
+    """`value` (a decimal string or number) as a double, only if the double stands for exactly that
+    decimal (its shortest repr is numerically equal). Between such doubles, comparisons agree with
+    the decimals', so an `edit_rule` cannot be fooled by rounding (2**53 + 1 is not 2**53)."""
+    decimal = Decimal(str(value))
+    double = float(decimal)
+    if Decimal(repr(double)) != decimal:
+        raise InexactNumber(str(value))
+    return double
+
+
 def _for_cel(payload: dict[str, Any], editable: dict[str, Any]) -> dict[str, Any]:
+    """The payload as CEL sees it: decimal and integer fields as exact doubles (CEL has no decimal)."""
     converted = dict(payload)
     for name, spec in editable.items():
-        if spec["type"] != "text" and isinstance(converted.get(name), str):
-            converted[name] = float(Decimal(converted[name]))
+        if spec["type"] != "text" and isinstance(converted.get(name), (str, int, float)):
+            converted[name] = _exact_double(converted[name])
     return converted
 
 
@@ -87,6 +106,10 @@ def _rule_error(
     try:
         allowed = cel.evaluate(
             rule, {"original": _for_cel(original, editable), "edited": _for_cel(edited, editable)}
+        )
+    except InexactNumber:
+        return (
+            "This number has too many digits for the policy's edit rule to check exactly, so it is refused."
         )
     except Exception as exc:
         return f"The policy's edit rule could not be checked ({type(exc).__name__}), so the edit is refused."

@@ -42,7 +42,9 @@ def execute_approved(
     failure.
     """
     runtime = runtime or current()
-    runtime.settings.require("COUNTERSIGN_SECRET", command="worker (execute_approved)")
+    runtime.settings.require("COUNTERSIGN_SECRET", needed_by="execute_approved in the agent's worker")
+    if not isinstance(decision, dict):
+        raise ExecutionRefused("?", "malformed_decision")
     request_id = str(decision.get("request_id"))
     try:
         verify_grant(runtime.settings.COUNTERSIGN_SECRET or "", decision)
@@ -50,6 +52,7 @@ def execute_approved(
         runtime.store.refuse(request_id, AGENT, refused.why, event="execution_refused")
         raise
     runtime.store.claim_execution(request_id, AGENT)
+    _refresh_card(runtime, request_id)  # the card says the action started, until its outcome comes
     try:
         result = fn(decision["payload"])
     except Exception as exc:
@@ -69,10 +72,14 @@ def report_outcome(
     if runtime.store.record_outcome(request_id, ok, detail, AGENT) is None:
         log.warning("request %s: outcome already recorded or request not approved", request_id)
         return False
+    _refresh_card(runtime, request_id)
+    return True
+
+
+def _refresh_card(runtime: Runtime, request_id: str) -> None:
     runtime.queue(INTAKE_QUEUE).enqueue(
         "countersign.router.decisions.refresh_card", request_id, description=f"refresh card {request_id}"
     )
-    return True
 
 
 def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, Any]], T | None]:

@@ -16,6 +16,7 @@ import logging
 from redis import Redis
 from redis.exceptions import RedisError
 from rq.exceptions import DuplicateJobError
+from rq.job import Job
 
 from ..store import OutboxEvent, Store
 from .runtime import json_queue
@@ -23,11 +24,11 @@ from .runtime import json_queue
 log = logging.getLogger(__name__)
 
 RESUME_RESULT_TTL_SECONDS = 7 * 24 * 3600
+HEAL_WINDOW_SECONDS = 24 * 3600  # well inside RESUME_RESULT_TTL_SECONDS
 RESUME_TIMEOUT_SECONDS = 600
 
 
-def publish(store: Store, redis: Redis, event: OutboxEvent) -> None:
-    """Enqueue the resume job of `event` (once) and mark the event published. Raises `RedisError`."""
+def _enqueue(redis: Redis, event: OutboxEvent) -> None:
     try:
         json_queue(event.queue, redis).enqueue(
             event.func,
@@ -40,6 +41,11 @@ def publish(store: Store, redis: Redis, event: OutboxEvent) -> None:
         )
     except DuplicateJobError:
         log.info("resume job %s was already enqueued", event.job_id)
+
+
+def publish(store: Store, redis: Redis, event: OutboxEvent) -> None:
+    """Enqueue the resume job of `event` (once) and mark the event published. Raises `RedisError`."""
+    _enqueue(redis, event)
     store.mark_published(event.id)
 
 
@@ -56,3 +62,26 @@ def try_publish(store: Store, redis: Redis, event: OutboxEvent) -> bool:
 def sweep(store: Store, redis: Redis, limit: int = 100) -> int:
     """Publish up to `limit` unpublished outbox events, oldest first. Returns how many were published."""
     return sum(try_publish(store, redis, event) for event in store.unpublished(limit))
+
+
+def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, limit: int = 1000) -> int:
+    """Enqueue again the resume jobs Redis lost: events published in the last `window_seconds` whose
+    RQ job no longer exists (a Redis restart without persistence, a FLUSHALL, an eviction).
+
+    The window is shorter than the jobs' `result_ttl`, so a job that ran and expired normally is
+    never mistaken for a lost one. The job id is the same, and `execute_approved` lets a payload
+    run once, so a job enqueued twice cannot act twice. Returns how many were enqueued again.
+    """
+    events = store.recently_published(window_seconds, limit)
+    with redis.pipeline(transaction=False) as pipeline:
+        for event in events:
+            pipeline.exists(Job.key_for(event.job_id))
+        present = pipeline.execute()
+    lost = [event for event, exists in zip(events, present, strict=True) if not exists]
+    for event in lost:
+        _enqueue(redis, event)
+        store.refuse(
+            event.request_id, "relay", "resume_job_lost", event="resume_republished", job_id=event.job_id
+        )
+        log.warning("resume job %s was lost from Redis; enqueued again", event.job_id)
+    return len(lost)

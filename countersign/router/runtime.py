@@ -44,7 +44,7 @@ class Runtime:
     @cached_property
     def slack(self) -> WebClient:
         """Web API client (`SLACK_BOT_TOKEN`, `SLACK_API_URL`); retries connection errors and 5xx once."""
-        self.settings.require("SLACK_BOT_TOKEN", command="worker")
+        self.settings.require("SLACK_BOT_TOKEN", needed_by="the Slack Web API client")
         return WebClient(
             token=self.settings.SLACK_BOT_TOKEN,
             base_url=self.settings.slack_api_url,
@@ -56,7 +56,7 @@ class Runtime:
     def policies(self) -> PolicyHolder:
         """The policy file (`COUNTERSIGN_POLICY`), reloaded on change; raises `PolicyError` if it
         is invalid at first load."""
-        self.settings.require("COUNTERSIGN_POLICY", command="worker")
+        self.settings.require("COUNTERSIGN_POLICY", needed_by="routing by policy")
         assert self.settings.COUNTERSIGN_POLICY is not None
         return PolicyHolder(self.settings.COUNTERSIGN_POLICY)
 

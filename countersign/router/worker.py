@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_SECONDS = 1.0
 MAINTENANCE_INTERVAL_SECONDS = 60
+HEAL_EVERY_TICKS = 30  # look for resume jobs lost from Redis every 30 s
 
 
 def run_worker(settings: Settings, burst: bool = False) -> None:
@@ -47,7 +48,9 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
     raising `ConfigError`, `PolicyError`, `SchemaOutOfDate` or a connection error otherwise.
     """
     runtime = Runtime(settings)
-    settings.require("SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", command="worker")
+    settings.require(
+        "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
+    )
     log.info("policy %s version %s loaded", runtime.policy.path, runtime.policy.version)
     check_schema(runtime.store.engine)
     runtime.redis.ping()
@@ -70,16 +73,20 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
 
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
-    retries) onto the queue, time out / escalate / remind what is due, and publish unpublished
-    outbox events."""
+    retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
+    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume jobs that Redis lost."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
     scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
+    ticks = 0
     while os.getppid() == parent_pid:
         try:
             _tick(runtime, scheduler)
+            if ticks % HEAL_EVERY_TICKS == 0:
+                relay.heal(runtime.store, runtime.redis)
         except Exception:
             log.exception("sweep failed; retrying")
+        ticks += 1
         time.sleep(SWEEP_INTERVAL_SECONDS)
     scheduler.release_locks()
 

@@ -488,6 +488,17 @@ class Store:
             )
             return list(session.scalars(stmt))
 
+    def recently_published(self, window_seconds: int, limit: int = 1000) -> list[OutboxEvent]:
+        """Outbox events published in the last `window_seconds` (database clock), newest first."""
+        with self._read() as session:
+            stmt = (
+                select(OutboxEvent)
+                .where(OutboxEvent.published_at > utcnow_plus(-window_seconds))
+                .order_by(OutboxEvent.published_at.desc())
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
     def mark_published(self, outbox_id: int) -> bool:
         """Mark an outbox event published, once; audit `resume_published`. False if it already was."""
         with self._write() as session:
