@@ -195,7 +195,10 @@ def _mentions(users: list[str], limit: int = 10) -> str:
 def _pending_note(request: ApprovalRequest, approvals: list[dict[str, str]]) -> str:
     """Why it needs review, who may decide, the quorum, the deadline (mrkdwn: the mentioned ids come
     from the policy and from Slack)."""
-    parts = [f"Needs review by {_mentions(request.approvers)}"]
+    eligible = [
+        u for u in request.approvers if u != request.on_behalf_of or request.rules.get("self_approval")
+    ]
+    parts = [f"Needs review by {_mentions(eligible)}"]
     if request.required_approvals > 1:
         done = ", ".join(f"<@{a['slack_user_id']}>" for a in approvals) or "none yet"
         parts.append(f"{len(approvals)} of {request.required_approvals} approvals ({done})")
