@@ -152,3 +152,49 @@ def test_get_reports_queued_before_intake_and_unknown_ids(client: ApprovalClient
     assert client.get(request_id).status == "queued"
     with pytest.raises(LookupError):
         client.get("01J00000000000000000000009")
+
+
+def test_a_card_posted_before_a_crash_is_found_not_posted_twice(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    from sqlalchemy import update
+
+    from countersign.router.intake import post_card
+    from countersign.store.models import ApprovalRequest, utcnow_plus
+
+    sb, _ = sandbox
+    request_id = client.request(refund())
+    drain(redis)
+    row = store.get(request_id)
+    assert row is not None and row.card_ts is not None and len(sb.messages("C0FINANCE")) == 1
+    assert sb.messages("C0FINANCE")[0]["metadata"]["event_payload"] == {"request_id": request_id, "level": 0}
+
+    # Simulate a crash after chat.postMessage and before the ts was stored: the card exists in
+    # Slack, the database does not know it, and the posting lease has run out.
+    with store.engine.begin() as connection:
+        connection.execute(
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id)
+            .values(card_ts=None, card_lease_until=utcnow_plus(-1))
+        )
+    assert post_card(runtime, store.get(request_id)) == "found"  # type: ignore[arg-type]
+    assert len(sb.messages("C0FINANCE")) == 1 and store.get(request_id).card_ts == row.card_ts  # type: ignore[union-attr]
+
+
+def test_a_live_posting_lease_keeps_a_second_poster_out(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    from sqlalchemy import update
+
+    from countersign.store.models import ApprovalRequest
+
+    request_id = client.request(refund())
+    drain(redis)
+    with store.engine.begin() as connection:
+        connection.execute(
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id)
+            .values(card_ts=None, card_lease_until=None)
+        )
+    assert store.claim_card(request_id) is not None
+    assert store.claim_card(request_id) is None  # someone is posting right now

@@ -119,14 +119,52 @@ def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> str
     return "auto_approved"
 
 
+CARD_EVENT = "countersign_request"
+
+
 def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
-    """Post the card of a pending request that has none yet; `posted` or `duplicate`."""
+    """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
+
+    Posting is claimed with a lease in the store. Each card carries Slack message metadata with the
+    request id and level (https://docs.slack.dev/messaging/message-metadata), because
+    `chat.postMessage` has no idempotency key: a retry after a crash between posting and storing
+    the `ts` first looks the card up in `conversations.history` and adopts it.
+    """
     if row.card_ts is not None or row.status != PENDING:
         return "duplicate"
-    response = runtime.slack.chat_postMessage(channel=row.channel, **cards.request_card(row).message())
-    runtime.store.attach_card(row.id, response["ts"])
-    log.info("request %s: card posted to %s at %s", row.id, row.channel, response["ts"])
-    return "posted"
+    claimed = runtime.store.claim_card(row.id)
+    if claimed is None:
+        return "duplicate"
+    ts = _find_card(runtime, claimed) if claimed.card_attempts > 1 else None
+    outcome = "found" if ts is not None else "posted"
+    if ts is None:
+        metadata = {"event_type": CARD_EVENT, "event_payload": {"request_id": row.id, "level": claimed.level}}
+        ts = runtime.slack.chat_postMessage(
+            channel=claimed.channel, metadata=metadata, **cards.request_card(claimed).message()
+        )["ts"]
+    runtime.store.attach_card(row.id, ts)
+    log.info("request %s: card %s in %s at %s", row.id, outcome, claimed.channel, ts)
+    return outcome
+
+
+def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
+    """The `ts` of this request's card at its level if an earlier attempt posted it, else None."""
+    oldest = row.level_started_at.timestamp() - 60 if row.level_started_at else 0
+    try:
+        messages = runtime.slack.conversations_history(
+            channel=row.channel, oldest=f"{oldest:.6f}", limit=200, include_all_metadata=True
+        )["messages"]
+    except SlackApiError as exc:
+        log.warning(
+            "request %s: cannot look for an earlier card (%s); posting", row.id, exc.response.get("error")
+        )
+        return None
+    for message in messages:
+        metadata = message.get("metadata") or {}
+        payload = metadata.get("event_payload") or {}
+        if metadata.get("event_type") == CARD_EVENT and payload == {"request_id": row.id, "level": row.level}:
+            return str(message["ts"])
+    return None
 
 
 def _dead_letter(runtime: Runtime, message: Any, reason: str) -> str:

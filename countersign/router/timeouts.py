@@ -1,4 +1,5 @@
-"""The timeout sweep: expiry, escalation and reminders, decided by the database clock.
+"""The timeout sweep: expiry, escalation and reminders, decided by the database clock; and cards
+whose posting died with its process.
 
 Run every second by the router worker's sweep process (several workers may run it at once). Each
 step is a conditional UPDATE in the store, so a click racing the sweep, or two sweeps racing each
@@ -26,6 +27,11 @@ def sweep(runtime: Runtime, limit: int = 100) -> int:
     changed = sum(_time_out(runtime, request) for request in runtime.store.due_for_timeout(limit))
     for request in runtime.store.due_for_reminder(limit):
         _remind(runtime, request)
+    for request in runtime.store.due_for_card(limit=limit):
+        try:
+            post_card(runtime, request)  # its posting died with a process: find the card or post it
+        except SlackApiError as exc:
+            log.warning("request %s: card not posted (%s); retrying", request.id, exc.response.get("error"))
     return changed
 
 

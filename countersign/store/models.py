@@ -145,6 +145,8 @@ class ApprovalRequest(Base):
     reminders_sent: Mapped[int] = mapped_column(Integer, server_default="0")
     timeout_result: Mapped[str | None] = mapped_column(String(8))
     next_reminder_at: Mapped[datetime | None]
+    card_lease_until: Mapped[datetime | None]
+    card_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
 
     __table_args__ = (Index("ix_approval_requests_pending_expiry", "status", "expires_at"),)
 

@@ -119,6 +119,52 @@ class Store:
             ).one()
         return row, created
 
+    def claim_card(self, request_id: str, lease_seconds: int = 60) -> ApprovalRequest | None:
+        """Take the right to post a pending request's card for `lease_seconds` (database clock).
+
+        None while another process holds an unexpired lease, or once the card exists. The returned
+        request's `card_attempts` counts the claims: above 1, an earlier attempt may have posted
+        the card and died before `attach_card`, so look for it before posting again.
+        """
+        with self._write() as session:
+            stmt = (
+                update(ApprovalRequest)
+                .where(
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.status == PENDING,
+                    ApprovalRequest.card_ts.is_(None),
+                    or_(
+                        ApprovalRequest.card_lease_until.is_(None),
+                        ApprovalRequest.card_lease_until <= utcnow(),
+                    ),
+                )
+                .values(
+                    card_lease_until=utcnow_plus(lease_seconds),
+                    card_attempts=ApprovalRequest.card_attempts + 1,
+                )
+                .returning(ApprovalRequest)
+            )
+            return session.scalars(stmt).one_or_none()
+
+    def due_for_card(self, grace_seconds: int = 30, limit: int = 100) -> list[ApprovalRequest]:
+        """Pending requests with no card, no live posting lease, older than `grace_seconds` at their
+        level: a card whose posting died with its process (the sweep posts or finds it)."""
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    ApprovalRequest.status == PENDING,
+                    ApprovalRequest.card_ts.is_(None),
+                    or_(
+                        ApprovalRequest.card_lease_until.is_(None),
+                        ApprovalRequest.card_lease_until <= utcnow(),
+                    ),
+                    ApprovalRequest.level_started_at <= utcnow_plus(-grace_seconds),
+                )
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
     def attach_card(self, request_id: str, ts: str) -> bool:
         """Record the Slack `ts` of the request's card, once; audit `card_posted`. False if it had one."""
         with self._write() as session:
@@ -313,6 +359,8 @@ class Store:
             "level_started_at": utcnow(),
             "reminders_sent": 0,
             "next_reminder_at": _first_reminder(request.rules),
+            "card_lease_until": None,
+            "card_attempts": 0,
         }
         with self._write() as session:
             stmt = (
