@@ -14,6 +14,13 @@ from countersign.router.runtime import json_queue
 
 T = TypeVar("T")
 
+# The README's `countersign request` command (the first request a new user sends), as argv.
+README_REQUEST = [
+    "request", "--action", "issue_refund", "--payload", '{"amount": "120.00", "currency": "USD"}',
+    "--summary", "Refund ACME", "--requester", "refund-agent", "--run-id", "r1", "--step", "s1",
+    "--resume-queue", "refund-agent", "--resume-func", "examples.refund_agent.resume",
+]  # fmt: skip
+
 
 def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
     """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""

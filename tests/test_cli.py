@@ -15,7 +15,7 @@ from countersign.cli import main
 from countersign.config import ConfigError, load_settings
 from countersign.router.client import ApprovalClient
 
-from .helpers import drain
+from .helpers import README_REQUEST, drain
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -108,27 +108,7 @@ def test_request_from_flags_and_from_a_file_then_show(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    flags = [
-        "request",
-        "--action",
-        "issue_refund",
-        "--payload",
-        '{"amount": "120.00", "currency": "USD"}',
-        "--summary",
-        "Refund ACME",
-        "--requester",
-        "refund-agent",
-        "--run-id",
-        "r1",
-        "--step",
-        "s1",
-        "--resume-queue",
-        "refund-agent",
-        "--resume-func",
-        "examples.refund_agent.resume",
-        "--confidence",
-        "0.8",
-    ]
+    flags = [*README_REQUEST, "--confidence", "0.8"]
     assert main(flags) == 0
     request_id = capsys.readouterr().out.strip()
     drain(redis)

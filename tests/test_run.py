@@ -19,7 +19,7 @@ from redis import Redis
 from countersign.stack import free_port
 
 from .conftest import RedisServer
-from .helpers import wait_for
+from .helpers import README_REQUEST, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,28 +70,7 @@ def test_make_run_stack_end_to_end(redis_server: RedisServer, redis: Redis, tmp_
         wait_for(lambda: output.find("Listening on refund-agent"), timeout=30, what="the agent worker")
 
         request = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "countersign.cli",
-                "request",
-                "--action",
-                "issue_refund",
-                "--payload",
-                '{"amount": "120.00", "currency": "USD"}',
-                "--summary",
-                "Refund ACME",
-                "--requester",
-                "refund-agent",
-                "--run-id",
-                "r1",
-                "--step",
-                "s1",
-                "--resume-queue",
-                "refund-agent",
-                "--resume-func",
-                "examples.refund_agent.resume",
-            ],
+            [sys.executable, "-m", "countersign.cli", *README_REQUEST],
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -287,6 +287,20 @@ def _view(title: str, blocks: list[Block], **extra: Any) -> dict[str, Any]:
     return View(type="modal", title=_plain(title, MODAL_TITLE_MAX), blocks=blocks, **extra).to_dict()
 
 
+def _form(
+    title: str, blocks: list[Block], callback_id: str, request: ApprovalRequest, submit: str
+) -> dict[str, Any]:
+    """A modal with inputs; its submit comes back with `callback_id` and the request id as metadata."""
+    return _view(
+        title,
+        blocks,
+        callback_id=callback_id,
+        private_metadata=request.id,
+        submit=_plain(submit, MODAL_TITLE_MAX),
+        close=_plain("Cancel", MODAL_TITLE_MAX),
+    )
+
+
 def loading_view(title: str) -> dict[str, Any]:
     """The modal opened at once with the click's `trigger_id` (valid 3 s, once:
     https://docs.slack.dev/tools/bolt-python/concepts/opening-modals), filled by `views.update`."""
@@ -325,14 +339,7 @@ def edit_view(request: ApprovalRequest) -> dict[str, Any]:
                 max_value=spec.get("max"),
             )
         blocks.append(InputBlock(block_id=edit_block_id(name), label=_plain(name, 2000), element=element))
-    return _view(
-        "Edit and approve",
-        blocks,
-        callback_id=EDIT_CALLBACK,
-        private_metadata=request.id,
-        submit=_plain("Approve", MODAL_TITLE_MAX),
-        close=_plain("Cancel", MODAL_TITLE_MAX),
-    )
+    return _form("Edit and approve", blocks, EDIT_CALLBACK, request, submit="Approve")
 
 
 def reject_view(request: ApprovalRequest) -> dict[str, Any]:
@@ -347,14 +354,7 @@ def reject_view(request: ApprovalRequest) -> dict[str, Any]:
             element=PlainTextInputElement(action_id="value", multiline=True, max_length=3000),
         ),
     ]
-    return _view(
-        "Reject request",
-        blocks,
-        callback_id=REJECT_CALLBACK,
-        private_metadata=request.id,
-        submit=_plain("Reject", MODAL_TITLE_MAX),
-        close=_plain("Cancel", MODAL_TITLE_MAX),
-    )
+    return _form("Reject request", blocks, REJECT_CALLBACK, request, submit="Reject")
 
 
 def details_view(request: ApprovalRequest) -> dict[str, Any]:

@@ -133,10 +133,7 @@ class Store:
                     ApprovalRequest.id == request_id,
                     ApprovalRequest.status == PENDING,
                     ApprovalRequest.card_ts.is_(None),
-                    or_(
-                        ApprovalRequest.card_lease_until.is_(None),
-                        ApprovalRequest.card_lease_until <= utcnow(),
-                    ),
+                    _no_live_card_lease(),
                 )
                 .values(
                     card_lease_until=utcnow_plus(lease_seconds),
@@ -155,10 +152,7 @@ class Store:
                 .where(
                     ApprovalRequest.status == PENDING,
                     ApprovalRequest.card_ts.is_(None),
-                    or_(
-                        ApprovalRequest.card_lease_until.is_(None),
-                        ApprovalRequest.card_lease_until <= utcnow(),
-                    ),
+                    _no_live_card_lease(),
                     ApprovalRequest.level_started_at <= utcnow_plus(-grace_seconds),
                 )
                 .limit(limit)
@@ -599,6 +593,11 @@ def _verdict(
         )
         values["grant_expires_at"] = utcnow_plus(grant_ttl)
     return values
+
+
+def _no_live_card_lease() -> Any:
+    """Nobody holds an unexpired lease on posting the request's card (database clock)."""
+    return or_(ApprovalRequest.card_lease_until.is_(None), ApprovalRequest.card_lease_until <= utcnow())
 
 
 def _first_reminder(rules: dict[str, Any]) -> Any:
