@@ -187,6 +187,26 @@ def request_card(request: ApprovalRequest, approvals: list[dict[str, str]] | Non
     return _card(request, blocks, f"Approval needed: {request.summary}")
 
 
+def compact_card(request: ApprovalRequest) -> Card:
+    """A minimal card for when Slack refuses the full one (`invalid_blocks`, `msg_blocks_too_long`):
+    summary, action class, requester and the buttons; everything else is in Details."""
+    blocks: list[Block] = [
+        SectionBlock(
+            block_id="compact",
+            text=_plain(f"{request.summary} ({request.action}, from {request.requester})", CARD_FIELD_MAX),
+        ),
+        ActionsBlock(
+            block_id=f"decide-{request.level}",
+            elements=[
+                ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=request.id, style="primary"),
+                ButtonElement(text="Reject", action_id=REJECT_ACTION, value=request.id, style="danger"),
+                ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id),
+            ],
+        ),
+    ]
+    return _card(request, blocks, f"Approval needed: {request.summary}")
+
+
 def _mentions(users: list[str], limit: int = 10) -> str:
     more = f" (+{len(users) - limit} more)" if len(users) > limit else ""
     return " or ".join(f"<@{user}>" for user in users[:limit]) + more

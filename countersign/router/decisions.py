@@ -259,7 +259,20 @@ def update_card(
     try:
         client.chat_update(channel=request.channel, ts=request.card_ts, **card.message())
     except SlackApiError as exc:
-        log.warning("request %s: card not updated (%s)", request.id, exc.response.get("error"))
+        error = exc.response.get("error")
+        log.warning("request %s: card not updated (%s)", request.id, error)
+        if error in ("message_not_found", "cant_update_message") and request.status != PENDING:
+            _post_status(client, request, card)
+
+
+def _post_status(client: WebClient, request: ApprovalRequest, card: cards.Card) -> None:
+    """The card is gone or not ours to edit: say how the request ended in a fresh message instead."""
+    try:
+        client.chat_postMessage(channel=request.channel, **card.message())
+    except SlackApiError as exc:
+        log.warning(
+            "request %s: status message not posted either (%s)", request.id, exc.response.get("error")
+        )
 
 
 def refresh_card(request_id: str) -> None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rq import get_current_job
+from rq import Retry, get_current_job
 from slack_sdk.errors import SlackApiError
 
-from ..store import APPROVED, PENDING, AlreadyDecided, ApprovalRequest
-from . import cards, directory, relay
+from ..store import APPROVED, AlreadyDecided, ApprovalRequest
+from . import directory, relay
 from .client import remember_key
 from .decision import decision_of
+from .delivery import RetryLater, post_card
 from .policy import Gate, PolicyError, Route
 from .runtime import Runtime, current
 from .schema import IntakeMessage, InvalidRequest, parse
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 
 
 def intake(message: Any) -> str:
-    """RQ entry point. Returns what happened: `posted` | `auto_approved` | `duplicate` | `dead_letter`."""
+    """RQ entry point. Returns what happened: `posted` | `found` | `auto_approved` | `duplicate` |
+    `dead_letter`, or an RQ `Retry` when Slack rate-limits (the job is rescheduled, no worker sleeps)."""
     return handle(current(), message)
 
 
@@ -80,7 +82,11 @@ def handle(runtime: Runtime, message: Any) -> str:
         )
     if not gate.review:
         return _approve_by_policy(runtime, row, gate.reason)
-    return post_card(runtime, row)
+    try:
+        return post_card(runtime, row)
+    except RetryLater as later:
+        log.info("request %s: Slack asks to wait %s s before posting; rescheduled", row.id, later.seconds)
+        return Retry(max=1, interval=later.seconds)  # type: ignore[return-value]  # RQ reschedules the job
 
 
 def _approvers(runtime: Runtime, route: Route, gate: Gate) -> list[str]:
@@ -117,54 +123,6 @@ def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> str
     relay.try_publish(runtime.store, runtime.redis, result.event)
     log.info("request %s approved by policy (%s)", row.id, rule)
     return "auto_approved"
-
-
-CARD_EVENT = "countersign_request"
-
-
-def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
-    """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
-
-    Posting is claimed with a lease in the store. Each card carries Slack message metadata with the
-    request id and level (https://docs.slack.dev/messaging/message-metadata), because
-    `chat.postMessage` has no idempotency key: a retry after a crash between posting and storing
-    the `ts` first looks the card up in `conversations.history` and adopts it.
-    """
-    if row.card_ts is not None or row.status != PENDING:
-        return "duplicate"
-    claimed = runtime.store.claim_card(row.id)
-    if claimed is None:
-        return "duplicate"
-    ts = _find_card(runtime, claimed) if claimed.card_attempts > 1 else None
-    outcome = "found" if ts is not None else "posted"
-    if ts is None:
-        metadata = {"event_type": CARD_EVENT, "event_payload": {"request_id": row.id, "level": claimed.level}}
-        ts = runtime.slack.chat_postMessage(
-            channel=claimed.channel, metadata=metadata, **cards.request_card(claimed).message()
-        )["ts"]
-    runtime.store.attach_card(row.id, ts)
-    log.info("request %s: card %s in %s at %s", row.id, outcome, claimed.channel, ts)
-    return outcome
-
-
-def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
-    """The `ts` of this request's card at its level if an earlier attempt posted it, else None."""
-    oldest = row.level_started_at.timestamp() - 60 if row.level_started_at else 0
-    try:
-        messages = runtime.slack.conversations_history(
-            channel=row.channel, oldest=f"{oldest:.6f}", limit=200, include_all_metadata=True
-        )["messages"]
-    except SlackApiError as exc:
-        log.warning(
-            "request %s: cannot look for an earlier card (%s); posting", row.id, exc.response.get("error")
-        )
-        return None
-    for message in messages:
-        metadata = message.get("metadata") or {}
-        payload = metadata.get("event_payload") or {}
-        if metadata.get("event_type") == CARD_EVENT and payload == {"request_id": row.id, "level": row.level}:
-            return str(message["ts"])
-    return None
 
 
 def _dead_letter(runtime: Runtime, message: Any, reason: str) -> str:

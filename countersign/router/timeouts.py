@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackApiError
 from ..store import ApprovalRequest
 from . import cards, decisions, directory, relay
 from .decision import decision_of
-from .intake import post_card
+from .delivery import RetryLater, post_card
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,8 @@ def sweep(runtime: Runtime, limit: int = 100) -> int:
     for request in runtime.store.due_for_card(limit=limit):
         try:
             post_card(runtime, request)  # its posting died with a process: find the card or post it
-        except SlackApiError as exc:
-            log.warning("request %s: card not posted (%s); retrying", request.id, exc.response.get("error"))
+        except (SlackApiError, RetryLater) as exc:
+            log.warning("request %s: card not posted (%s); retrying", request.id, exc)
     return changed
 
 
@@ -70,7 +70,10 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, objec
             )
         except SlackApiError as exc:
             log.warning("request %s: old card not updated (%s)", request.id, exc.response.get("error"))
-    post_card(runtime, row)
+    try:
+        post_card(runtime, row)
+    except (SlackApiError, RetryLater) as exc:  # the sweep's due_for_card posts it a little later
+        log.warning("request %s: escalation card not posted yet (%s)", request.id, exc)
     return 1
 
 

@@ -383,12 +383,26 @@ def usergroups_users_list(sb: Sandbox, params: Params) -> ApiResponse:
     return ok(users=list(sb.usergroups[group]))
 
 
+def conversations_open(sb: Sandbox, params: Params) -> ApiResponse:
+    """conversations.open: a DM (one user) or group DM (several, comma-separated) with the bot; the same
+    users always get the same channel id. https://docs.slack.dev/reference/methods/conversations.open
+    """
+    users = sorted(u for u in str(params.get("users") or "").split(",") if u)
+    if not users or len(users) > 8:
+        raise ApiError("users_list_not_supplied" if not users else "too_many_users")
+    if any(u not in sb.users for u in users):
+        raise ApiError("user_not_found")
+    prefix = "D" if len(users) == 1 else "G"
+    return ok(channel={"id": prefix + "".join(u.removeprefix("U") for u in users)[:20]})
+
+
 METHODS: dict[str, Method] = {
     "auth.test": auth_test,
     "chat.postMessage": chat_post_message,
     "chat.update": chat_update,
     "chat.postEphemeral": chat_post_ephemeral,
     "conversations.history": conversations_history,
+    "conversations.open": conversations_open,
     "users.info": users_info,
     "usergroups.users.list": usergroups_users_list,
     "views.open": views_open,

@@ -143,7 +143,37 @@ class Store:
             )
             return session.scalars(stmt).one_or_none()
 
-    def due_for_card(self, grace_seconds: int = 30, limit: int = 100) -> list[ApprovalRequest]:
+    def release_card(self, request_id: str) -> None:
+        """Give up the posting lease after Slack refused the post (nothing was posted)."""
+        with self._write() as session:
+            session.execute(
+                update(ApprovalRequest)
+                .where(ApprovalRequest.id == request_id, ApprovalRequest.card_ts.is_(None))
+                .values(card_lease_until=None)
+            )
+
+    def reroute(self, request_id: str, channel: str, why: str, **detail: Any) -> ApprovalRequest | None:
+        """Send a pending request's card to `channel` instead (its original channel refused it);
+        audited as `delivery_failed`. None if the request has a card already or is decided."""
+        with self._write() as session:
+            stmt = (
+                update(ApprovalRequest)
+                .where(
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.status == PENDING,
+                    ApprovalRequest.card_ts.is_(None),
+                )
+                .values(channel=channel)
+                .returning(ApprovalRequest)
+            )
+            row = session.scalars(stmt).one_or_none()
+            if row is not None:
+                self._audit(
+                    session, request_id, "delivery_failed", None, why=why, to_channel=channel, **detail
+                )
+        return row
+
+    def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
         """Pending requests with no card, no live posting lease, older than `grace_seconds` at their
         level: a card whose posting died with its process (the sweep posts or finds it)."""
         with self._read() as session:

@@ -1,0 +1,136 @@
+"""Slack delivery of cards: one card per request, paced per channel, and what to do when Slack says no.
+
+- **One card.** Posting is claimed with a lease in the store; each card carries message metadata
+  with the request id and level (https://docs.slack.dev/messaging/message-metadata), because
+  `chat.postMessage` has no idempotency key. A retry after a crash between posting and storing the
+  `ts` first looks the card up in `conversations.history` and adopts it.
+- **Pace.** Slack allows about one message per second per channel
+  (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage), so a channel that posted in
+  the last second makes the job wait (`RetryLater`), leaving the worker free for other channels.
+  A `429` is honoured the same way, for its `Retry-After` seconds. No worker ever sleeps.
+- **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
+  `not_in_channel` / `channel_not_found` / `is_archived` fall back to a DM (a group DM for several
+  approvers) and are audited as `delivery_failed`. Other errors propagate, and the intake job's
+  RQ retries (with backoff) or the sweep try again later.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from slack_sdk.errors import SlackApiError
+
+from ..store import PENDING, ApprovalRequest
+from . import cards
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+CARD_EVENT = "countersign_request"
+PACE_MILLISECONDS = 1000
+RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
+BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
+NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
+
+
+class RetryLater(Exception):
+    """Slack (or the channel's pace) asks to wait `seconds` before posting again."""
+
+    def __init__(self, seconds: int) -> None:
+        super().__init__(f"retry in {seconds} s")
+        self.seconds = seconds
+
+
+def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
+    """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
+
+    Raises `RetryLater` when the channel is busy or Slack rate-limits, and `SlackApiError` or a
+    network error for the rest.
+    """
+    if row.card_ts is not None or row.status != PENDING:
+        return "duplicate"
+    if not runtime.redis.set(f"countersign:pace:{row.channel}", row.id, px=PACE_MILLISECONDS, nx=True):
+        raise RetryLater(1)
+    claimed = runtime.store.claim_card(row.id)
+    if claimed is None:
+        return "duplicate"
+    ts = _find_card(runtime, claimed) if claimed.card_attempts > 1 else None
+    outcome = "found" if ts is not None else "posted"
+    if ts is None:
+        ts = _post(runtime, claimed)
+    runtime.store.attach_card(row.id, ts)
+    log.info("request %s: card %s at %s", row.id, outcome, ts)
+    return outcome
+
+
+def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False) -> str:
+    card = cards.compact_card(request) if compact else cards.request_card(request)
+    metadata = {"event_type": CARD_EVENT, "event_payload": {"request_id": request.id, "level": request.level}}
+    try:
+        return str(
+            runtime.slack.chat_postMessage(channel=request.channel, metadata=metadata, **card.message())["ts"]
+        )
+    except SlackApiError as exc:
+        error = exc.response.get("error")
+        if exc.response.status_code == 429 or error in RATE_LIMITED:
+            runtime.store.release_card(request.id)
+            raise RetryLater(_retry_after(exc)) from None
+        if error in BAD_BLOCKS and not compact:
+            log.warning("request %s: Slack refused the card (%s); posting a compact one", request.id, error)
+            return _post(runtime, request, compact=True)
+        if error in NO_CHANNEL:
+            return _post(runtime, _reroute(runtime, request, error), compact)
+        runtime.store.release_card(request.id)
+        raise
+
+
+def _retry_after(exc: SlackApiError) -> int:
+    try:
+        return max(
+            1, int(exc.response.headers.get("Retry-After", exc.response.headers.get("retry-after", 1)))
+        )
+    except (TypeError, ValueError):
+        return 1
+
+
+def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> ApprovalRequest:
+    """Send the card to the approvers directly instead; audited as `delivery_failed`."""
+    if request.channel.startswith(("U", "W", "D")):
+        raise SlackApiError(f"cannot deliver to {request.channel} ({error})", {"ok": False, "error": error})
+    users = [u for u in request.approvers if u != request.on_behalf_of][:8] or request.approvers[:1]
+    direct = (
+        users[0]
+        if len(users) == 1
+        else runtime.slack.conversations_open(users=",".join(users))["channel"]["id"]
+    )
+    log.error(
+        "request %s: cannot post to %s (%s); sending it to the approvers in %s",
+        request.id,
+        request.channel,
+        error,
+        direct,
+    )
+    rerouted = runtime.store.reroute(request.id, direct, why=error, from_channel=request.channel)
+    return rerouted or request
+
+
+def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
+    """The `ts` of this request's card at its level if an earlier attempt posted it, else None."""
+    oldest = row.level_started_at.timestamp() - 60 if row.level_started_at else 0
+    try:
+        messages = runtime.slack.conversations_history(
+            channel=row.channel, oldest=f"{oldest:.6f}", limit=200, include_all_metadata=True
+        )["messages"]
+    except SlackApiError as exc:
+        log.warning(
+            "request %s: cannot look for an earlier card (%s); posting", row.id, exc.response.get("error")
+        )
+        return None
+    for message in messages:
+        metadata = message.get("metadata") or {}
+        if metadata.get("event_type") == CARD_EVENT and metadata.get("event_payload") == {
+            "request_id": row.id,
+            "level": row.level,
+        }:
+            return str(message["ts"])
+    return None

@@ -1,0 +1,121 @@
+"""Slack saying no, through the sandbox's fault injection: rate limits and the per-channel pace
+reschedule the job (no worker sleeps), server errors retry, a missing channel falls back to the
+approvers directly, refused blocks fall back to a compact card, a vanished card gets a fresh
+status message. Nothing is lost and nothing is posted twice."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from redis import Redis
+from rq.registry import ScheduledJobRegistry
+
+from countersign.router import decisions
+from countersign.router.client import ApprovalClient, intake_job_id
+from countersign.router.delivery import post_card
+from countersign.router.runtime import Runtime, json_queue
+from countersign.sandbox import Sandbox
+from countersign.store import Store
+
+from .helpers import drain
+from .test_flow import refund
+
+
+def card_count(sb: Sandbox, request_id: str) -> int:
+    return len([m for m in sb.messages() if request_id in str(m["blocks"])])
+
+
+def scheduled_in(redis: Redis, job_id: str) -> float | None:
+    """Seconds from now until RQ runs the scheduled job `job_id` again, or None if not scheduled."""
+    registry = ScheduledJobRegistry(
+        "countersign", connection=redis, serializer=json_queue("countersign", redis).serializer
+    )
+    score = redis.zscore(registry.key, job_id)
+    return None if score is None else score - time.time()
+
+
+def test_rate_limit_reschedules_for_retry_after_and_posts_once_later(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    sb.inject("chat.postMessage", status=429, retry_after=7)
+    request_id = client.request(refund())
+    drain(redis)
+    assert card_count(sb, request_id) == 0
+    wait = scheduled_in(redis, intake_job_id(request_id))
+    assert wait is not None and 5 < wait <= 7.5  # Retry-After honoured by rescheduling, not sleeping
+    redis.delete("countersign:pace:C0FINANCE")
+    assert post_card(runtime, store.get(request_id)) == "posted"  # type: ignore[arg-type]
+    assert card_count(sb, request_id) == 1
+
+
+def test_a_busy_channel_waits_its_turn_without_holding_up_others(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    first = client.request(refund(run_id="a"))
+    second = client.request(refund(run_id="b"))
+    other = client.request(refund(run_id="c", action="send_email", payload={"to": "x"}))
+    drain(redis)
+    assert card_count(sb, first) == 1 and card_count(sb, other) == 1  # different channels: no wait
+    assert card_count(sb, second) == 0 and scheduled_in(redis, intake_job_id(second)) is not None
+
+
+def test_server_error_is_retried_and_the_lease_given_back(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    sb.inject("chat.postMessage", status=500, times=2)  # the client retries a 500 once itself
+    request_id = client.request(refund())
+    drain(redis)
+    assert card_count(sb, request_id) == 0
+    assert scheduled_in(redis, intake_job_id(request_id)) is not None  # the intake job's RQ Retry
+    row = store.get(request_id)
+    assert row is not None and row.card_lease_until is None
+    redis.delete("countersign:pace:C0FINANCE")
+    assert post_card(runtime, row) == "posted" and card_count(sb, request_id) == 1
+
+
+def test_missing_channel_falls_back_to_the_approvers_and_is_audited(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    sb.inject("chat.postMessage", error="channel_not_found")
+    request_id = client.request(refund())
+    drain(redis)
+    row = store.get(request_id)
+    assert row is not None and row.card_ts is not None and row.channel != "C0FINANCE"
+    assert len(sb.messages(row.channel)) == 1 and sb.messages("C0FINANCE") == []
+    failed = next(e for e in store.audit_trail(request_id) if e.event == "delivery_failed")
+    assert failed.detail == {
+        "why": "channel_not_found",
+        "to_channel": row.channel,
+        "from_channel": "C0FINANCE",
+    }
+
+
+def test_refused_blocks_fall_back_to_a_compact_card(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    sb.inject("chat.postMessage", error="msg_blocks_too_long")
+    request_id = client.request(refund())
+    drain(redis)
+    [card] = sb.messages("C0FINANCE")
+    assert card["blocks"][0]["block_id"] == "compact" and request_id in str(card["blocks"])
+
+
+def test_a_vanished_card_gets_a_fresh_status_message(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    request_id = client.request(refund())
+    drain(redis)
+    request = store.get(request_id)
+    assert request is not None
+    store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", lambda r: {})
+    sb.inject("chat.update", error="message_not_found")
+    decisions.update_card(runtime.slack, store.get(request_id))  # type: ignore[arg-type]
+    messages: list[dict[str, Any]] = sb.messages("C0FINANCE")
+    assert len(messages) == 2 and "Approved by <@U0LEAD>" in str(messages[1]["blocks"])
