@@ -116,7 +116,7 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
             raise StackError(f"PORT {settings.PORT} is already in use; set PORT to a free port")
         _ensure_redis(settings, stack)
         page = _ensure_slack(settings, stack)
-        env.setdefault("COUNTERSIGN_SECRET", secrets.token_hex(32))
+        env.setdefault("COUNTERSIGN_SECRET", _local_secret())
         if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
             env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
         upgrade(create_db_engine(env.get("DATABASE_URL", settings.DATABASE_URL)))
@@ -142,6 +142,17 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
         return stack.wait()
     finally:
         stack.stop()
+
+
+def _local_secret() -> str:
+    """A COUNTERSIGN_SECRET kept in `.run/secret` (mode 600), so grants issued in one local run
+    still verify in the next."""
+    path = Path(".run/secret")
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_hex(32))
+    return path.read_text().strip()
 
 
 def _ensure_redis(settings: Settings, stack: Stack) -> None:

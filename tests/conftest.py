@@ -23,6 +23,7 @@ from redis import Redis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from countersign.router import directory
 from countersign.router import runtime as runtime_module
 from countersign.router.client import ApprovalClient
 from countersign.router.runtime import Runtime
@@ -197,6 +198,7 @@ def env(
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     runtime_module.current.cache_clear()
+    directory.clear_cache()
     yield values
     runtime_module.current.cache_clear()
 

@@ -70,6 +70,25 @@ def load(tmp_path: Path, text: str) -> object:
             "actions.r.editable.amount.min: 'ten' is not a decimal number",
         ),
         ("", "policy: should be a JSON object"),
+        (
+            "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}, self_approval: 'yes'}\n",
+            "defaults.self_approval: Input should be a valid boolean",
+        ),
+        (
+            "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\nactions:\n  r:\n"
+            "    require: [{when: 'true', approvals: 2}]\n",
+            "actions.r: approvers names 1 user(s) but require asks",
+        ),
+        (
+            "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}, timeout: 1h}\nactions:\n  r:\n"
+            "    escalate: [{channel: C0Y, timeout: 1h}]\n",
+            "escalate levels after level 0 are never reached",
+        ),
+        (
+            "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}, timeout: 1h,\n"
+            "  on_timeout: escalate}\n",
+            "actions.defaults: on_timeout is escalate, but no escalate level follows",
+        ),
         ("version: [1\n", "not valid YAML"),
     ],
 )
@@ -125,12 +144,13 @@ def facts(amount: str, confidence: float | None = None) -> dict[str, Any]:
 def test_worked_example_refund_gates() -> None:
     policy = load_policy(Path(__file__).parent.parent / "examples" / "policy.yml")
     assert policy.gate("issue_refund", facts("49.99")) == Gate(
-        False, "auto_approve: double(payload.amount) < 50.0"
+        False, "auto_approve: double(payload.amount) > 0.0 && double(payload.amount) < 50.0"
     )
     assert policy.gate("issue_refund", facts("50.00")) == Gate(
-        True, "auto_approve did not hold: double(payload.amount) < 50.0", 1
+        True, "auto_approve did not hold: double(payload.amount) > 0.0 && double(payload.amount) < 50.0", 1
     )
     assert policy.gate("issue_refund", facts("10000")).approvals == 2
+    assert policy.gate("issue_refund", facts("-100000.00")).review  # a negative refund is not "small"
     broken = policy.gate("issue_refund", facts("fifty"))  # CEL cannot read it: fail closed
     assert broken.review and broken.approvals == 2 and "could not be evaluated" in broken.reason
     assert (

@@ -42,7 +42,7 @@ actions:
     on_timeout: escalate
     escalate:
       - {channel: C0FINLEADS, approvers: {usergroups: [S0FINLEADS]}, timeout: 24h, on_timeout: escalate}
-      - {channel: C0CFO, approvers: {users: [U0BOB]}, timeout: 1h, on_timeout: deny}
+      - {channel: C0CFO, approvers: {users: [U0BOB, U0LEAD]}, timeout: 1h, on_timeout: deny}
     reminders: [1h, 3h]
   send_email:
     review_when: "confidence < 0.9"
@@ -311,3 +311,60 @@ def test_click_racing_the_sweep_and_two_sweepers_end_in_one_terminal_state(
     assert len(terminal) == 1 and status(store, request_id) == terminal[0]
     assert store.outbox_event(request_id) is not None  # exactly one resume event (job_id is unique)
     assert len(store.unpublished()) + json_queue(agent.QUEUE, redis).count == 1
+
+
+def test_a_click_after_the_deadline_is_refused_even_before_the_sweep(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(
+        client, redis, sb, channel="C0APPROVALS", action="send_email", payload={"to": "a@b.c"}
+    )
+    age(store, request_id, expires_at=-1)
+    sb.click("C0APPROVALS", card["ts"], APPROVE_ACTION, "U0LEAD")
+    wait_for(lambda: "timed_out" in [e.detail.get("why") for e in store.audit_trail(request_id)])
+    assert status(store, request_id) == "pending" and "timed out" in sb.ephemerals("U0LEAD")[0]["text"]
+    timeouts.sweep(runtime)
+    assert status(store, request_id) == "expired"
+
+
+def test_escalating_to_fewer_approvers_than_the_quorum_denies(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    request_id, _ = post_card(client, redis, sandbox[0], payload={"amount": "25000.00", "currency": "USD"})
+    store.vote(request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "approved", lambda r: {})
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)
+    row = store.get(request_id)  # S0FINLEADS has one member, fewer than the quorum of 2: fail closed
+    assert row is not None and (row.status, row.timeout_result) == ("expired", "deny")
+    assert "escalation_failed" in events(store, request_id) and sandbox[0].messages("C0FINLEADS") == []
+
+
+def test_a_new_escalation_level_votes_afresh(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    sandbox[0].usergroups["S0FINLEADS"] = ["U0LEAD", "U0BOB"]
+    request_id, _ = post_card(client, redis, sandbox[0], payload={"amount": "25000.00", "currency": "USD"})
+    store.vote(request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "approved", lambda r: {})
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)
+    row = store.get(request_id)
+    assert row is not None and (row.level, row.approvers) == (1, ["U0LEAD", "U0BOB"])
+    assert store.votes(request_id) == []
+    assert "Needs 2 approvals from <@U0LEAD>, <@U0BOB>" in str(sandbox[0].messages("C0FINLEADS")[0]["blocks"])

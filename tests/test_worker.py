@@ -80,3 +80,41 @@ def test_a_killed_worker_leaves_nothing_that_steals_the_next_job(
     finally:
         if first.poll() is None:
             first.kill()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_the_worker_follows_policy_changes_and_keeps_the_last_good_one(
+    env: dict[str, str],
+    redis: Redis,
+    client: ApprovalClient,
+    sandbox: tuple[Sandbox, str],
+    policy_file: Path,
+    tmp_path: Path,
+) -> None:
+    sb, _ = sandbox
+    log = tmp_path / "worker.log"
+    with log.open("wb") as sink:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "countersign.cli", "worker"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def card_in(channel: str, request_id: str) -> bool:
+            return any(request_id in str(m["blocks"]) for m in sb.messages(channel))
+
+        first = client.request(refund(run_id="1"))
+        wait_for(lambda: card_in("C0FINANCE", first), timeout=20, what="the first card")
+        policy_file.write_text(policy_file.read_text().replace("channel: C0FINANCE", "chanel: C0FINANCE"))
+        second = client.request(refund(run_id="2"))
+        wait_for(lambda: card_in("C0FINANCE", second), timeout=20, what="a card under the last good policy")
+        assert "POLICY NOT RELOADED, version 3 stays in force" in log.read_text()
+        policy_file.write_text(policy_file.read_text().replace("chanel: C0FINANCE", "channel: C0NEWFIN"))
+        third = client.request(refund(run_id="3"))
+        wait_for(lambda: card_in("C0NEWFIN", third), timeout=20, what="a card under the fixed policy")
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)

@@ -207,9 +207,9 @@ def compact_card(request: ApprovalRequest) -> Card:
     return _card(request, blocks, f"Approval needed: {request.summary}")
 
 
-def _mentions(users: list[str], limit: int = 10) -> str:
+def _mentions(users: list[str], limit: int = 10, joiner: str = " or ") -> str:
     more = f" (+{len(users) - limit} more)" if len(users) > limit else ""
-    return " or ".join(f"<@{user}>" for user in users[:limit]) + more
+    return joiner.join(f"<@{user}>" for user in users[:limit]) + more
 
 
 def _pending_note(request: ApprovalRequest, approvals: list[dict[str, str]]) -> str:
@@ -218,7 +218,10 @@ def _pending_note(request: ApprovalRequest, approvals: list[dict[str, str]]) -> 
     eligible = [
         u for u in request.approvers if u != request.on_behalf_of or request.rules.get("self_approval")
     ]
-    parts = [f"Needs review by {_mentions(eligible)}"]
+    if request.required_approvals > 1:
+        parts = [f"Needs {request.required_approvals} approvals from {_mentions(eligible, joiner=', ')}"]
+    else:
+        parts = [f"Needs review by {_mentions(eligible)}"]
     if request.required_approvals > 1:
         done = ", ".join(f"<@{a['slack_user_id']}>" for a in approvals) or "none yet"
         parts.append(f"{len(approvals)} of {request.required_approvals} approvals ({done})")
@@ -435,6 +438,14 @@ def reminder_text(request: ApprovalRequest) -> str:
     deadline = f"; it expires {_when(request.expires_at)}" if request.expires_at else ""
     return (
         f"⏰ Reminder for {_mentions(request.approvers)}: this request still waits for a decision{deadline}."
+    )
+
+
+def timed_out_text(request: ApprovalRequest) -> str:
+    """Answer to a click after the request's deadline (the timeout sweep decides it any moment)."""
+    return (
+        f"This request timed out at {_when(request.expires_at)}; the policy's timeout decides it, "
+        "your action changed nothing."
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from ..store import APPROVED, PENDING, REJECTED, AlreadyDecided, ApprovalRequest, Counted, Decided
+from ..store import APPROVED, PENDING, REJECTED, AlreadyDecided, ApprovalRequest, Counted, Decided, TimedOut
 from . import cards, relay
 from .decision import decision_of
 from .edits import EditCheck, check
@@ -78,11 +78,15 @@ def _body(runtime: Runtime) -> Callable[[ApprovalRequest], dict[str, Any]]:
 
 
 def _settle(
-    runtime: Runtime, client: WebClient, result: Decided | AlreadyDecided | Counted, user_id: str
+    runtime: Runtime, client: WebClient, result: Decided | AlreadyDecided | Counted | TimedOut, user_id: str
 ) -> str:
     """Act on a store result: publish and rewrite the card (`decided`), show the quorum so far
     (`counted`), or refuse a late action (`refused`: audited, answered ephemerally)."""
     request = result.request
+    if isinstance(result, TimedOut):
+        runtime.store.refuse(request.id, user_id, "timed_out")
+        tell(client, request.channel, user_id, cards.timed_out_text(request))
+        return "refused"
     if isinstance(result, AlreadyDecided):
         runtime.store.refuse(request.id, user_id, "already_decided", status=request.status)
         tell(client, request.channel, user_id, cards.already_decided_text(request))

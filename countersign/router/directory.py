@@ -34,6 +34,12 @@ def members(client: WebClient, usergroup: str) -> tuple[str, ...]:
     return users
 
 
+def clear_cache() -> None:
+    """Forget every cached membership (the next lookup asks Slack)."""
+    with _lock:
+        _cache.clear()
+
+
 def approvers(client: WebClient, users: list[str], usergroups: list[str]) -> list[str]:
     """The distinct user ids of `users` and every member of `usergroups`, in that order."""
     found = list(users)

@@ -12,7 +12,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,6 +24,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
     model_validator,
 )
@@ -147,10 +148,10 @@ class ActionPolicy(BaseModel):
     edit_rule: CelExpression | None = None
     reject_reason: Literal["required", "optional"] | None = None
     grant_ttl: Duration | None = None
-    self_approval: bool | None = None
+    self_approval: StrictBool | None = None
     auto_approve: CelExpression | None = None
     review_when: CelExpression | None = None
-    always_review: bool | None = None
+    always_review: StrictBool | None = None
     require: list[Requirement] | None = None
     timeout: Duration | None = None
     on_timeout: Literal["deny", "allow", "escalate"] | None = None
@@ -274,6 +275,19 @@ class Policy:
                     "on_timeout": level.on_timeout,
                 }
             )
+        most = max((r.approvals for r in pick("require") or []), default=1)
+        for number, level in enumerate(levels):
+            where = "approvers" if number == 0 else f"escalate[{number - 1}].approvers"
+            if not level["usergroups"] and len(level["users"]) < most:
+                raise PolicyError(
+                    f"{self.path}: actions.{action}: {where} names {len(level['users'])} user(s) "
+                    f"but require asks for up to {most} approvals"
+                )
+            if level["on_timeout"] != "escalate" and number + 1 < len(levels):
+                raise PolicyError(
+                    f"{self.path}: actions.{action}: escalate levels after level {number} are never "
+                    f"reached (its on_timeout is {level['on_timeout']})"
+                )
         for number, level in enumerate(levels):
             if level["on_timeout"] == "escalate" and number + 1 == len(levels):
                 where = "on_timeout" if number == 0 else f"escalate[{number - 1}].on_timeout"
@@ -294,7 +308,11 @@ class Policy:
         a failing `require.when` demands the largest quorum listed.
         """
         pick = self._pick(action)
-        approvals = self._approvals(pick("require") or [], facts)
+        approvals, why_quorum = self._approvals(pick("require") or [], facts)
+        gate = self._gate(action, pick, facts, approvals)
+        return replace(gate, reason=gate.reason + why_quorum) if gate.review and why_quorum else gate
+
+    def _gate(self, action: str, pick: Callable[[str], Any], facts: dict[str, Any], approvals: int) -> Gate:
         if pick("always_review"):
             return Gate(True, f"always_review: every {action} needs a human", approvals)
         auto, review_when = pick("auto_approve"), pick("review_when")
@@ -322,14 +340,22 @@ class Policy:
         return Gate(True, rule, approvals)
 
     @staticmethod
-    def _approvals(requirements: list[Requirement], facts: dict[str, Any]) -> int:
+    def _approvals(requirements: list[Requirement], facts: dict[str, Any]) -> tuple[int, str]:
+        """How many approvals the request needs, and why (empty for the default of one)."""
         for requirement in requirements:
             held = _holds(requirement.when, facts)
             if held is None:
-                return max(r.approvals for r in requirements)
+                most = max(r.approvals for r in requirements)
+                return (
+                    most,
+                    f"; {most} approvals because require.when could not be evaluated ({requirement.when})",
+                )
             if held:
-                return requirement.approvals
-        return 1
+                return (
+                    requirement.approvals,
+                    f"; {requirement.approvals} approvals because {requirement.when}",
+                )
+        return 1, ""
 
     def summary(self) -> str:
         """A human-readable summary of every action class's route (for `countersign policy check`)."""
@@ -377,6 +403,8 @@ def load_policy(path: Path | str) -> Policy:
     policy = Policy(file=file, path=path, sha256=hashlib.sha256(raw).hexdigest())
     for action in file.actions:
         policy.route(action)  # every named action class must resolve to a channel, approvers, a full chain
+    if file.defaults.channel and file.defaults.approvers:
+        policy.route("defaults")  # and so must the defaults, which unnamed action classes use
     return policy
 
 
@@ -422,3 +450,19 @@ class PolicyHolder:
         log.warning(
             "policy reloaded from %s: version %s, sha256 %s", self.path, policy.version, policy.sha256[:12]
         )
+
+
+_holders: dict[Path, PolicyHolder] = {}
+
+
+def holder(path: Path | str) -> PolicyHolder:
+    """The process's `PolicyHolder` for `path`, created (and loaded) on first use.
+
+    Module-level on purpose: RQ runs each job in a child forked from the worker, and the child
+    inherits this holder with the last good policy in force, so a broken file is refused (and the
+    last good policy used) in every job, not only in the process that saw it first.
+    """
+    key = Path(path).resolve()
+    if key not in _holders:
+        _holders[key] = PolicyHolder(key)
+    return _holders[key]

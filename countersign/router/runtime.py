@@ -19,7 +19,7 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, S
 
 from ..config import Settings, load_settings
 from ..store import Store
-from .policy import Policy, PolicyHolder
+from .policy import Policy, PolicyHolder, holder
 
 INTAKE_QUEUE = "countersign"
 SLACK_TIMEOUT_SECONDS = 10
@@ -58,7 +58,7 @@ class Runtime:
         is invalid at first load."""
         self.settings.require("COUNTERSIGN_POLICY", needed_by="routing by policy")
         assert self.settings.COUNTERSIGN_POLICY is not None
-        return PolicyHolder(self.settings.COUNTERSIGN_POLICY)
+        return holder(self.settings.COUNTERSIGN_POLICY)
 
     @property
     def policy(self) -> Policy:

@@ -40,8 +40,11 @@ def _time_out(runtime: Runtime, request: ApprovalRequest) -> int:
     on_timeout = levels[min(request.level, len(levels) - 1)]["on_timeout"]
     if on_timeout == "escalate" and request.level + 1 < len(levels):
         return _escalate(runtime, request, levels[request.level + 1])
+    return _expire(runtime, request, "allow" if on_timeout == "allow" else "deny")
+
+
+def _expire(runtime: Runtime, request: ApprovalRequest, result: str) -> int:
     secret = runtime.settings.COUNTERSIGN_SECRET or ""
-    result = "allow" if on_timeout == "allow" else "deny"
     decided = runtime.store.expire(request, result, lambda row: decision_of(row, secret))
     if decided is None:
         return 0
@@ -57,6 +60,17 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, objec
     except SlackApiError as exc:
         log.error("request %s: cannot resolve the next level's approvers (%s); retrying", request.id, exc)
         return 0
+    if len(approvers) < request.required_approvals:  # a user group shrank below the quorum
+        log.error(
+            "request %s: the next level has %d approver(s) for a quorum of %d; denying",
+            request.id,
+            len(approvers),
+            request.required_approvals,
+        )
+        runtime.store.refuse(
+            request.id, "policy", "too_few_approvers", event="escalation_failed", approvers=approvers
+        )
+        return _expire(runtime, request, "deny")
     row = runtime.store.escalate(request, str(level["channel"]), approvers, level["timeout"])  # type: ignore[arg-type]
     if row is None:
         return 0

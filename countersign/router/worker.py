@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 from rq import Worker
 from rq.scheduler import RQScheduler
@@ -32,6 +33,7 @@ from rq.serializers import JSONSerializer
 from ..config import Settings
 from ..store import check_schema
 from . import relay, timeouts
+from .policy import PolicyHolder
 from .runtime import INTAKE_QUEUE, Runtime
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,18 @@ log = logging.getLogger(__name__)
 SWEEP_INTERVAL_SECONDS = 1.0
 MAINTENANCE_INTERVAL_SECONDS = 60
 HEAL_EVERY_TICKS = 30  # look for resume jobs lost from Redis every 30 s
+
+
+class RouterWorker(Worker):
+    """RQ's forking worker, refreshing the policy in the parent before each job, so that every
+    forked work-horse starts from the newest good policy (and a broken file is reported once)."""
+
+    policies: PolicyHolder | None = None
+
+    def execute_job(self, job: Any, queue: Any) -> Any:
+        if self.policies is not None:
+            self.policies.current()
+        return super().execute_job(job, queue)
 
 
 def run_worker(settings: Settings, burst: bool = False) -> None:
@@ -60,12 +74,13 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
     )
     sweeper.start()
     try:
-        worker = Worker(
+        worker = RouterWorker(
             [runtime.queue(INTAKE_QUEUE)],
             connection=runtime.redis,
             serializer=JSONSerializer,
             maintenance_interval=MAINTENANCE_INTERVAL_SECONDS,
         )
+        worker.policies = runtime.policies
         worker.work(burst=burst)
     finally:
         sweeper.terminate()

@@ -15,6 +15,7 @@ from .state import (
     Decided,
     ExecutionRefused,
     Store,
+    TimedOut,
     resume_job_id,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "OutboxEvent",
     "SchemaOutOfDate",
     "Store",
+    "TimedOut",
     "Vote",
     "check_schema",
     "create_db_engine",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, literal, or_, select, update
+from sqlalchemy import Engine, delete, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -51,6 +51,13 @@ class Counted:
     request: ApprovalRequest
     approvals: list[dict[str, str]]
     repeated: bool = False
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """A reviewer acted after the request's deadline: nothing changed; the policy's timeout decides."""
+
+    request: ApprovalRequest
 
 
 @dataclass(frozen=True)
@@ -215,7 +222,7 @@ class Store:
         approved_payload: dict[str, Any] | None = None,
         edits: list[dict[str, Any]] | None = None,
         grant_ttl: int = 900,
-    ) -> Decided | AlreadyDecided:
+    ) -> Decided | AlreadyDecided | TimedOut:
         """Move a pending request to `outcome` (`approved` | `rejected`), first writer wins.
 
         In one transaction: the conditional UPDATE, the audit event named after the outcome, and the
@@ -229,8 +236,12 @@ class Store:
             raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
         values = _verdict(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
         with self._write() as session:
-            decided = self._decide_in(session, request_id, values, body)
-            return decided or AlreadyDecided(self._one(session, request_id))
+            on_time = () if via != "slack" else (_not_timed_out(),)
+            decided = self._decide_in(session, request_id, values, body, *on_time)
+            if decided is not None:
+                return decided
+            request = self._one(session, request_id)
+            return TimedOut(request) if request.status == PENDING else AlreadyDecided(request)
 
     def _decide_in(
         self,
@@ -282,23 +293,30 @@ class Store:
         *,
         reason: str | None = None,
         grant_ttl: int = 900,
-    ) -> Decided | AlreadyDecided | Counted:
+    ) -> Decided | AlreadyDecided | Counted | TimedOut:
         """Count one approver's vote (`approved` | `rejected`), deciding when it settles the request.
 
         The request row is locked first (`SELECT ... FOR UPDATE` on PostgreSQL; SQLite's
         `BEGIN IMMEDIATE` already serialises writers), so concurrent votes are counted one after the
-        other: none is lost and none counted twice. One rejection rejects; `required_approvals`
+        other: none is lost and none counted twice. A vote after the request's `expires_at` (database
+        clock) is refused (`TimedOut`): the timeout decides, even before the sweep runs. One rejection
+        rejects; `required_approvals`
         distinct approvals approve (`decided_by` lists them all). A second vote by the same approver
         is not counted again (`Counted.repeated`). Raises `LookupError` for an unknown request id.
         """
         with self._write() as session:
-            request = session.scalars(
-                select(ApprovalRequest).where(ApprovalRequest.id == request_id).with_for_update()
+            found = session.execute(
+                select(ApprovalRequest, _not_timed_out().label("on_time"))
+                .where(ApprovalRequest.id == request_id)
+                .with_for_update()
             ).one_or_none()
-            if request is None:
+            if found is None:
                 raise LookupError(f"no approval request {request_id!r}")
+            request, on_time = found
             if request.status != PENDING:
                 return AlreadyDecided(request)
+            if not on_time:
+                return TimedOut(request)
             values = {
                 "request_id": request_id,
                 "slack_user_id": voter["slack_user_id"],
@@ -306,6 +324,7 @@ class Store:
                 "vote": vote,
             }
             if not self._insert(session, Vote, values):
+                self._audit(session, request_id, "vote_repeated", voter["slack_user_id"], vote=vote)
                 return Counted(request, self._approvals(session, request_id), repeated=True)
             self._audit(session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason)
             approvals = self._approvals(session, request_id)
@@ -372,8 +391,9 @@ class Store:
         self, request: ApprovalRequest, channel: str, approvers: list[str], timeout: int | None
     ) -> ApprovalRequest | None:
         """Move a timed-out request to its next escalation level: a new channel and approvers, a
-        fresh clock (`timeout` seconds from the database's now) and reminders, no card yet; audit
-        `escalated` with the old card. Same conditions as `expire`; None if something else won."""
+        fresh clock (`timeout` seconds from the database's now) and reminders, no card yet, and no
+        votes (the new level's approvers decide afresh); audit `escalated` with the old card.
+        Same conditions as `expire`; None if something else won."""
         values = {
             "level": request.level + 1,
             "channel": channel,
@@ -409,6 +429,7 @@ class Store:
                     from_channel=request.channel,
                     from_ts=request.card_ts,
                 )
+                session.execute(delete(Vote).where(Vote.request_id == request.id))  # a new level votes afresh
         return row
 
     def due_for_reminder(self, limit: int = 100) -> list[ApprovalRequest]:
@@ -623,6 +644,11 @@ def _verdict(
         )
         values["grant_expires_at"] = utcnow_plus(grant_ttl)
     return values
+
+
+def _not_timed_out() -> Any:
+    """The request has no deadline, or it has not passed (database clock)."""
+    return or_(ApprovalRequest.expires_at.is_(None), ApprovalRequest.expires_at > utcnow())
 
 
 def _no_live_card_lease() -> Any:
