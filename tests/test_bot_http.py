@@ -81,3 +81,14 @@ def test_malformed_slack_requests_get_a_4xx_never_a_500(sandbox: tuple[Sandbox, 
         _post(url, body, {**form, "X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": signature})
         == 400
     )
+
+
+def test_a_payload_from_another_workspace_is_refused(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    click = sb.click_payload("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    click["team"] = {"id": "T0OTHER", "domain": "elsewhere"}
+    assert sb.send_signed(click)[0] == 403
+    assert status(store, request_id) == "pending"

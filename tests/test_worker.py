@@ -115,6 +115,9 @@ def test_the_worker_follows_policy_changes_and_keeps_the_last_good_one(
         policy_file.write_text(policy_file.read_text().replace("chanel: C0FINANCE", "channel: C0NEWFIN"))
         third = client.request(refund(run_id="3"))
         wait_for(lambda: card_in("C0NEWFIN", third), timeout=20, what="a card under the fixed policy")
+        logged = log.read_text()
+        for secret in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET"):
+            assert env[secret] not in logged  # secrets never reach the logs
     finally:
         worker.terminate()
         worker.wait(timeout=30)
