@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -55,9 +56,9 @@ def _redis_answers(url: str) -> bool:
         return False
 
 
-def _wait_for(predicate: object, what: str) -> None:
+def _wait_for(predicate: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         if time.monotonic() > deadline:
             raise StackError(f"{what} did not start within {STARTUP_TIMEOUT_SECONDS:.0f} s")
         time.sleep(0.05)

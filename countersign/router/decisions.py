@@ -125,7 +125,8 @@ def approve_from_click(runtime: Runtime, client: WebClient, body: dict[str, Any]
     if refusal is not None:
         tell(client, _channel(body), user["slack_user_id"], refusal)
         return "refused"
-    return cast(runtime, client, request, user, APPROVED)  # type: ignore[arg-type]
+    assert request is not None  # _refusal refuses unknown requests
+    return cast(runtime, client, request, user, APPROVED)
 
 
 def _channel(body: dict[str, Any]) -> str | None:
@@ -148,7 +149,10 @@ def open_modal(runtime: Runtime, client: WebClient, body: dict[str, Any]) -> Non
     refusal = None
     if action["action_id"] != cards.DETAILS_ACTION or request is None:  # anyone may read the details
         refusal = _refusal(runtime, request, _request_id(action), body["user"]["id"], action["action_id"])
-    view = cards.notice_view(title, refusal) if refusal is not None else render(request)  # type: ignore[arg-type]
+    if refusal is not None or request is None:
+        view = cards.notice_view(title, refusal or cards.UNKNOWN_REQUEST_TEXT)
+    else:
+        view = render(request)
     client.views_update(view_id=view_id, view=view)
 
 

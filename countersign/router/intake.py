@@ -26,13 +26,13 @@ from .schema import IntakeMessage, InvalidRequest, parse
 log = logging.getLogger(__name__)
 
 
-def intake(message: Any) -> str:
+def intake(message: Any) -> str | Retry:
     """RQ entry point. Returns what happened: `posted` | `found` | `auto_approved` | `duplicate` |
     `dead_letter`, or an RQ `Retry` when Slack rate-limits (the job is rescheduled, no worker sleeps)."""
     return handle(current(), message)
 
 
-def handle(runtime: Runtime, message: Any) -> str:
+def handle(runtime: Runtime, message: Any) -> str | Retry:
     """Turn one intake message (`IntakeMessage` as JSON) into a stored request, then either a card
     for its approvers or, when the policy's gate allows it, an approval by policy (no card)."""
     policy = runtime.policy  # one version for the whole intake, even if the file changes meanwhile
@@ -86,7 +86,7 @@ def handle(runtime: Runtime, message: Any) -> str:
         return post_card(runtime, row)
     except RetryLater as later:
         log.info("request %s: Slack asks to wait %s s before posting; rescheduled", row.id, later.seconds)
-        return Retry(max=1, interval=later.seconds)  # type: ignore[return-value]  # RQ reschedules the job
+        return Retry(max=1, interval=later.seconds)  # RQ reschedules the job
 
 
 def _approvers(runtime: Runtime, route: Route, gate: Gate) -> list[str]:

@@ -253,50 +253,45 @@ class Policy:
 
     def _levels(
         self, action: str, channel: str, approvers: Approvers, pick: Callable[[str], Any]
-    ) -> list[Any]:
-        first = EscalationLevel(
-            channel=channel,
-            approvers=approvers,
-            timeout=pick("timeout") or "1s",
-            on_timeout=pick("on_timeout") or "deny",
-        )
-        chain = [first, *(pick("escalate") or [])]
-        levels = []
-        for number, level in enumerate(chain):
-            channel = level.channel or channel
-            approvers = level.approvers or approvers
-            timeout = duration_seconds(level.timeout) if number or pick("timeout") else None
-            levels.append(
-                {
-                    "channel": channel,
-                    "users": approvers.users,
-                    "usergroups": approvers.usergroups,
-                    "timeout": timeout,
-                    "on_timeout": level.on_timeout,
-                }
+    ) -> list[dict[str, Any]]:
+        """The escalation chain as JSON-ready levels, each inheriting channel and approvers from the
+        one before. Raises `PolicyError` for a chain that cannot work as written."""
+        timeout = pick("timeout")
+        levels = [
+            _level(
+                channel,
+                approvers,
+                duration_seconds(timeout) if timeout else None,
+                pick("on_timeout") or "deny",
             )
-        most = max((r.approvals for r in pick("require") or []), default=1)
-        for number, level in enumerate(levels):
-            where = "approvers" if number == 0 else f"escalate[{number - 1}].approvers"
-            if not level["usergroups"] and len(level["users"]) < most:
-                raise PolicyError(
-                    f"{self.path}: actions.{action}: {where} names {len(level['users'])} user(s) "
-                    f"but require asks for up to {most} approvals"
-                )
-            if level["on_timeout"] != "escalate" and number + 1 < len(levels):
-                raise PolicyError(
-                    f"{self.path}: actions.{action}: escalate levels after level {number} are never "
-                    f"reached (its on_timeout is {level['on_timeout']})"
-                )
-        for number, level in enumerate(levels):
-            if level["on_timeout"] == "escalate" and number + 1 == len(levels):
-                where = "on_timeout" if number == 0 else f"escalate[{number - 1}].on_timeout"
-                raise PolicyError(
-                    f"{self.path}: actions.{action}: {where} is escalate, but no escalate level follows"
-                )
-        if levels[0]["timeout"] is None and (pick("on_timeout") or pick("escalate")):
-            raise PolicyError(f"{self.path}: actions.{action}: on_timeout and escalate need a timeout")
+        ]
+        for step in pick("escalate") or []:
+            channel, approvers = step.channel or channel, step.approvers or approvers
+            levels.append(_level(channel, approvers, duration_seconds(step.timeout), step.on_timeout))
+        self._check_chain(action, levels, max((r.approvals for r in pick("require") or []), default=1))
         return levels
+
+    def _check_chain(self, action: str, levels: list[dict[str, Any]], quorum: int) -> None:
+        def fail(message: str) -> PolicyError:
+            return PolicyError(f"{self.path}: actions.{action}: {message}")
+
+        if levels[0]["timeout"] is None and (levels[0]["on_timeout"] != "deny" or len(levels) > 1):
+            raise fail("on_timeout and escalate need a timeout")
+        for number, level in enumerate(levels):
+            at = "" if number == 0 else f"escalate[{number - 1}]."
+            if not level["usergroups"] and len(level["users"]) < quorum:
+                raise fail(
+                    f"{at}approvers names {len(level['users'])} user(s) but require asks for up to {quorum} "
+                    "approvals"
+                )
+            last = number + 1 == len(levels)
+            if level["on_timeout"] == "escalate" and last:
+                raise fail(f"{at}on_timeout is escalate, but no escalate level follows")
+            if level["on_timeout"] != "escalate" and not last:
+                raise fail(
+                    f"escalate levels after level {number} are never reached (its on_timeout is "
+                    f"{level['on_timeout']})"
+                )
 
     def gate(self, action: str, facts: dict[str, Any]) -> Gate:
         """Decide whether a request needs review, by the action class's rules over `facts`
@@ -364,6 +359,16 @@ class Policy:
             levels = " → ".join(_describe(level) for level in self.route(action).rules["levels"])
             lines.append(f"  {action}: {levels}")
         return "\n".join(lines)
+
+
+def _level(channel: str, approvers: Approvers, timeout: int | None, on_timeout: str) -> dict[str, Any]:
+    return {
+        "channel": channel,
+        "users": approvers.users,
+        "usergroups": approvers.usergroups,
+        "timeout": timeout,
+        "on_timeout": on_timeout,
+    }
 
 
 def _describe(level: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ effects (new card, rewritten card, reminder) follow only the step that won.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
@@ -54,9 +55,9 @@ def _expire(runtime: Runtime, request: ApprovalRequest, result: str) -> int:
     return 1
 
 
-def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, object]) -> int:
+def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, Any]) -> int:
     try:
-        approvers = directory.approvers(runtime.slack, list(level["users"]), list(level["usergroups"]))  # type: ignore[call-overload]
+        approvers = directory.approvers(runtime.slack, level["users"], level["usergroups"])
     except SlackApiError as exc:
         log.error("request %s: cannot resolve the next level's approvers (%s); retrying", request.id, exc)
         return 0
@@ -71,7 +72,7 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, objec
             request.id, "policy", "too_few_approvers", event="escalation_failed", approvers=approvers
         )
         return _expire(runtime, request, "deny")
-    row = runtime.store.escalate(request, str(level["channel"]), approvers, level["timeout"])  # type: ignore[arg-type]
+    row = runtime.store.escalate(request, level["channel"], approvers, level["timeout"])
     if row is None:
         return 0
     log.info("request %s escalated to level %s in %s", request.id, row.level, row.channel)
