@@ -68,7 +68,7 @@ def _refusal(
     else:
         return None
     detail = {"status": request.status} if request is not None and why == "already_decided" else {}
-    runtime.store.refuse(request_id, user_id, why, step=step, **detail)
+    runtime.store.record(request_id, "refused", user_id, why=why, step=step, **detail)
     return text
 
 
@@ -84,11 +84,11 @@ def _settle(
     (`counted`), or refuse a late action (`refused`: audited, answered ephemerally)."""
     request = result.request
     if isinstance(result, TimedOut):
-        runtime.store.refuse(request.id, user_id, "timed_out")
+        runtime.store.record(request.id, "refused", user_id, why="timed_out")
         tell(client, request.channel, user_id, cards.timed_out_text(request))
         return "refused"
     if isinstance(result, AlreadyDecided):
-        runtime.store.refuse(request.id, user_id, "already_decided", status=request.status)
+        runtime.store.record(request.id, "refused", user_id, why="already_decided", status=request.status)
         tell(client, request.channel, user_id, cards.already_decided_text(request))
         return "refused"
     if isinstance(result, Counted):

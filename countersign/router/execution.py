@@ -49,7 +49,7 @@ def execute_approved(
     try:
         verify_grant(runtime.settings.COUNTERSIGN_SECRET or "", decision)
     except ExecutionRefused as refused:
-        runtime.store.refuse(request_id, AGENT, refused.why, event="execution_refused")
+        runtime.store.record(request_id, "execution_refused", AGENT, why=refused.why)
         raise
     runtime.store.claim_execution(request_id, AGENT)
     _refresh_card(runtime, request_id)  # the card says the action started, until its outcome comes

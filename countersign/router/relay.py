@@ -80,8 +80,8 @@ def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, 
     lost = [event for event, exists in zip(events, present, strict=True) if not exists]
     for event in lost:
         _enqueue(redis, event)
-        store.refuse(
-            event.request_id, "relay", "resume_job_lost", event="resume_republished", job_id=event.job_id
+        store.record(
+            event.request_id, "resume_republished", "relay", why="resume_job_lost", job_id=event.job_id
         )
         log.warning("resume job %s was lost from Redis; enqueued again", event.job_id)
     return len(lost)

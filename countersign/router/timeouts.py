@@ -68,8 +68,8 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, Any])
             len(approvers),
             request.required_approvals,
         )
-        runtime.store.refuse(
-            request.id, "policy", "too_few_approvers", event="escalation_failed", approvers=approvers
+        runtime.store.record(
+            request.id, "escalation_failed", "policy", why="too_few_approvers", approvers=approvers
         )
         return _expire(runtime, request, "deny")
     row = runtime.store.escalate(request, level["channel"], approvers, level["timeout"])

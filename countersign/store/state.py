@@ -527,10 +527,10 @@ class Store:
                 self._audit(session, request_id, outcome, actor, detail=detail)
         return row
 
-    def refuse(self, request_id: str, actor: str, why: str, event: str = "refused", **detail: Any) -> None:
-        """Audit a refused attempt (`event`, with `why`); the request itself does not change."""
+    def record(self, request_id: str, event: str, actor: str | None, **detail: Any) -> None:
+        """Append an audit event that changes nothing else (a refused click, a lost job sent again)."""
         with self._write() as session:
-            self._audit(session, request_id, event, actor, why=why, **detail)
+            self._audit(session, request_id, event, actor, **detail)
 
     def record_duplicate(self, duplicate_id: str, request_id: str) -> None:
         """Note (audit `duplicate_of`) that `duplicate_id` was issued for the same key and payload as
