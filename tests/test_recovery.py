@@ -1,0 +1,69 @@
+"""Crash points between two steps, replayed on real Redis and databases: whatever step a process
+died after, the sweeps finish the work once."""
+
+from __future__ import annotations
+
+from redis import Redis
+
+from countersign.router import relay
+from countersign.router.client import ApprovalClient
+from countersign.router.decision import decision_of
+from countersign.router.runtime import Runtime, json_queue
+from countersign.sandbox import Sandbox
+from countersign.store import Store, resume_job_id
+
+from . import agent
+from .helpers import drain
+from .test_flow import refund
+
+
+def decided_without_publishing(client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime) -> str:
+    """A request approved in the database whose web process died before publishing the resume."""
+    request_id = client.request(refund(resume={"queue": agent.QUEUE, "func": agent.EXECUTE_FUNC}))
+    drain(redis)
+    secret = runtime.settings.COUNTERSIGN_SECRET or ""
+    store.vote(
+        request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", lambda r: decision_of(r, secret)
+    )
+    return request_id
+
+
+def test_decision_committed_but_not_published_is_published_by_the_sweep(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    assert json_queue(agent.QUEUE, redis).count == 0 and [e.request_id for e in store.unpublished()] == [
+        request_id
+    ]
+    assert relay.sweep(store, redis) == 1
+    assert relay.sweep(store, redis) == 0
+    drain(redis, agent.QUEUE)
+    assert agent.executed(redis) == [{"amount": "120.00", "currency": "USD"}]
+
+
+def test_relay_died_after_enqueue_before_marking_enqueues_nothing_twice(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    [event] = store.unpublished()
+    json_queue(event.queue, redis).enqueue(event.func, event.body, job_id=event.job_id)  # then the relay died
+    assert relay.sweep(store, redis) == 1  # marks it published; the unique job id refuses a second job
+    assert json_queue(agent.QUEUE, redis).job_ids == [resume_job_id(request_id)]
+    drain(redis, agent.QUEUE)
+    drain(redis, agent.QUEUE)
+    assert len(agent.executed(redis)) == 1
+
+
+def test_agent_running_the_same_decision_twice_acts_once(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    relay.sweep(store, redis)
+    drain(redis, agent.QUEUE)
+    redis.delete(f"rq:job:{resume_job_id(request_id)}")  # the job's record is gone: it is enqueued again
+    assert relay.heal(store, redis) == 1
+    drain(redis, agent.QUEUE)  # the second delivery is refused by the grant's single use
+    assert len(agent.executed(redis)) == 1
+    assert [e.detail.get("why") for e in store.audit_trail(request_id) if e.event == "execution_refused"] == [
+        "already_executed"
+    ]
