@@ -19,16 +19,16 @@ run: install
 	$(BIN)/countersign run
 
 test: install
-	$(BIN)/ruff check countersign tests examples
+	$(BIN)/ruff check countersign tests examples bench
 	$(BIN)/pytest
 
 lint: install
-	$(BIN)/ruff check countersign tests examples
-	$(BIN)/ruff format --check countersign tests examples
+	$(BIN)/ruff check countersign tests examples bench
+	$(BIN)/ruff format --check countersign tests examples bench
 
 format: install
-	$(BIN)/ruff format countersign tests examples
-	$(BIN)/ruff check --fix countersign tests examples
+	$(BIN)/ruff format countersign tests examples bench
+	$(BIN)/ruff check --fix countersign tests examples bench
 
 clean:
 	rm -rf $(VENV) countersign.egg-info .pytest_cache .ruff_cache

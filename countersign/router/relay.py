@@ -15,6 +15,7 @@ import logging
 
 from redis import Redis
 from redis.exceptions import RedisError
+from rq import Retry
 from rq.exceptions import DuplicateJobError
 from rq.job import Job
 
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 
 RESUME_RESULT_TTL_SECONDS = 7 * 24 * 3600
 HEAL_WINDOW_SECONDS = 24 * 3600  # well inside RESUME_RESULT_TTL_SECONDS
+# A resume job whose worker died (RQ moves it to the failed registry as abandoned) runs again;
+# `execute_approved` still lets the payload run at most once.
+RESUME_RETRY = Retry(max=3, interval=[10, 60, 300])
 RESUME_TIMEOUT_SECONDS = 600
 
 
@@ -37,6 +41,7 @@ def _enqueue(redis: Redis, event: OutboxEvent) -> None:
             unique=True,
             result_ttl=RESUME_RESULT_TTL_SECONDS,
             job_timeout=RESUME_TIMEOUT_SECONDS,
+            retry=RESUME_RETRY,
             description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
         )
     except DuplicateJobError:

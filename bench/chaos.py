@@ -1,0 +1,381 @@
+"""Chaos test: many approval requests while web, worker and agent processes are SIGKILLed and Redis
+restarts empty; then a check in the spirit of Jepsen's total-queue test.
+
+    python bench/chaos.py --requests 300 --kills 12
+
+Runs real processes (`countersign web` under gunicorn, `countersign worker`, an RQ agent worker
+running `bench.chaos_agent.execute` through `approved_action`), a private `redis-server` and the
+Slack sandbox, against SQLite (or `--database-url`). Reviewers click Approve (duplicates, concurrent
+quorum votes and non-approvers included) and click again when a card stays pending, as people do;
+the agent sends a request again (same idempotency key) when the router has not stored it after a
+while, as `RouterUnavailable` tells it to. Afterwards every request must be in exactly one terminal
+state with exactly one card and a complete audit trail, and every approved action must have run
+exactly once, or be flagged as started with no outcome (the agent was killed inside the action:
+countersign runs an action at most once, and shows that case on the card for a human).
+Prints one table and exits 1 on any loss or duplicate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from redis import Redis
+from sqlalchemy import select
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from countersign import ApprovalClient, RouterUnavailable  # noqa: E402
+from countersign.router.cards import APPROVE_ACTION  # noqa: E402
+from countersign.sandbox import Sandbox, serve  # noqa: E402
+from countersign.stack import free_port  # noqa: E402
+from countersign.store import ApprovalRequest, Store, create_db_engine, upgrade  # noqa: E402
+
+POLICY = """\
+version: 1
+defaults: {channel: C0CHAOS, approvers: {users: [U0LEAD, U0ALICE]}}
+actions:
+  refund: {channel: C0REFUND}
+  email: {channel: C0EMAIL, approvers: {users: [U0LEAD]}}
+  deploy: {channel: C0DEPLOY, require: [{when: "true", approvals: 2}]}
+"""
+ACTIONS = ("refund", "email", "deploy")
+TERMINAL = ("approved", "rejected", "expired")
+
+
+class Child:
+    """A supervised child process in its own process group, restartable after a kill."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.name, self.argv, self.env, self.log = name, argv, env, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as sink:
+            self.process = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=ROOT,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class Chaos:
+    """One run: the components, the load, the faults, and the check."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.tmp = Path(tempfile.mkdtemp(prefix="countersign-chaos-"))
+        self.rng = random.Random(args.seed)
+        self.stop = threading.Event()
+        self.kills = 0
+        self.redis_restarts = 0
+        self.submitted: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.redis_port = free_port()
+        self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
+        self.redis_server = Child(
+            "redis",
+            [
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            dict(os.environ),
+            self.tmp / "redis.log",
+        )
+        self._start_redis()
+        database_url = self.args.database_url or f"sqlite:///{self.tmp / 'chaos.db'}"
+        upgrade(create_db_engine(database_url))
+        self.store = Store.from_url(database_url)
+        self.sandbox = Sandbox(signing_secret=secrets.token_hex(16))
+        self.sandbox_server = serve(self.sandbox)
+        port = free_port()
+        self.sandbox.interactivity_url = f"http://127.0.0.1:{port}/slack/events"
+        (self.tmp / "policy.yml").write_text(POLICY)
+        self.effects = self.tmp / "effects.log"
+        self.effects.touch()
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "SLACK_BOT_TOKEN": "xoxb-chaos",
+            "SLACK_SIGNING_SECRET": self.sandbox.signing_secret,
+            "SLACK_API_URL": self.sandbox_server.url + "/api/",
+            "REDIS_URL": self.redis_url,
+            "DATABASE_URL": database_url,
+            "PORT": str(port),
+            "COUNTERSIGN_POLICY": str(self.tmp / "policy.yml"),
+            "COUNTERSIGN_SECRET": secrets.token_hex(32),
+            "CHAOS_EFFECTS": str(self.effects),
+        }
+        python = [sys.executable, "-m"]
+        self.children = {
+            "web": Child(
+                "web",
+                [*python, "countersign.cli", "web", "--workers", "1", "--host", "127.0.0.1"],
+                env,
+                self.tmp / "web.log",
+            ),
+            "worker": Child("worker", [*python, "countersign.cli", "worker"], env, self.tmp / "worker.log"),
+            "agent": Child(
+                "agent",
+                [
+                    *python,
+                    "rq.cli",
+                    "worker",
+                    "--url",
+                    self.redis_url,
+                    "-S",
+                    "rq.serializers.JSONSerializer",
+                    "--maintenance-interval",
+                    "15",
+                    "chaos-agent",
+                ],
+                env,
+                self.tmp / "agent.log",
+            ),
+        }
+        for child in self.children.values():
+            child.start()
+        self.client = ApprovalClient(Redis.from_url(self.redis_url), self.store)
+
+    def _start_redis(self) -> None:
+        self.redis_server.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if Redis.from_url(self.redis_url).ping():
+                    return
+            except Exception:  # not up yet
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    # -- load -------------------------------------------------------------------------------------
+    def request(self, number: int) -> None:
+        key = f"chaos-{number}"
+        action = ACTIONS[number % len(ACTIONS)]
+        while not self.stop.is_set():
+            try:
+                self.client.request(
+                    action=action,
+                    payload={"key": key, "n": number},
+                    summary=f"chaos {number}",
+                    requester="chaos",
+                    idempotency_key=key,
+                    resume={"queue": "chaos-agent", "func": "bench.chaos_agent.execute"},
+                )
+                break
+            except RouterUnavailable:
+                time.sleep(0.2)
+        with self.lock:
+            self.submitted.setdefault(key, time.monotonic())
+
+    def submit_all(self) -> None:
+        gap = self.args.submit_seconds / self.args.requests
+        for number in range(self.args.requests):
+            self.request(number)
+            time.sleep(gap)
+
+    def resend(self) -> None:
+        """An agent whose request the router has not stored after 20 s sends it again."""
+        while not self.stop.wait(10):
+            stored = self.stored_keys()
+            with self.lock:
+                late = [
+                    k for k, at in self.submitted.items() if k not in stored and time.monotonic() - at > 20
+                ]
+            for key in late:
+                self.request(int(key.rsplit("-", 1)[1]))
+
+    def stored_keys(self) -> set[str]:
+        with self.store.engine.connect() as connection:
+            return set(connection.execute(select(ApprovalRequest.idempotency_key)).scalars())
+
+    def pending_cards(self) -> list[tuple[ApprovalRequest, str]]:
+        with self.store.engine.connect() as connection:
+            rows = connection.execute(
+                select(
+                    ApprovalRequest.id,
+                    ApprovalRequest.channel,
+                    ApprovalRequest.card_ts,
+                    ApprovalRequest.required_approvals,
+                ).where(ApprovalRequest.status == "pending", ApprovalRequest.card_ts.is_not(None))
+            ).all()
+        return rows  # type: ignore[return-value]
+
+    def click(self, channel: str, ts: str, user: str) -> None:
+        with contextlib.suppress(
+            OSError, LookupError, RuntimeError
+        ):  # web is down, or the card has no buttons
+            self.sandbox.click(channel, ts, APPROVE_ACTION, user)
+
+    def review(self) -> None:
+        """Reviewers: approve every pending card; again after 3 s if it is still pending."""
+        last: dict[str, float] = {}
+        while not self.stop.wait(0.3):
+            for row in self.pending_cards():
+                if time.monotonic() - last.get(row.id, 0) < 3:
+                    continue
+                last[row.id] = time.monotonic()
+                users = ["U0LEAD", "U0ALICE"] if row.required_approvals > 1 else ["U0LEAD"]
+                if self.rng.random() < 0.2:
+                    users.append("U0LEAD")  # a double click
+                if self.rng.random() < 0.1:
+                    users.append("U0MALLORY")  # not an approver
+                threads = [
+                    threading.Thread(target=self.click, args=(row.channel, row.card_ts, u)) for u in users
+                ]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+
+    # -- faults -----------------------------------------------------------------------------------
+    def faults(self) -> None:
+        for number in range(self.args.kills):
+            if self.stop.wait(self.rng.uniform(2, 6)):
+                return
+            if number == self.args.kills // 2:
+                self.redis_server.kill()
+                self._start_redis()
+                self.redis_restarts += 1
+            victim = self.children[self.rng.choice(list(self.children))]
+            victim.kill()
+            self.kills += 1
+            time.sleep(self.rng.uniform(0.2, 1.0))
+            victim.start()
+
+    def supervise(self) -> None:
+        while not self.stop.wait(1):
+            for child in self.children.values():
+                if not child.alive():
+                    child.start()
+
+    # -- run and check ----------------------------------------------------------------------------
+    def run(self) -> int:
+        self.start()
+        threads = [
+            threading.Thread(target=f, daemon=True) for f in (self.review, self.resend, self.supervise)
+        ]
+        for thread in threads:
+            thread.start()
+        faults = threading.Thread(target=self.faults, daemon=True)
+        faults.start()
+        self.submit_all()
+        faults.join()
+        deadline = time.monotonic() + self.args.settle_seconds
+        while time.monotonic() < deadline and not self.settled():
+            time.sleep(2)
+        self.stop.set()
+        for child in self.children.values():
+            child.kill()
+        return self.report()
+
+    def rows(self) -> list[ApprovalRequest]:
+        with self.store._read() as session:
+            return list(session.scalars(select(ApprovalRequest)))
+
+    def settled(self) -> bool:
+        rows = self.rows()
+        effects = Counter(self.effects.read_text().split())
+        done = all(
+            r.status in TERMINAL and (r.status != "approved" or r.execution or effects[r.idempotency_key])
+            for r in rows
+        )
+        return done and len(rows) == self.args.requests
+
+    def report(self) -> int:
+        rows = {r.idempotency_key: r for r in self.rows()}
+        effects = Counter(self.effects.read_text().split())
+        cards = Counter(
+            m["metadata"]["event_payload"]["request_id"]
+            for m in self.sandbox.messages()
+            if m.get("metadata") and not m.get("thread_ts")
+        )
+        keys = [f"chaos-{n}" for n in range(self.args.requests)]
+        lost = [k for k in keys if k not in rows or rows[k].status not in TERMINAL]
+        approved = [rows[k] for k in keys if k in rows and rows[k].status == "approved"]
+        audits = {r.id: {e.event for e in self.store.audit_trail(r.id)} for r in rows.values()}
+        counts = {
+            "requests": self.args.requests,
+            "kills": self.kills,
+            "redis restarts": self.redis_restarts,
+            "approved": len(approved),
+            "lost (no terminal state)": len(lost),
+            "duplicated cards": sum(1 for r in rows.values() if cards[r.id] > 1),
+            "missing cards": sum(1 for r in rows.values() if r.decided_via == "slack" and cards[r.id] == 0),
+            "executed once": sum(1 for r in approved if effects[r.idempotency_key] == 1),
+            "duplicated executions": sum(1 for k, n in effects.items() if n > 1),
+            "started, no outcome (flagged)": sum(
+                1 for r in approved if not effects[r.idempotency_key] and r.execution == "started"
+            ),
+            "never executed": sum(
+                1 for r in approved if not effects[r.idempotency_key] and r.execution != "started"
+            ),
+            "incomplete audit trails": sum(
+                1 for r in rows.values() if not {"requested", r.status, "resume_published"} <= audits[r.id]
+            ),
+        }
+        width = max(len(name) for name in counts)
+        print(f"{'check'.ljust(width)}  count")
+        for name, value in counts.items():
+            print(f"{name.ljust(width)}  {value}")
+        print(f"(logs in {self.tmp})")
+        failures = (
+            "lost (no terminal state)",
+            "duplicated cards",
+            "missing cards",
+            "duplicated executions",
+            "never executed",
+            "incomplete audit trails",
+        )
+        return 1 if any(counts[name] for name in failures) else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--kills", type=int, default=12)
+    parser.add_argument(
+        "--submit-seconds", type=float, default=60.0, help="spread the requests over this long"
+    )
+    parser.add_argument("--settle-seconds", type=float, default=240.0, help="then wait at most this long")
+    parser.add_argument("--database-url", help="default: a new SQLite file")
+    parser.add_argument("--seed", type=int, default=None)
+    return Chaos(parser.parse_args()).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
