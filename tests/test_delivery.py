@@ -12,13 +12,13 @@ from redis import Redis
 from rq.registry import ScheduledJobRegistry
 
 from countersign.router import decisions
-from countersign.router.client import ApprovalClient, intake_job_id
+from countersign.router.client import ApprovalClient, RouterUnavailable, intake_job_id
 from countersign.router.delivery import post_card
 from countersign.router.runtime import Runtime, json_queue
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 
-from .helpers import drain
+from .helpers import drain, wait_for
 from .test_flow import refund
 
 
@@ -119,3 +119,46 @@ def test_a_vanished_card_gets_a_fresh_status_message(
     decisions.update_card(runtime.slack, store.get(request_id))  # type: ignore[arg-type]
     messages: list[dict[str, Any]] = sb.messages("C0FINANCE")
     assert len(messages) == 2 and "Approved by <@U0LEAD>" in str(messages[1]["blocks"])
+
+
+def test_a_post_slower_than_the_client_timeout_is_found_not_posted_twice(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    from slack_sdk import WebClient
+    from sqlalchemy import update
+
+    from countersign.store.models import ApprovalRequest, utcnow_plus
+
+    sb, url = sandbox
+    runtime.__dict__["slack"] = WebClient(
+        token="xoxb-test", base_url=url + "/api/", timeout=1, retry_handlers=[]
+    )
+    sb.inject("chat.postMessage", delay_s=2)  # Slack posts it, but after the client gave up
+    request_id = client.request(refund())
+    drain(redis)
+    wait_for(lambda: card_count(sb, request_id) == 1, what="the slow post to land")
+    row = store.get(request_id)
+    assert row is not None and row.card_ts is None  # the worker never learnt the ts
+    with store.engine.begin() as connection:  # the posting lease runs out
+        connection.execute(
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id)
+            .values(card_lease_until=utcnow_plus(-1))
+        )
+    redis.delete("countersign:pace:C0FINANCE")
+    assert post_card(runtime, store.get(request_id)) == "found"  # type: ignore[arg-type]
+    assert card_count(sb, request_id) == 1
+
+
+def test_the_agent_is_told_clearly_when_redis_is_unreachable(store: Store) -> None:
+    from countersign.stack import free_port
+
+    down = ApprovalClient(
+        Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1), store
+    )
+    try:
+        down.request(refund())
+    except RouterUnavailable as exc:
+        assert "retry with the same key" in str(exc)
+    else:
+        raise AssertionError("request() succeeded without Redis")
