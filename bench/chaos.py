@@ -61,8 +61,13 @@ class Child:
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
         self.name, self.argv, self.env, self.log = name, argv, env, log
         self.process: subprocess.Popen[bytes] | None = None
+        self.lock = threading.Lock()  # one instance at a time, whoever restarts it
 
     def start(self) -> None:
+        with self.lock:
+            self._start()
+
+    def _start(self) -> None:
         with self.log.open("ab") as sink:
             self.process = subprocess.Popen(
                 self.argv,
@@ -73,14 +78,29 @@ class Child:
                 start_new_session=True,
             )
 
-    def kill(self) -> None:
+    def _kill(self) -> None:
         if self.process is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+    def kill(self) -> None:
+        """SIGKILL the process group (an RQ work-horse has a group of its own: it finishes its job)."""
+        with self.lock:
+            self._kill()
+
+    def crash_and_restart(self, down_seconds: float) -> None:
+        """SIGKILL, stay down `down_seconds`, start again."""
+        with self.lock:
+            self._kill()
+            time.sleep(down_seconds)
+            self._start()
+
+    def restart_if_dead(self) -> None:
+        """Start the process again if it exited on its own (e.g. it lost Redis)."""
+        with self.lock:
+            if self.process is not None and self.process.poll() is not None:
+                self._start()
 
 
 class Chaos:
@@ -271,24 +291,18 @@ class Chaos:
                 self.redis_server.kill()
                 self._start_redis()
                 self.redis_restarts += 1
-            victim = self.children[self.rng.choice(list(self.children))]
-            victim.kill()
+            self.children[self.rng.choice(list(self.children))].crash_and_restart(self.rng.uniform(0.2, 1.0))
             self.kills += 1
-            time.sleep(self.rng.uniform(0.2, 1.0))
-            victim.start()
 
     def supervise(self) -> None:
         while not self.stop.wait(1):
             for child in self.children.values():
-                if not child.alive():
-                    child.start()
+                child.restart_if_dead()
 
     # -- run and check ----------------------------------------------------------------------------
     def run(self) -> int:
         self.start()
-        threads = [
-            threading.Thread(target=f, daemon=True) for f in (self.review, self.resend, self.supervise)
-        ]
+        threads = [threading.Thread(target=f) for f in (self.review, self.resend, self.supervise)]
         for thread in threads:
             thread.start()
         faults = threading.Thread(target=self.faults, daemon=True)
@@ -299,8 +313,11 @@ class Chaos:
         while time.monotonic() < deadline and not self.settled():
             time.sleep(2)
         self.stop.set()
+        for thread in threads:
+            thread.join()
         for child in self.children.values():
             child.kill()
+        self.redis_server.kill()
         return self.report()
 
     def rows(self) -> list[ApprovalRequest]:
