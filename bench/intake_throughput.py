@@ -1,0 +1,174 @@
+"""Intake throughput: approval requests routed end to end per second, against a no-op RQ baseline.
+
+    python bench/intake_throughput.py --requests 1000 --workers 2
+
+End to end = enqueued by `ApprovalClient.request` → stored → card posted to the Slack sandbox (no
+added latency) → its `ts` stored. The baseline runs the same number of no-op jobs through the same
+RQ worker class, JSON serializer and worker count, in the same run. Requests are spread over 200
+action classes with a channel each, so Slack's one-message-a-second pace per channel (which
+countersign honours) does not cap the figure. Uses a private redis-server and, with
+`--database-url`, PostgreSQL (default: a new SQLite file). Prints one table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from redis import Redis
+from rq import Worker
+from sqlalchemy import func, select
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.chaos import Child  # noqa: E402
+from countersign import ApprovalClient  # noqa: E402
+from countersign.router.runtime import json_queue  # noqa: E402
+from countersign.sandbox import Sandbox, serve  # noqa: E402
+from countersign.stack import free_port  # noqa: E402
+from countersign.store import ApprovalRequest, Store, create_db_engine, upgrade  # noqa: E402
+
+CLASSES = 200
+
+
+def policy() -> str:
+    actions = "\n".join(f"  a{n}: {{channel: C0B{n:03d}}}" for n in range(CLASSES))
+    return (
+        f"version: 1\ndefaults: {{channel: C0BENCH, approvers: {{users: [U0LEAD]}}}}\nactions:\n{actions}\n"
+    )
+
+
+def run_workers(count: int, argv: list[str], env: dict[str, str], log: Path) -> list[Child]:
+    workers = [Child(f"worker-{n}", argv, env, log) for n in range(count)]
+    for worker in workers:
+        worker.start()
+    return workers
+
+
+def wait_until(done: Callable[[], bool], timeout: float) -> None:
+    start = time.monotonic()
+    while not done():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError("the benchmark did not finish in time")
+        time.sleep(0.02)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--database-url")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
+    port = free_port()
+    redis_url = f"redis://127.0.0.1:{port}/0"
+    redis_server = Child(
+        "redis",
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        dict(os.environ),
+        tmp / "redis.log",
+    )
+    redis_server.start()
+    redis = Redis.from_url(redis_url)
+    wait_until(lambda: _pings(redis), 10)
+    database_url = args.database_url or f"sqlite:///{tmp / 'bench.db'}"
+    engine = create_db_engine(database_url)
+    upgrade(engine)
+    with engine.begin() as connection:  # a clean slate on a reused PostgreSQL database
+        connection.execute(ApprovalRequest.__table__.delete())
+    sandbox = Sandbox(signing_secret="bench")
+    server = serve(sandbox)
+    (tmp / "policy.yml").write_text(policy())
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SLACK_BOT_TOKEN": "xoxb-bench",
+        "SLACK_API_URL": server.url + "/api/",
+        "REDIS_URL": redis_url,
+        "DATABASE_URL": database_url,
+        "COUNTERSIGN_POLICY": str(tmp / "policy.yml"),
+        "COUNTERSIGN_SECRET": secrets.token_hex(16),
+    }
+    python = [sys.executable, "-m"]
+    try:
+        queue = json_queue("baseline", redis)
+        workers = run_workers(
+            args.workers,
+            [
+                *python,
+                "rq.cli",
+                "worker",
+                "--url",
+                redis_url,
+                "-S",
+                "rq.serializers.JSONSerializer",
+                "baseline",
+            ],
+            env,
+            tmp / "b.log",
+        )
+        wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
+        start = time.monotonic()
+        for _ in range(args.requests):
+            queue.enqueue("bench.noop.noop")
+        wait_until(lambda: queue.finished_job_registry.count >= args.requests, 600)
+        baseline = time.monotonic() - start
+        for worker in workers:
+            worker.kill()
+        redis.flushall()
+
+        client = ApprovalClient(redis, Store(engine))
+        workers = run_workers(args.workers, [*python, "countersign.cli", "worker"], env, tmp / "w.log")
+        wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
+        start = time.monotonic()
+        for n in range(args.requests):
+            client.request(
+                action=f"a{n % CLASSES}",
+                payload={"n": n},
+                summary=f"bench {n}",
+                requester="bench",
+                idempotency_key=f"bench-{n}",
+                resume={"queue": "agent", "func": "bench.x.y"},
+            )
+        wait_until(lambda: _cards(engine) >= args.requests, 900)
+        routed = time.monotonic() - start
+        for worker in workers:
+            worker.kill()
+    finally:
+        redis_server.kill()
+        server.shutdown()
+    rate, base_rate = args.requests / routed, args.requests / baseline
+    print(f"{'measure':34}  value")
+    print(f"{'requests':34}  {args.requests}")
+    print(f"{'RQ workers':34}  {args.workers}")
+    print(f"{'database':34}  {database_url.split(':', 1)[0]}")
+    print(f"{'no-op RQ jobs per second':34}  {base_rate:.0f}")
+    print(f"{'requests routed per second':34}  {rate:.0f}")
+    print(f"{'ratio (target >= 0.5)':34}  {rate / base_rate:.2f}")
+    return 0
+
+
+def _pings(redis: Redis) -> bool:
+    try:
+        return bool(redis.ping())
+    except Exception:  # not up yet
+        return False
+
+
+def _cards(engine: object) -> int:
+    with engine.connect() as connection:  # type: ignore[attr-defined]
+        return connection.execute(
+            select(func.count()).select_from(ApprovalRequest).where(ApprovalRequest.card_ts.is_not(None))
+        ).scalar_one()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
