@@ -92,3 +92,15 @@ def test_a_payload_from_another_workspace_is_refused(
     click["team"] = {"id": "T0OTHER", "domain": "elsewhere"}
     assert sb.send_signed(click)[0] == 403
     assert status(store, request_id) == "pending"
+
+
+def test_timestamps_that_are_not_plain_digits_get_401(bot: str) -> None:
+    for timestamp in ("²", "¹²³", "9" * 5000):
+        assert (
+            _post(
+                bot + "/slack/events",
+                b"payload=%7B%7D",
+                {"X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": "v0=00"},
+            )
+            == 401
+        )

@@ -13,7 +13,7 @@ from rq.registry import ScheduledJobRegistry
 
 from countersign.router import decisions
 from countersign.router.client import ApprovalClient, RouterUnavailable, intake_job_id
-from countersign.router.delivery import post_card
+from countersign.router.delivery import RetryLater, post_card
 from countersign.router.runtime import Runtime, json_queue
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -46,8 +46,25 @@ def test_rate_limit_reschedules_for_retry_after_and_posts_once_later(
     wait = scheduled_in(redis, intake_job_id(request_id))
     assert wait is not None and 5 < wait <= 7.5  # Retry-After honoured by rescheduling, not sleeping
     redis.delete("countersign:pace:C0FINANCE")
+    assert post_card(runtime, store.get(request_id)) == "duplicate"  # type: ignore[arg-type]  # not before then
+    lease_runs_out(store, request_id)
+    redis.delete("countersign:pace:C0FINANCE")
     assert post_card(runtime, store.get(request_id)) == "posted"  # type: ignore[arg-type]
     assert card_count(sb, request_id) == 1
+
+
+def lease_runs_out(store: Store, request_id: str) -> None:
+    """Time passes: the posting lease (or back-off) of the request runs out."""
+    from sqlalchemy import update
+
+    from countersign.store.models import ApprovalRequest, utcnow_plus
+
+    with store.engine.begin() as connection:
+        connection.execute(
+            update(ApprovalRequest)
+            .where(ApprovalRequest.id == request_id)
+            .values(card_lease_until=utcnow_plus(-1))
+        )
 
 
 def test_a_busy_channel_waits_its_turn_without_holding_up_others(
@@ -62,7 +79,7 @@ def test_a_busy_channel_waits_its_turn_without_holding_up_others(
     assert card_count(sb, second) == 0 and scheduled_in(redis, intake_job_id(second)) is not None
 
 
-def test_server_error_is_retried_and_the_lease_given_back(
+def test_server_error_is_retried_after_a_back_off(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
 ) -> None:
     sb, _ = sandbox
@@ -71,10 +88,11 @@ def test_server_error_is_retried_and_the_lease_given_back(
     drain(redis)
     assert card_count(sb, request_id) == 0
     assert scheduled_in(redis, intake_job_id(request_id)) is not None  # the intake job's RQ Retry
-    row = store.get(request_id)
-    assert row is not None and row.card_lease_until is None
+    failed = next(e for e in store.audit_trail(request_id) if e.event == "delivery_failed")
+    assert failed.detail == {"why": "internal_error", "retry_in": 30}  # backs off, and says so
+    lease_runs_out(store, request_id)
     redis.delete("countersign:pace:C0FINANCE")
-    assert post_card(runtime, row) == "posted" and card_count(sb, request_id) == 1
+    assert post_card(runtime, store.get(request_id)) == "posted" and card_count(sb, request_id) == 1  # type: ignore[arg-type]
 
 
 def test_missing_channel_falls_back_to_the_approvers_and_is_audited(
@@ -162,3 +180,42 @@ def test_the_agent_is_told_clearly_when_redis_is_unreachable(store: Store) -> No
         assert "retry with the same key" in str(exc)
     else:
         raise AssertionError("request() succeeded without Redis")
+
+
+def test_a_refused_fallback_is_not_retried_in_a_loop(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    sb.inject("chat.postMessage", error="channel_not_found", times=2)  # the channel, then the group DM
+    request_id = client.request(refund())
+    drain(redis)
+    assert len(sb.calls("chat.postMessage")) == 2 and len(sb.calls("conversations.open")) == 1
+    events = [e.event for e in store.audit_trail(request_id)]
+    assert events.count("delivery_failed") == 2  # rerouted once, then refused and backed off
+    assert store.get(request_id).card_ts is None  # type: ignore[union-attr]
+
+
+def test_a_failing_lookup_for_an_earlier_card_never_posts_blind(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    request_id = client.request(refund())
+    drain(redis)
+    with store.engine.begin() as connection:  # the ts was never stored, and the lease ran out
+        from sqlalchemy import update
+
+        from countersign.store.models import ApprovalRequest
+
+        connection.execute(
+            update(ApprovalRequest).where(ApprovalRequest.id == request_id).values(card_ts=None)
+        )
+    lease_runs_out(store, request_id)
+    redis.delete("countersign:pace:C0FINANCE")
+    sb.inject("conversations.history", status=429, retry_after=9)
+    try:
+        post_card(runtime, store.get(request_id))  # type: ignore[arg-type]
+    except RetryLater as later:
+        assert later.seconds == 9
+    else:
+        raise AssertionError("posted without knowing whether the card exists")
+    assert card_count(sb, request_id) == 1

@@ -368,3 +368,20 @@ def test_a_new_escalation_level_votes_afresh(
     assert row is not None and (row.level, row.approvers) == (1, ["U0LEAD", "U0BOB"])
     assert store.votes(request_id) == []
     assert "Needs 2 approvals from <@U0LEAD>, <@U0BOB>" in str(sandbox[0].messages("C0FINLEADS")[0]["blocks"])
+
+
+def test_an_escalation_to_a_user_group_that_is_gone_denies(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    del sandbox[0].usergroups["S0FINLEADS"]
+    request_id, _ = post_card(client, redis, sandbox[0])
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)
+    row = store.get(request_id)
+    assert row is not None and (row.status, row.timeout_result) == ("expired", "deny")
+    assert "escalation_failed" in events(store, request_id)

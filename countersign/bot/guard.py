@@ -40,7 +40,9 @@ def refuse(environ: dict[str, Any], signing_secret: str, team_id: str | None = N
     environ["wsgi.input"] = io.BytesIO(body)
     timestamp = str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", ""))
     signature = str(environ.get("HTTP_X_SLACK_SIGNATURE", ""))
-    if not timestamp.isdigit() or not SignatureVerifier(signing_secret).is_valid(body, timestamp, signature):
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
+        return UNAUTHORIZED
+    if not SignatureVerifier(signing_secret).is_valid(body, timestamp, signature):
         return UNAUTHORIZED
     form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
     if "payload" not in form:

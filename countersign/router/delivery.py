@@ -9,9 +9,9 @@
   the last second makes the job wait (`RetryLater`), leaving the worker free for other channels.
   A `429` is honoured the same way, for its `Retry-After` seconds. No worker ever sleeps.
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
-  `not_in_channel` / `channel_not_found` / `is_archived` fall back to a DM (a group DM for several
-  approvers) and are audited as `delivery_failed`. Other errors propagate, and the intake job's
-  RQ retries (with backoff) or the sweep try again later.
+  `not_in_channel` / `channel_not_found` / `is_archived` fall back once to a DM (a group DM for
+  several approvers). What is still refused is audited as `delivery_failed` and tried again with a
+  growing delay (the posting lease is pushed out), as is a `429` for its `Retry-After`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 CARD_EVENT = "countersign_request"
 PACE_MILLISECONDS = 1000
 RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
+BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at most every 10 minutes
+MAX_BACKOFF_SECONDS = 600
 BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
 
@@ -54,33 +56,41 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
     claimed = runtime.store.claim_card(row.id)
     if claimed is None:
         return "duplicate"
-    ts = _find_card(runtime, claimed) if claimed.card_attempts > 1 else None
-    outcome = "found" if ts is not None else "posted"
-    if ts is None:
-        ts = _post(runtime, claimed)
-    runtime.store.attach_card(row.id, ts)
+    try:
+        ts = _find_card(runtime, claimed) if claimed.card_attempts > 1 else None
+        outcome = "found" if ts is not None else "posted"
+        if ts is None:
+            ts = _post(runtime, claimed)
+    except RetryLater as later:
+        runtime.store.defer_card(row.id, later.seconds)
+        raise
+    except SlackApiError as exc:  # refused for good this time: back off, and say so in the audit trail
+        seconds = min(BACKOFF_SECONDS * claimed.card_attempts, MAX_BACKOFF_SECONDS)
+        runtime.store.defer_card(row.id, seconds)
+        runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
+        raise
+    runtime.store.attach_card(row.id, ts, claimed.level)
     log.info("request %s: card %s at %s", row.id, outcome, ts)
     return outcome
 
 
-def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False) -> str:
+def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False, rerouted: bool = False) -> str:
     card = cards.compact_card(request) if compact else cards.request_card(request)
     metadata = {"event_type": CARD_EVENT, "event_payload": {"request_id": request.id, "level": request.level}}
     try:
-        return str(
-            runtime.slack.chat_postMessage(channel=request.channel, metadata=metadata, **card.message())["ts"]
+        response = runtime.slack.chat_postMessage(
+            channel=request.channel, metadata=metadata, **card.message()
         )
+        return str(response["ts"])
     except SlackApiError as exc:
         error = exc.response.get("error")
         if exc.response.status_code == 429 or error in RATE_LIMITED:
-            runtime.store.release_card(request.id)
             raise RetryLater(_retry_after(exc)) from None
         if error in BAD_BLOCKS and not compact:
             log.warning("request %s: Slack refused the card (%s); posting a compact one", request.id, error)
-            return _post(runtime, request, compact=True)
-        if error in NO_CHANNEL:
-            return _post(runtime, _reroute(runtime, request, error), compact)
-        runtime.store.release_card(request.id)
+            return _post(runtime, request, compact=True, rerouted=rerouted)
+        if error in NO_CHANNEL and not rerouted:
+            return _post(runtime, _reroute(runtime, request, error), compact, rerouted=True)
         raise
 
 
@@ -94,10 +104,16 @@ def _retry_after(exc: SlackApiError) -> int:
 
 
 def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> ApprovalRequest:
-    """Send the card to the approvers directly instead; audited as `delivery_failed`."""
-    if request.channel.startswith(("U", "W", "D")):
+    """Send the card to the approvers directly instead (once); audited as `delivery_failed`.
+
+    Raises the original `SlackApiError` when there is nobody to send it to: a DM already, or no
+    approver but the human the agent acts for.
+    """
+    users = [u for u in request.approvers if u != request.on_behalf_of or request.rules.get("self_approval")][
+        :8
+    ]
+    if request.channel.startswith(("U", "W", "D")) or not users:
         raise SlackApiError(f"cannot deliver to {request.channel} ({error})", {"ok": False, "error": error})
-    users = [u for u in request.approvers if u != request.on_behalf_of][:8] or request.approvers[:1]
     direct = (
         users[0]
         if len(users) == 1
@@ -110,7 +126,9 @@ def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> Approval
         error,
         direct,
     )
-    rerouted = runtime.store.reroute(request.id, direct, why=error, from_channel=request.channel)
+    rerouted = runtime.store.reroute(
+        request.id, direct, request.level, why=error, from_channel=request.channel
+    )
     return rerouted or request
 
 
@@ -122,6 +140,10 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
             channel=row.channel, oldest=f"{oldest:.6f}", limit=200, include_all_metadata=True
         )["messages"]
     except SlackApiError as exc:
+        if exc.response.status_code == 429 or exc.response.status_code >= 500:
+            raise RetryLater(_retry_after(exc)) from None  # look again later; never post blind on a blip
+        # Cannot read this conversation at all (not a member, a DM by user id, a missing scope): posting
+        # again is the only way the card is seen; at worst it shows twice, and either copy works.
         log.warning(
             "request %s: cannot look for an earlier card (%s); posting", row.id, exc.response.get("error")
         )

@@ -21,7 +21,7 @@ from .decision import decision_of
 from .delivery import RetryLater, post_card
 from .policy import Gate, PolicyError, Route
 from .runtime import Runtime, current
-from .schema import IntakeMessage, InvalidRequest, parse
+from .schema import ApprovalRequestV1, IntakeMessage, InvalidRequest, parse
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def handle(runtime: Runtime, message: Any) -> str | Retry:
                 "action": request.action,
             },
         )
-        approvers = _approvers(runtime, route, gate)
+        approvers = _approvers(runtime, route, gate, request)
     except (InvalidRequest, PolicyError) as exc:
         return _dead_letter(runtime, message, str(exc))
     row, _ = runtime.store.create(
@@ -89,7 +89,7 @@ def handle(runtime: Runtime, message: Any) -> str | Retry:
         return Retry(max=1, interval=later.seconds)  # RQ reschedules the job
 
 
-def _approvers(runtime: Runtime, route: Route, gate: Gate) -> list[str]:
+def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequestV1) -> list[str]:
     """The first level's approvers, user groups resolved. Raises `PolicyError` when they cannot
     be resolved or are too few for the quorum the gate asks for."""
     if not gate.review:
@@ -100,9 +100,11 @@ def _approvers(runtime: Runtime, route: Route, gate: Gate) -> list[str]:
         raise PolicyError(
             f"approvers of {route.channel}: usergroups.users.list failed ({exc.response.get('error')})"
         ) from None
-    if len(found) < gate.approvals:
+    eligible = [u for u in found if u != request.on_behalf_of or route.rules.get("self_approval")]
+    if len(eligible) < gate.approvals:
         raise PolicyError(
-            f"the policy asks for {gate.approvals} approvals but names {len(found)} approver(s)"
+            f"the policy asks for {gate.approvals} approval(s) but names {len(eligible)} approver(s) who may "
+            "approve (the human the agent acts for may not approve their own request)"
         )
     return found
 

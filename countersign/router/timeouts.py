@@ -10,6 +10,7 @@ effects (new card, rewritten card, reminder) follow only the step that won.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -25,15 +26,24 @@ log = logging.getLogger(__name__)
 
 def sweep(runtime: Runtime, limit: int = 100) -> int:
     """Time out, escalate and remind what is due; returns how many requests changed state."""
-    changed = sum(_time_out(runtime, request) for request in runtime.store.due_for_timeout(limit))
+    changed = sum(_each(_time_out, runtime, request) for request in runtime.store.due_for_timeout(limit))
     for request in runtime.store.due_for_reminder(limit):
-        _remind(runtime, request)
+        _each(_remind, runtime, request)
     for request in runtime.store.due_for_card(limit=limit):
-        try:
-            post_card(runtime, request)  # its posting died with a process: find the card or post it
-        except (SlackApiError, RetryLater) as exc:
-            log.warning("request %s: card not posted (%s); retrying", request.id, exc)
+        _each(post_card, runtime, request)  # its posting died with a process: find the card or post it
     return changed
+
+
+def _each(step: Callable[[Runtime, ApprovalRequest], Any], runtime: Runtime, request: ApprovalRequest) -> int:
+    """Run one request's step; a failure (Slack down, a network error) is logged and retried on a
+    later tick without holding up the other requests or the rest of the sweep."""
+    try:
+        return 1 if step(runtime, request) else 0
+    except RetryLater as later:
+        log.info("request %s: retrying in %s s", request.id, later.seconds)
+    except Exception:
+        log.exception("request %s: sweep step failed; retrying later", request.id)
+    return 0
 
 
 def _time_out(runtime: Runtime, request: ApprovalRequest) -> int:
@@ -59,8 +69,9 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, Any])
     try:
         approvers = directory.approvers(runtime.slack, level["users"], level["usergroups"])
     except SlackApiError as exc:
-        log.error("request %s: cannot resolve the next level's approvers (%s); retrying", request.id, exc)
-        return 0
+        if exc.response.status_code == 429 or exc.response.status_code >= 500:
+            raise RetryLater(5) from None  # Slack is busy: the next tick tries again
+        approvers = []  # Slack refused for good (e.g. the user group is gone): nobody can decide
     if len(approvers) < request.required_approvals:  # a user group shrank below the quorum
         log.error(
             "request %s: the next level has %d approver(s) for a quorum of %d; denying",

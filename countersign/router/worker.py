@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rq import Worker
@@ -94,19 +95,27 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
     runtime = Runtime(settings)
     scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
     ticks = 0
-    while os.getppid() == parent_pid:
-        try:
-            _tick(runtime, scheduler)
+    try:
+        while os.getppid() == parent_pid:
+            steps: list[tuple[str, Callable[[], object]]] = [
+                ("scheduler", lambda: _schedule(scheduler)),
+                ("timeouts", lambda: timeouts.sweep(runtime)),
+                ("relay", lambda: _relay(runtime)),
+            ]
             if ticks % HEAL_EVERY_TICKS == 0:
-                relay.heal(runtime.store, runtime.redis)
-        except Exception:
-            log.exception("sweep failed; retrying")
-        ticks += 1
-        time.sleep(SWEEP_INTERVAL_SECONDS)
-    scheduler.release_locks()
+                steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))
+            for name, step in steps:  # each step on its own: one failing does not stop the others
+                try:
+                    step()
+                except Exception:
+                    log.exception("sweep step %s failed; retrying", name)
+            ticks += 1
+            time.sleep(SWEEP_INTERVAL_SECONDS)
+    finally:
+        scheduler.release_locks()  # also on SIGTERM, so a restarted worker schedules at once
 
 
-def _tick(runtime: Runtime, scheduler: RQScheduler) -> None:
+def _schedule(scheduler: RQScheduler) -> None:
     if scheduler.acquired_locks:
         scheduler.heartbeat()
     else:
@@ -114,7 +123,9 @@ def _tick(runtime: Runtime, scheduler: RQScheduler) -> None:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # acquire_locks installs its own handler
     if scheduler.acquired_locks:
         scheduler.enqueue_scheduled_jobs()
-    timeouts.sweep(runtime)
+
+
+def _relay(runtime: Runtime) -> None:
     published = relay.sweep(runtime.store, runtime.redis)
     if published:
         log.info("relay sweep published %d resume event(s)", published)

@@ -150,16 +150,18 @@ class Store:
             )
             return session.scalars(stmt).one_or_none()
 
-    def release_card(self, request_id: str) -> None:
-        """Give up the posting lease after Slack refused the post (nothing was posted)."""
+    def defer_card(self, request_id: str, seconds: int) -> None:
+        """Keep everyone from posting the card for `seconds` (Slack refused it or asked to wait)."""
         with self._write() as session:
             session.execute(
                 update(ApprovalRequest)
                 .where(ApprovalRequest.id == request_id, ApprovalRequest.card_ts.is_(None))
-                .values(card_lease_until=None)
+                .values(card_lease_until=utcnow_plus(seconds))
             )
 
-    def reroute(self, request_id: str, channel: str, why: str, **detail: Any) -> ApprovalRequest | None:
+    def reroute(
+        self, request_id: str, channel: str, level: int, why: str, **detail: Any
+    ) -> ApprovalRequest | None:
         """Send a pending request's card to `channel` instead (its original channel refused it);
         audited as `delivery_failed`. None if the request has a card already or is decided."""
         with self._write() as session:
@@ -169,6 +171,7 @@ class Store:
                     ApprovalRequest.id == request_id,
                     ApprovalRequest.status == PENDING,
                     ApprovalRequest.card_ts.is_(None),
+                    ApprovalRequest.level == level,
                 )
                 .values(channel=channel)
                 .returning(ApprovalRequest)
@@ -192,16 +195,22 @@ class Store:
                     _no_live_card_lease(),
                     ApprovalRequest.level_started_at <= utcnow_plus(-grace_seconds),
                 )
+                .order_by(ApprovalRequest.level_started_at)
                 .limit(limit)
             )
             return list(session.scalars(stmt))
 
-    def attach_card(self, request_id: str, ts: str) -> bool:
-        """Record the Slack `ts` of the request's card, once; audit `card_posted`. False if it had one."""
+    def attach_card(self, request_id: str, ts: str, level: int = 0) -> bool:
+        """Record the Slack `ts` of the request's card at escalation `level`, once; audit
+        `card_posted`. False if it had one, or the request moved on to another level meanwhile."""
         with self._write() as session:
             stmt = (
                 update(ApprovalRequest)
-                .where(ApprovalRequest.id == request_id, ApprovalRequest.card_ts.is_(None))
+                .where(
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.card_ts.is_(None),
+                    ApprovalRequest.level == level,
+                )
                 .values(card_ts=ts)
                 .returning(ApprovalRequest.id)
             )
