@@ -134,21 +134,17 @@ class Store:
         the card and died before `attach_card`, so look for it before posting again.
         """
         with self._write() as session:
-            stmt = (
-                update(ApprovalRequest)
-                .where(
+            return _update_request(
+                session,
+                (
                     ApprovalRequest.id == request_id,
                     ApprovalRequest.status == PENDING,
                     ApprovalRequest.card_ts.is_(None),
                     _no_live_card_lease(),
-                )
-                .values(
-                    card_lease_until=utcnow_plus(lease_seconds),
-                    card_attempts=ApprovalRequest.card_attempts + 1,
-                )
-                .returning(ApprovalRequest)
+                ),
+                card_lease_until=utcnow_plus(lease_seconds),
+                card_attempts=ApprovalRequest.card_attempts + 1,
             )
-            return session.scalars(stmt).one_or_none()
 
     def defer_card(self, request_id: str, seconds: int) -> None:
         """Keep everyone from posting the card for `seconds` (Slack refused it or asked to wait)."""
@@ -165,18 +161,16 @@ class Store:
         """Send a pending request's card to `channel` instead (its original channel refused it);
         audited as `delivery_failed`. None if the request has a card already or is decided."""
         with self._write() as session:
-            stmt = (
-                update(ApprovalRequest)
-                .where(
+            row = _update_request(
+                session,
+                (
                     ApprovalRequest.id == request_id,
                     ApprovalRequest.status == PENDING,
                     ApprovalRequest.card_ts.is_(None),
                     ApprovalRequest.level == level,
-                )
-                .values(channel=channel)
-                .returning(ApprovalRequest)
+                ),
+                channel=channel,
             )
-            row = session.scalars(stmt).one_or_none()
             if row is not None:
                 self._audit(
                     session, request_id, "delivery_failed", None, why=why, to_channel=channel, **detail
@@ -204,17 +198,12 @@ class Store:
         """Record the Slack `ts` of the request's card at escalation `level`, once; audit
         `card_posted`. False if it had one, or the request moved on to another level meanwhile."""
         with self._write() as session:
-            stmt = (
-                update(ApprovalRequest)
-                .where(
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.card_ts.is_(None),
-                    ApprovalRequest.level == level,
-                )
-                .values(card_ts=ts)
-                .returning(ApprovalRequest.id)
+            where = (
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.card_ts.is_(None),
+                ApprovalRequest.level == level,
             )
-            attached = session.execute(stmt).first() is not None
+            attached = _update_request(session, where, card_ts=ts) is not None
             if attached:
                 self._audit(session, request_id, "card_posted", None, ts=ts)
         return attached
@@ -262,13 +251,9 @@ class Store:
         **detail: Any,
     ) -> Decided | None:
         """The conditional UPDATE out of `pending` (plus `where`), its audit event and its outbox row."""
-        stmt = (
-            update(ApprovalRequest)
-            .where(ApprovalRequest.id == request_id, ApprovalRequest.status == PENDING, *where)
-            .values(**values)
-            .returning(ApprovalRequest)
+        row = _update_request(
+            session, (ApprovalRequest.id == request_id, ApprovalRequest.status == PENDING, *where), **values
         )
-        row = session.scalars(stmt).one_or_none()
         if row is None:
             return None
         actor = values["decided_by"][0]["slack_user_id"] if values["decided_by"] else None
@@ -416,17 +401,15 @@ class Store:
             "card_attempts": 0,
         }
         with self._write() as session:
-            stmt = (
-                update(ApprovalRequest)
-                .where(
+            row = _update_request(
+                session,
+                (
                     ApprovalRequest.id == request.id,
                     ApprovalRequest.status == PENDING,
                     *self._timed_out(request),
-                )
-                .values(**values)
-                .returning(ApprovalRequest)
+                ),
+                **values,
             )
-            row = session.scalars(stmt).one_or_none()
             if row is not None:
                 self._audit(
                     session,
@@ -465,18 +448,13 @@ class Store:
             else None
         )
         with self._write() as session:
-            stmt = (
-                update(ApprovalRequest)
-                .where(
-                    ApprovalRequest.id == request.id,
-                    ApprovalRequest.status == PENDING,
-                    ApprovalRequest.level == request.level,
-                    ApprovalRequest.reminders_sent == request.reminders_sent,
-                )
-                .values(reminders_sent=sent, next_reminder_at=later)
-                .returning(ApprovalRequest.id)
+            where = (
+                ApprovalRequest.id == request.id,
+                ApprovalRequest.status == PENDING,
+                ApprovalRequest.level == request.level,
+                ApprovalRequest.reminders_sent == request.reminders_sent,
             )
-            claimed = session.execute(stmt).first() is not None
+            claimed = _update_request(session, where, reminders_sent=sent, next_reminder_at=later) is not None
             if claimed:
                 self._audit(session, request.id, "reminded", None, level=request.level, reminder=sent)
         return claimed
@@ -490,18 +468,17 @@ class Store:
         `grant_expired`), audited as `execution_refused`.
         """
         with self._write() as session:
-            stmt = (
-                update(ApprovalRequest)
-                .where(
+            row = _update_request(
+                session,
+                (
                     ApprovalRequest.id == request_id,
                     ApprovalRequest.approved_payload.is_not(None),
                     ApprovalRequest.execution.is_(None),
                     ApprovalRequest.grant_expires_at > utcnow(),
-                )
-                .values(execution=STARTED, executed_at=utcnow())
-                .returning(ApprovalRequest)
+                ),
+                execution=STARTED,
+                executed_at=utcnow(),
             )
-            row = session.scalars(stmt).one_or_none()
             if row is not None:
                 self._audit(session, request_id, "execution_started", actor)
                 return row
@@ -521,17 +498,17 @@ class Store:
         """
         outcome = EXECUTED if ok else FAILED
         with self._write() as session:
-            stmt = (
-                update(ApprovalRequest)
-                .where(
+            row = _update_request(
+                session,
+                (
                     ApprovalRequest.id == request_id,
                     ApprovalRequest.approved_payload.is_not(None),
                     or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == STARTED),
-                )
-                .values(execution=outcome, execution_detail=detail, executed_at=utcnow())
-                .returning(ApprovalRequest)
+                ),
+                execution=outcome,
+                execution_detail=detail,
+                executed_at=utcnow(),
             )
-            row = session.scalars(stmt).one_or_none()
             if row is not None:
                 self._audit(session, request_id, outcome, actor, detail=detail)
         return row
@@ -653,6 +630,13 @@ def _verdict(
         )
         values["grant_expires_at"] = utcnow_plus(grant_ttl)
     return values
+
+
+def _update_request(session: Session, where: tuple[Any, ...], **values: Any) -> ApprovalRequest | None:
+    """One conditional UPDATE of a request: the updated row, or None when `where` did not hold
+    (someone else got there first)."""
+    stmt = update(ApprovalRequest).where(*where).values(**values).returning(ApprovalRequest)
+    return session.scalars(stmt).one_or_none()
 
 
 def _not_timed_out() -> Any:
