@@ -223,7 +223,7 @@ def _socket(_args: argparse.Namespace) -> None:
 def _worker(args: argparse.Namespace) -> None:
     from .router.worker import run_worker
 
-    run_worker(load_settings(), burst=args.burst)
+    run_worker(burst=args.burst)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,6 +1,11 @@
 """The router worker: an RQ worker on the `countersign` queue plus the periodic relay sweep.
 
-RQ settings, chosen so that nothing is lost or run twice by the transport:
+RQ settings, chosen so that nothing is lost or run twice by the transport, and for speed:
+- RQ's `SimpleWorker`, which runs jobs in the worker process instead of forking a work-horse per
+  job: the database pool, the Slack and Redis clients and SQLAlchemy's compiled-statement cache
+  then outlive one job. Forking threw them away after every job and made intake about seven times
+  slower than a no-op job (BENCHMARKS.md, "Intake throughput"). Intake jobs are idempotent, and a
+  job left behind by a killed worker is handled as before (RQ's maintenance, the card sweep);
 - one queue per worker, so RQ dequeues atomically with `BLMOVE` (Redis >= 6.2) instead of a
   `BLPOP` whose move into the started registry is not atomic (rq issue #1716);
 - the JSON serializer (DESIGN.md, invariant 9);
@@ -8,12 +13,12 @@ RQ settings, chosen so that nothing is lost or run twice by the transport:
   the sweep process below rather than RQ's own forked one: a forked child inherits the worker's
   Redis socket, and after a SIGKILL of the worker it keeps the worker's blocked `BLMOVE` alive in
   Redis, which then moves the next job into a queue nobody reads;
-- a short maintenance interval, so jobs abandoned by a killed work-horse are noticed in about a
+- a short maintenance interval, so jobs abandoned by a killed worker are noticed in about a
   minute rather than RQ's default ten (https://python-rq.org/docs/workers/).
 
-The sweep runs in a spawned child process rather than a thread (the RQ worker forks a work-horse
-per job, and forking a process that has other threads can copy locks in a held state); it exits
-when its parent worker is gone.
+The sweep runs in a spawned child process rather than a thread, with its own connections, so
+that a slow sweep never holds up intake (and the GIL) and RQ's scheduler never shares the
+worker's Redis connection; it exits when its parent worker is gone.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rq import Worker
+from rq import SimpleWorker
 from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
@@ -35,7 +40,7 @@ from ..config import Settings
 from ..store import check_schema
 from . import relay, timeouts
 from .policy import PolicyHolder
-from .runtime import INTAKE_QUEUE, Runtime
+from .runtime import INTAKE_QUEUE, Runtime, current
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +49,9 @@ MAINTENANCE_INTERVAL_SECONDS = 60
 HEAL_EVERY_TICKS = 30  # look for resume jobs lost from Redis every 30 s
 
 
-class RouterWorker(Worker):
-    """RQ's forking worker, refreshing the policy in the parent before each job, so that every
-    forked work-horse starts from the newest good policy (and a broken file is reported once)."""
+class RouterWorker(SimpleWorker):
+    """RQ's non-forking worker, refreshing the policy before each job, so that every job runs
+    with the newest good policy (and a broken file is reported once)."""
 
     policies: PolicyHolder | None = None
 
@@ -56,13 +61,15 @@ class RouterWorker(Worker):
         return super().execute_job(job, queue)
 
 
-def run_worker(settings: Settings, burst: bool = False) -> None:
-    """Run the router worker until stopped (or, with `burst`, until the queue is empty).
+def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
+    """Run the router worker until stopped (or, with `burst`, until the queue is empty), with
+    `runtime` (default: this process's `current()`, which the jobs use too).
 
     Checks at start that the Slack token, the policy, the database schema and Redis are usable,
     raising `ConfigError`, `PolicyError`, `SchemaOutOfDate` or a connection error otherwise.
     """
-    runtime = Runtime(settings)
+    runtime = runtime or current()
+    settings = runtime.settings
     settings.require(
         "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, literal
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -61,24 +61,27 @@ def _sqlite_utcnow(element: utcnow, compiler: Any, **kw: Any) -> str:
 
 
 class utcnow_plus(FunctionElement[datetime]):
-    """The database's current UTC time plus a whole number of seconds."""
+    """The database's current UTC time plus a whole number of seconds (negative: minus).
+
+    The seconds are a bound parameter, so statements using this stay in SQLAlchemy's compiled
+    statement cache instead of being compiled again on every call."""
 
     type = UTCDateTime()
-    inherit_cache = False
+    inherit_cache = True
 
     def __init__(self, seconds: int) -> None:
-        self.seconds = int(seconds)
-        super().__init__()
+        super().__init__(literal(int(seconds), Integer()))
 
 
 @compiles(utcnow_plus, "postgresql")
 def _pg_utcnow_plus(element: utcnow_plus, compiler: Any, **kw: Any) -> str:
-    return f"(CURRENT_TIMESTAMP + INTERVAL '{element.seconds} seconds')"
+    return f"(CURRENT_TIMESTAMP + make_interval(secs => {compiler.process(element.clauses, **kw)}))"
 
 
 @compiles(utcnow_plus, "sqlite")
 def _sqlite_utcnow_plus(element: utcnow_plus, compiler: Any, **kw: Any) -> str:
-    return f"strftime('%Y-%m-%d %H:%M:%f', 'now', '{element.seconds:+d} seconds')"
+    seconds = compiler.process(element.clauses, **kw)
+    return f"strftime('%Y-%m-%d %H:%M:%f', 'now', ({seconds}) || ' seconds')"
 
 
 class Base(DeclarativeBase):
