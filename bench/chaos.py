@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import random
 import secrets
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,14 +31,21 @@ from pathlib import Path
 from redis import Redis
 from sqlalchemy import select
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from countersign import ApprovalClient, RouterUnavailable  # noqa: E402
-from countersign.router.cards import APPROVE_ACTION  # noqa: E402
-from countersign.sandbox import Sandbox, serve  # noqa: E402
-from countersign.stack import free_port  # noqa: E402
-from countersign.store import ApprovalRequest, Store, create_db_engine, upgrade  # noqa: E402
+from bench.common import (
+    PYTHON_M,
+    Child,
+    countersign_env,
+    print_table,
+    start_redis,
+    wait_for_redis,
+)
+from countersign import ApprovalClient, RouterUnavailable
+from countersign.router.cards import APPROVE_ACTION
+from countersign.sandbox import Sandbox, serve
+from countersign.stack import free_port
+from countersign.store import ApprovalRequest, Store, create_db_engine, upgrade
 
 POLICY = """\
 version: 1
@@ -53,54 +57,6 @@ actions:
 """
 ACTIONS = ("refund", "email", "deploy")
 TERMINAL = ("approved", "rejected", "expired")
-
-
-class Child:
-    """A supervised child process in its own process group, restartable after a kill."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
-        self.name, self.argv, self.env, self.log = name, argv, env, log
-        self.process: subprocess.Popen[bytes] | None = None
-        self.lock = threading.Lock()  # one instance at a time, whoever restarts it
-
-    def start(self) -> None:
-        with self.lock:
-            self._start()
-
-    def _start(self) -> None:
-        with self.log.open("ab") as sink:
-            self.process = subprocess.Popen(
-                self.argv,
-                env=self.env,
-                cwd=ROOT,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def _kill(self) -> None:
-        if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def kill(self) -> None:
-        """SIGKILL the process group (an RQ work-horse has a group of its own: it finishes its job)."""
-        with self.lock:
-            self._kill()
-
-    def crash_and_restart(self, down_seconds: float) -> None:
-        """SIGKILL, stay down `down_seconds`, start again."""
-        with self.lock:
-            self._kill()
-            time.sleep(down_seconds)
-            self._start()
-
-    def restart_if_dead(self) -> None:
-        """Start the process again if it exited on its own (e.g. it lost Redis)."""
-        with self.lock:
-            if self.process is not None and self.process.poll() is not None:
-                self._start()
 
 
 class Chaos:
@@ -118,25 +74,7 @@ class Chaos:
 
     # -- set-up ---------------------------------------------------------------------------------
     def start(self) -> None:
-        self.redis_port = free_port()
-        self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
-        self.redis_server = Child(
-            "redis",
-            [
-                "redis-server",
-                "--port",
-                str(self.redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            dict(os.environ),
-            self.tmp / "redis.log",
-        )
-        self._start_redis()
+        self.redis_server, self.redis_url = start_redis(self.tmp)
         database_url = self.args.database_url or f"sqlite:///{self.tmp / 'chaos.db'}"
         upgrade(create_db_engine(database_url))
         self.store = Store.from_url(database_url)
@@ -144,23 +82,16 @@ class Chaos:
         self.sandbox_server = serve(self.sandbox)
         port = free_port()
         self.sandbox.interactivity_url = f"http://127.0.0.1:{port}/slack/events"
-        (self.tmp / "policy.yml").write_text(POLICY)
         self.effects = self.tmp / "effects.log"
         self.effects.touch()
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "SLACK_BOT_TOKEN": "xoxb-chaos",
+        env = countersign_env(
+            self.tmp, POLICY, self.redis_url, database_url, self.sandbox_server.url + "/api/"
+        ) | {
             "SLACK_SIGNING_SECRET": self.sandbox.signing_secret,
-            "SLACK_API_URL": self.sandbox_server.url + "/api/",
-            "REDIS_URL": self.redis_url,
-            "DATABASE_URL": database_url,
             "PORT": str(port),
-            "COUNTERSIGN_POLICY": str(self.tmp / "policy.yml"),
-            "COUNTERSIGN_SECRET": secrets.token_hex(32),
             "CHAOS_EFFECTS": str(self.effects),
         }
-        python = [sys.executable, "-m"]
+        python = PYTHON_M
         self.children = {
             "web": Child(
                 "web",
@@ -190,17 +121,6 @@ class Chaos:
         for child in self.children.values():
             child.start()
         self.client = ApprovalClient(Redis.from_url(self.redis_url), self.store)
-
-    def _start_redis(self) -> None:
-        self.redis_server.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if Redis.from_url(self.redis_url).ping():
-                    return
-            except Exception:  # not up yet
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
 
     # -- load -------------------------------------------------------------------------------------
     def request(self, number: int) -> None:
@@ -289,7 +209,7 @@ class Chaos:
                 return
             if number == self.args.kills // 2:
                 self.redis_server.kill()
-                self._start_redis()
+                wait_for_redis(self.redis_server, self.redis_url)
                 self.redis_restarts += 1
             self.children[self.rng.choice(list(self.children))].crash_and_restart(self.rng.uniform(0.2, 1.0))
             self.kills += 1
@@ -365,10 +285,7 @@ class Chaos:
                 1 for r in rows.values() if not {"requested", r.status, "resume_published"} <= audits[r.id]
             ),
         }
-        width = max(len(name) for name in counts)
-        print(f"{'check'.ljust(width)}  count")
-        for name, value in counts.items():
-            print(f"{name.ljust(width)}  {value}")
+        print_table(list(counts.items()), header=("check", "count"))
         print(f"(logs in {self.tmp})")
         failures = (
             "lost (no terminal state)",

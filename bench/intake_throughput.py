@@ -13,27 +13,22 @@ countersign honours) does not cap the figure. Uses a private redis-server and, w
 from __future__ import annotations
 
 import argparse
-import os
-import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from redis import Redis
 from rq import Worker
 from sqlalchemy import func, select
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.chaos import Child  # noqa: E402
-from countersign import ApprovalClient  # noqa: E402
-from countersign.router.runtime import json_queue  # noqa: E402
-from countersign.sandbox import Sandbox, serve  # noqa: E402
-from countersign.stack import free_port  # noqa: E402
-from countersign.store import ApprovalRequest, Store, create_db_engine, upgrade  # noqa: E402
+from bench.common import PYTHON_M, Child, countersign_env, print_table, start_redis, wait_until
+from countersign import ApprovalClient
+from countersign.router.runtime import json_queue
+from countersign.sandbox import Sandbox, serve
+from countersign.store import ApprovalRequest, Store, create_db_engine, upgrade
 
 CLASSES = 200
 
@@ -52,14 +47,6 @@ def run_workers(count: int, argv: list[str], env: dict[str, str], log: Path) -> 
     return workers
 
 
-def wait_until(done: Callable[[], bool], timeout: float) -> None:
-    start = time.monotonic()
-    while not done():
-        if time.monotonic() - start > timeout:
-            raise TimeoutError("the benchmark did not finish in time")
-        time.sleep(0.02)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=1000)
@@ -68,17 +55,8 @@ def main() -> int:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
-    port = free_port()
-    redis_url = f"redis://127.0.0.1:{port}/0"
-    redis_server = Child(
-        "redis",
-        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
-        dict(os.environ),
-        tmp / "redis.log",
-    )
-    redis_server.start()
+    redis_server, redis_url = start_redis(tmp)
     redis = Redis.from_url(redis_url)
-    wait_until(lambda: _pings(redis), 10)
     database_url = args.database_url or f"sqlite:///{tmp / 'bench.db'}"
     engine = create_db_engine(database_url)
     upgrade(engine)
@@ -86,18 +64,8 @@ def main() -> int:
         connection.execute(ApprovalRequest.__table__.delete())
     sandbox = Sandbox(signing_secret="bench")
     server = serve(sandbox)
-    (tmp / "policy.yml").write_text(policy())
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "SLACK_BOT_TOKEN": "xoxb-bench",
-        "SLACK_API_URL": server.url + "/api/",
-        "REDIS_URL": redis_url,
-        "DATABASE_URL": database_url,
-        "COUNTERSIGN_POLICY": str(tmp / "policy.yml"),
-        "COUNTERSIGN_SECRET": secrets.token_hex(16),
-    }
-    python = [sys.executable, "-m"]
+    env = countersign_env(tmp, policy(), redis_url, database_url, server.url + "/api/")
+    python = PYTHON_M
     try:
         queue = json_queue("baseline", redis)
         workers = run_workers(
@@ -146,21 +114,17 @@ def main() -> int:
         redis_server.kill()
         server.shutdown()
     rate, base_rate = args.requests / routed, args.requests / baseline
-    print(f"{'measure':34}  value")
-    print(f"{'requests':34}  {args.requests}")
-    print(f"{'RQ workers':34}  {args.workers}")
-    print(f"{'database':34}  {database_url.split(':', 1)[0]}")
-    print(f"{'no-op RQ jobs per second':34}  {base_rate:.0f}")
-    print(f"{'requests routed per second':34}  {rate:.0f}")
-    print(f"{'ratio (target >= 0.5)':34}  {rate / base_rate:.2f}")
+    print_table(
+        [
+            ("requests", args.requests),
+            ("RQ workers", args.workers),
+            ("database", database_url.split(":", 1)[0]),
+            ("no-op RQ jobs per second", f"{base_rate:.0f}"),
+            ("requests routed per second", f"{rate:.0f}"),
+            ("ratio (target >= 0.5)", f"{rate / base_rate:.2f}"),
+        ]
+    )
     return 0
-
-
-def _pings(redis: Redis) -> bool:
-    try:
-        return bool(redis.ping())
-    except Exception:  # not up yet
-        return False
 
 
 def _cards(engine: object) -> int:

@@ -1,0 +1,143 @@
+"""What the benchmarks share: supervised child processes, a private redis-server, the environment
+countersign's processes read, waiting on a condition, percentiles and the printed table."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from redis import Redis
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON_M = [sys.executable, "-m"]
+
+
+class Child:
+    """A supervised child process in its own process group, restartable after a kill."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.name, self.argv, self.env, self.log = name, argv, env, log
+        self.process: subprocess.Popen[bytes] | None = None
+        self.lock = threading.Lock()  # one instance at a time, whoever restarts it
+
+    def start(self) -> None:
+        with self.lock:
+            self._start()
+
+    def _start(self) -> None:
+        with self.log.open("ab") as sink:
+            self.process = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=ROOT,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def _kill(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the process group (an RQ work-horse has a group of its own: it finishes its job)."""
+        with self.lock:
+            self._kill()
+
+    def crash_and_restart(self, down_seconds: float) -> None:
+        """SIGKILL, stay down `down_seconds`, start again."""
+        with self.lock:
+            self._kill()
+            time.sleep(down_seconds)
+            self._start()
+
+    def restart_if_dead(self) -> None:
+        """Start the process again if it exited on its own (e.g. it lost Redis)."""
+        with self.lock:
+            if self.process is not None and self.process.poll() is not None:
+                self._start()
+
+
+def start_redis(tmp: Path) -> tuple[Child, str]:
+    """A private `redis-server` on a free port, keeping nothing on disk: (its `Child`, its URL)."""
+    from countersign.stack import free_port
+
+    port = free_port()
+    server = Child(
+        "redis",
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        dict(os.environ),
+        tmp / "redis.log",
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    wait_for_redis(server, url)
+    return server, url
+
+
+def wait_for_redis(server: Child, url: str) -> None:
+    """Start `server` and return once it answers PING (10 s at most; `TimeoutError` otherwise)."""
+    server.start()
+    wait_until(lambda: _pings(Redis.from_url(url)), 10, "redis-server did not start")
+
+
+def _pings(redis: Redis) -> bool:
+    try:
+        return bool(redis.ping())
+    except Exception:  # not up yet
+        return False
+
+
+def countersign_env(
+    tmp: Path, policy: str, redis_url: str, database_url: str, slack_url: str
+) -> dict[str, str]:
+    """The environment of a countersign process: `policy` (YAML text) written to `tmp/policy.yml`,
+    Slack at `slack_url` (the sandbox's `<url>/api/`), a fresh `COUNTERSIGN_SECRET`."""
+    (tmp / "policy.yml").write_text(policy)
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SLACK_BOT_TOKEN": "xoxb-bench",
+        "SLACK_API_URL": slack_url,
+        "REDIS_URL": redis_url,
+        "DATABASE_URL": database_url,
+        "COUNTERSIGN_POLICY": str(tmp / "policy.yml"),
+        "COUNTERSIGN_SECRET": secrets.token_hex(32),
+    }
+
+
+def wait_until(
+    done: Callable[[], bool], timeout: float, what: str = "the benchmark did not finish in time"
+) -> None:
+    """Poll `done` every 20 ms; raise `TimeoutError(what)` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.02)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The `p`-th percentile (0-100) of `values`, nearest rank."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, round(p / 100 * len(ordered) + 0.5 - 1e-9))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def print_table(rows: Sequence[tuple[str, object]], header: tuple[str, str] = ("measure", "value")) -> None:
+    """Print two aligned columns."""
+    width = max(len(header[0]), *(len(name) for name, _ in rows))
+    print(f"{header[0].ljust(width)}  {header[1]}")
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
