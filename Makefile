@@ -4,7 +4,8 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint format clean
+.PHONY: install run test lint format clean bench-install bench-intake bench-latency bench-pause bench-langgraph \
+	bench-channel bench-chaos
 
 $(STAMP): pyproject.toml
 	command -v redis-server >/dev/null || { apt-get update -q && apt-get install -y -q redis-server; }
@@ -29,6 +30,35 @@ lint: install
 format: install
 	$(BIN)/ruff format countersign tests examples bench
 	$(BIN)/ruff check --fix countersign tests examples bench
+
+# Benchmarks (BENCHMARKS.md): each installs the `bench` extra, then prints one table. BENCH_DB is the
+# PostgreSQL server a scratch database is created on (and dropped) for the run.
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_DB    ?= postgresql://postgres@127.0.0.1:5432/test
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench-install: $(BENCH_STAMP)
+
+bench-intake: bench-install
+	$(BIN)/python bench/intake_throughput.py --database-url $(BENCH_DB)
+
+bench-latency: bench-install
+	$(BIN)/python bench/decision_latency.py --database-url $(BENCH_DB)
+
+bench-pause: bench-install
+	$(BIN)/python bench/pause_cost.py --database-url $(BENCH_DB)
+
+bench-langgraph: bench-install
+	$(BIN)/python bench/pause_vs_langgraph.py --database-url $(BENCH_DB)
+
+bench-channel: bench-install
+	$(BIN)/python bench/busy_channel.py --database-url $(BENCH_DB)
+
+bench-chaos: bench-install
+	$(BIN)/python bench/chaos.py --requests 300 --kills 12
 
 clean:
 	rm -rf $(VENV) countersign.egg-info .pytest_cache .ruff_cache

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from redis import Redis
@@ -141,3 +141,34 @@ def print_table(rows: Sequence[tuple[str, object]], header: tuple[str, str] = ("
     print(f"{header[0].ljust(width)}  {header[1]}")
     for name, value in rows:
         print(f"{name.ljust(width)}  {value}")
+
+
+@contextlib.contextmanager
+def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
+    """A new, empty, migrated database for one run, dropped afterwards: on the PostgreSQL server of
+    `url` (a database named `countersign_bench_<random>`), or a SQLite file in `tmp` when `url` is
+    None. Yields its URL."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from countersign.store import create_db_engine, upgrade
+
+    if url is None:
+        fresh = f"sqlite:///{tmp / 'bench.db'}"
+        upgrade(create_db_engine(fresh))
+        yield fresh
+        return
+    name = f"countersign_bench_{secrets.token_hex(4)}"
+    server = create_engine(make_url(url).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+    with server.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    fresh = make_url(url).set(database=name).render_as_string(hide_password=False)
+    engine = create_db_engine(fresh)
+    try:
+        upgrade(engine)
+        yield fresh
+    finally:
+        engine.dispose()
+        with server.connect() as connection:
+            connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        server.dispose()

@@ -24,11 +24,19 @@ from sqlalchemy import func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import PYTHON_M, Child, countersign_env, print_table, start_redis, wait_until
+from bench.common import (
+    PYTHON_M,
+    Child,
+    bench_database,
+    countersign_env,
+    print_table,
+    start_redis,
+    wait_until,
+)
 from countersign import ApprovalClient
 from countersign.router.runtime import json_queue
 from countersign.sandbox import Sandbox, serve
-from countersign.store import ApprovalRequest, Store, create_db_engine, upgrade
+from countersign.store import ApprovalRequest, Store, create_db_engine
 
 CLASSES = 200
 
@@ -51,65 +59,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--database-url")
+    parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
     redis_server, redis_url = start_redis(tmp)
-    redis = Redis.from_url(redis_url)
-    database_url = args.database_url or f"sqlite:///{tmp / 'bench.db'}"
-    engine = create_db_engine(database_url)
-    upgrade(engine)
-    with engine.begin() as connection:  # a clean slate on a reused PostgreSQL database
-        connection.execute(ApprovalRequest.__table__.delete())
-    sandbox = Sandbox(signing_secret="bench")
-    server = serve(sandbox)
-    env = countersign_env(tmp, policy(), redis_url, database_url, server.url + "/api/")
-    python = PYTHON_M
+    server = serve(Sandbox(signing_secret="bench"))
     try:
-        queue = json_queue("baseline", redis)
-        workers = run_workers(
-            args.workers,
-            [
-                *python,
-                "rq.cli",
-                "worker",
-                "--url",
-                redis_url,
-                "-S",
-                "rq.serializers.JSONSerializer",
-                "baseline",
-            ],
-            env,
-            tmp / "b.log",
-        )
-        wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
-        start = time.monotonic()
-        for _ in range(args.requests):
-            queue.enqueue("bench.noop.noop")
-        wait_until(lambda: queue.finished_job_registry.count >= args.requests, 600)
-        baseline = time.monotonic() - start
-        for worker in workers:
-            worker.kill()
-        redis.flushall()
-
-        client = ApprovalClient(redis, Store(engine))
-        workers = run_workers(args.workers, [*python, "countersign.cli", "worker"], env, tmp / "w.log")
-        wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
-        start = time.monotonic()
-        for n in range(args.requests):
-            client.request(
-                action=f"a{n % CLASSES}",
-                payload={"n": n},
-                summary=f"bench {n}",
-                requester="bench",
-                idempotency_key=f"bench-{n}",
-                resume={"queue": "agent", "func": "bench.x.y"},
-            )
-        wait_until(lambda: _cards(engine) >= args.requests, 900)
-        routed = time.monotonic() - start
-        for worker in workers:
-            worker.kill()
+        with bench_database(args.database_url, tmp) as database_url:
+            env = countersign_env(tmp, policy(), redis_url, database_url, server.url + "/api/")
+            baseline = _noop_seconds(args, Redis.from_url(redis_url), env, tmp)
+            routed = _intake_seconds(args, Redis.from_url(redis_url), env, tmp)
     finally:
         redis_server.kill()
         server.shutdown()
@@ -125,6 +85,49 @@ def main() -> int:
         ]
     )
     return 0
+
+
+def _noop_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path) -> float:
+    """Seconds for `args.workers` plain RQ workers to run `args.requests` no-op jobs."""
+    queue = json_queue("baseline", redis)
+    argv = [*PYTHON_M, "rq.cli", "worker", "--url", env["REDIS_URL"], "-S", "rq.serializers.JSONSerializer"]
+    workers = run_workers(args.workers, [*argv, "baseline"], env, tmp / "baseline.log")
+    try:
+        wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
+        start = time.monotonic()
+        for _ in range(args.requests):
+            queue.enqueue("bench.noop.noop")
+        wait_until(lambda: queue.finished_job_registry.count >= args.requests, 600)
+        return time.monotonic() - start
+    finally:
+        for worker in workers:
+            worker.kill()
+        redis.flushall()
+
+
+def _intake_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path) -> float:
+    """Seconds from the first `ApprovalClient.request` until every request's card `ts` is stored."""
+    engine = create_db_engine(env["DATABASE_URL"])
+    client = ApprovalClient(redis, Store(engine))
+    workers = run_workers(args.workers, [*PYTHON_M, "countersign.cli", "worker"], env, tmp / "worker.log")
+    try:
+        wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
+        start = time.monotonic()
+        for n in range(args.requests):
+            client.request(
+                action=f"a{n % CLASSES}",
+                payload={"n": n},
+                summary=f"bench {n}",
+                requester="bench",
+                idempotency_key=f"bench-{n}",
+                resume={"queue": "agent", "func": "bench.x.y"},
+            )
+        wait_until(lambda: _cards(engine) >= args.requests, 900)
+        return time.monotonic() - start
+    finally:
+        for worker in workers:
+            worker.kill()
+        engine.dispose()
 
 
 def _cards(engine: object) -> int:
