@@ -17,10 +17,13 @@ times after `--warmup` unmeasured runs, in two phases: pause every run, then res
   `PostgresSaver` (default durability), on a scratch database: `invoke` with a new thread id until
   it pauses, then `invoke(Command(resume=decision))` to the end.
 
-Per run it reports CPU (this Python process, `time.process_time`; the PostgreSQL backends serving
-the scratch database and the redis-server, from /proc), wall time, and what stays stored: growth
-of the side's tables (`pg_total_relation_size`: heap, TOAST and indexes; and the live rows' own
-bytes), rows, and Redis memory. Prints one table; asserts nothing.
+Per run it reports CPU (this Python process, `time.process_time`, all threads; the PostgreSQL
+backends serving the side's scratch database and the redis-server, from /proc), the SQL statements
+sent and Redis commands processed, wall time, and what stays stored: growth of the side's tables
+(`pg_total_relation_size`: heap, TOAST and indexes; and the live rows' own bytes), rows, and Redis
+memory. countersign's requests use one action class (one channel) each, so its pace of one card a
+second per channel never delays a card. `--profile countersign|langgraph` prints a pyinstrument
+profile of that side's measured runs. Prints one table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -41,9 +44,11 @@ import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
+from psycopg.rows import dict_row
 from redis import Redis
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -145,19 +150,49 @@ class Cost:
     redis: float = 0.0
     sandbox: float = 0.0
     wall: float = 0.0
+    statements: float = 0  # SQL statements sent (`SQL_STATEMENTS`)
+    commands: float = 0  # Redis commands processed by the redis-server
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(*(a + b for a, b in zip(vars(self).values(), vars(other).values(), strict=True)))
 
 
+SQL_STATEMENTS = [0]  # SQL statements this process sent, counted by each side's driver hook
+
+
+def count_statement(*_: Any) -> None:
+    """SQLAlchemy `before_cursor_execute` listener (countersign's engine)."""
+    SQL_STATEMENTS[0] += 1
+
+
+class CountingCursor(psycopg.Cursor):  # type: ignore[type-arg]
+    """A psycopg cursor counting the statements it sends (LangGraph's checkpointer connection)."""
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        SQL_STATEMENTS[0] += 1
+        return super().execute(query, params, **kwargs)
+
+    def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+        params_seq = list(params_seq)
+        SQL_STATEMENTS[0] += len(params_seq)
+        super().executemany(query, params_seq, **kwargs)
+
+
+def redis_commands(redis: Redis | None) -> int:
+    return int(redis.info("stats")["total_commands_processed"]) if redis is not None else 0
+
+
 @contextmanager
-def metered(database: Database, others: dict[str, int]) -> Iterator[Cost]:
+def metered(database: Database, others: dict[str, int], redis: Redis | None = None) -> Iterator[Cost]:
     """Measure the enclosed block; `others` maps a `Cost` field (`redis`, `sandbox`) to a pid."""
     cost = Cost()
     backends, before = database.backend_cpu(), {name: process_cpu(pid) for name, pid in others.items()}
+    statements, commands = SQL_STATEMENTS[0], redis_commands(redis)
     cpu, wall = time.process_time(), time.monotonic()
     yield cost
     cost.python, cost.wall = time.process_time() - cpu, time.monotonic() - wall
+    cost.statements = SQL_STATEMENTS[0] - statements
+    cost.commands = max(0, redis_commands(redis) - commands - 1)  # not counting the INFO itself
     after = database.backend_cpu()
     gone = set(backends) - set(after)
     if gone:
@@ -168,6 +203,23 @@ def metered(database: Database, others: dict[str, int]) -> Iterator[Cost]:
     cost.postgres = sum(after.values()) - sum(backends.get(pid, 0.0) for pid in after)
     for name, pid in others.items():
         setattr(cost, name, process_cpu(pid) - before[name])
+
+
+@contextmanager
+def profiled(enabled: bool) -> Iterator[None]:
+    """Profile the enclosed block with pyinstrument when `enabled`; the report goes to stderr."""
+    if not enabled:
+        yield
+        return
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.0005)
+    profiler.start()
+    try:
+        yield
+    finally:
+        profiler.stop()
+        print(profiler.output_text(unicode=False, color=False, show_all=False), file=sys.stderr)
 
 
 @dataclass
@@ -218,7 +270,7 @@ def countersign_runs(
     """`count` approvals through countersign, numbered from `first` (each its own action class)."""
     client = ApprovalClient(runtime.redis, runtime.store)
     empty, redis_empty = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
-    with metered(database, pids) as pause:
+    with metered(database, pids, runtime.redis) as pause:
         ids = [
             client.request(
                 {**REQUEST, "action": f"issue_refund_{n}", "run_id": f"run-{n}", "step": "refund"},
@@ -228,14 +280,14 @@ def countersign_runs(
         ]
         drain(runtime.redis, INTAKE_QUEUE)
     paused, redis_paused = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
-    rows = [runtime.store.get(request_id) for request_id in ids]
-    with metered(database, pids) as decide:
-        for row in rows:
-            assert row is not None
-            decisions.approve_from_click(runtime, runtime.slack, click(row.id, row.channel))
-    with metered(database, pids) as execute:
+    rows = [row for request_id in ids if (row := runtime.store.get(request_id)) is not None]
+    clicks = [click(row.id, row.channel) for row in rows]
+    with metered(database, pids, runtime.redis) as decide:
+        for body in clicks:
+            decisions.approve_from_click(runtime, runtime.slack, body)
+    with metered(database, pids, runtime.redis) as execute:
         drain(runtime.redis, AGENT_QUEUE)
-        drain(runtime.redis, INTAKE_QUEUE)  # the card refreshes the resume job queued
+        drain(runtime.redis, INTAKE_QUEUE)  # the card refreshes that the resume jobs queued
     done = database.footprint(COUNTERSIGN_TABLES)
     completed = sum(
         1 for request_id in ids if (row := runtime.store.get(request_id)) and row.execution == "executed"
@@ -280,6 +332,7 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
             os.environ.update(env)
             runtime_module.current.cache_clear()
             runtime = runtime_module.current()  # the one the jobs run in this process use too
+            event.listen(runtime.store.engine, "before_cursor_execute", count_statement)
             database = Database(database_url)
             assert redis_server.process is not None and sandbox.process is not None
             pids = {"redis": redis_server.process.pid, "sandbox": sandbox.process.pid}
@@ -356,13 +409,22 @@ def langgraph_runs(graph: Any, first: int, count: int, database: Database) -> Si
     return Side(pause, resume, empty, paused, database.footprint(LANGGRAPH_TABLES), completed=completed)
 
 
+def checkpointer_connection(conninfo: str) -> psycopg.Connection[Any]:
+    """A connection made as `PostgresSaver.from_conn_string` makes it (autocommit, no prepared
+    statements, dict rows), with a statement-counting cursor."""
+    return psycopg.Connection.connect(
+        conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row, cursor_factory=CountingCursor
+    )
+
+
 def langgraph_side(args: argparse.Namespace, tmp: Path) -> Side:
     """Measured LangGraph runs (after the warm-up) on a scratch database of their own (created by
     `bench_database`, whose countersign tables stay empty and are not counted)."""
     with bench_database(args.database_url, tmp / "langgraph") as database_url:
         database = Database(database_url)
         try:
-            with PostgresSaver.from_conn_string(libpq_url(database_url)) as checkpointer:
+            with checkpointer_connection(libpq_url(database_url)) as connection:
+                checkpointer = PostgresSaver(connection)
                 checkpointer.setup()
                 graph = refund_graph(checkpointer)
                 langgraph_runs(graph, 0, args.warmup, database)
@@ -370,23 +432,6 @@ def langgraph_side(args: argparse.Namespace, tmp: Path) -> Side:
                     return langgraph_runs(graph, args.warmup, args.runs, database)
         finally:
             database.close()
-
-
-@contextmanager
-def profiled(enabled: bool) -> Iterator[None]:
-    """Profile the enclosed block with pyinstrument when `enabled`; the report goes to stderr."""
-    if not enabled:
-        yield
-        return
-    from pyinstrument import Profiler
-
-    profiler = Profiler(interval=0.0005)
-    profiler.start()
-    try:
-        yield
-    finally:
-        profiler.stop()
-        print(profiler.output_text(unicode=False, color=False, show_all=False), file=sys.stderr)
 
 
 # ---- report ----------------------------------------------------------------------------------
@@ -434,6 +479,8 @@ def report(runs: int, cs: Side, lg: Side) -> None:
         ("PostgreSQL CPU per run, cycle (ms)", ms(lambda s: s.pause.postgres + s.resume.postgres)),
         ("Redis CPU per run, cycle (ms)", ms(lambda s: s.pause.redis + s.resume.redis)),
         ("all CPU per run, cycle (ms)", ms(lambda s: cpu(s.pause) + cpu(s.resume))),
+        ("SQL statements per run, cycle", per_run(lambda s: s.pause.statements + s.resume.statements)),
+        ("Redis commands per run, cycle", per_run(lambda s: s.pause.commands + s.resume.commands)),
         ("wall per run, cycle (ms)", ms(lambda s: s.pause.wall + s.resume.wall)),
         ("PG bytes per paused run, on disk", per_run(lambda s: s.paused[0] - s.empty[0])),
         ("PG bytes per paused run, live rows", per_run(lambda s: s.paused[1] - s.empty[1])),
@@ -459,7 +506,9 @@ def _columns(values: tuple[Any, Any], ratio: str | None = None) -> str:
 
 
 def _cell(value: Any) -> str:
-    return f"{value:.2f}" if isinstance(value, float) else str(value)
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.2f}"
 
 
 if __name__ == "__main__":
