@@ -1,0 +1,515 @@
+"""The cost of an approval pause, side by side: countersign against LangGraph's `interrupt()` with
+its PostgreSQL checkpointer, on the same PostgreSQL server, in one run.
+
+    python bench/pause_vs_langgraph.py --database-url postgresql://postgres@127.0.0.1:5432/test
+
+Both sides run the same approval of the same refund (payload, summary, reason, context) `--runs`
+times after `--warmup` unmeasured runs, in two phases: pause every run, then resume every run.
+
+- countersign, in this process: `ApprovalClient.request` → the intake job (RQ `SimpleWorker`, burst,
+  JSON serializer) posts the card → [paused] → the Approve click's domain call
+  (`decisions.approve_from_click`: authorise, vote, decide, audit, outbox, publish the resume job,
+  rewrite the card) → the resume job (RQ burst: `approved_action` verifies the grant, claims the
+  execution, runs the refund, records the outcome) → the card refresh jobs it queues. Slack is the
+  sandbox in a separate process, so its CPU is not counted (shown for information); Redis is a
+  private redis-server. Not included: Bolt's HTTP handling and signature check of the click.
+- LangGraph: a graph `ask_approval` (calls `interrupt(request)`) → `execute_refund`, compiled with
+  `PostgresSaver` (default durability), on a scratch database: `invoke` with a new thread id until
+  it pauses, then `invoke(Command(resume=decision))` to the end.
+
+Per run it reports CPU (this Python process, `time.process_time`, all threads; the PostgreSQL
+backends serving the side's scratch database and the redis-server, from /proc), the SQL statements
+sent and Redis commands processed, wall time, and what stays stored: growth of the side's tables
+(`pg_total_relation_size`: heap, TOAST and indexes; and the live rows' own bytes), rows, and Redis
+memory. countersign's requests use one action class (one channel) each, so its pace of one card a
+second per channel never delays a card. `--profile countersign|langgraph` prints a pyinstrument
+profile of that side's measured runs. Prints one table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from psycopg.rows import dict_row
+from redis import Redis
+from rq import SimpleWorker
+from rq.serializers import JSONSerializer
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    PYTHON_M,
+    Child,
+    bench_database,
+    countersign_env,
+    print_table,
+    start_redis,
+    wait_until,
+)
+from countersign import ApprovalClient, approved_action
+from countersign.router import decisions
+from countersign.router import runtime as runtime_module
+from countersign.router.cards import APPROVE_ACTION
+from countersign.router.runtime import INTAKE_QUEUE, Runtime, json_queue
+from countersign.stack import free_port
+
+AGENT_QUEUE = "refund-agent"
+RESUME_FUNC = "bench.pause_vs_langgraph.execute_refund"  # imported by path, as an agent worker would
+APPROVER = {"id": "U0LEAD", "username": "lee.lead", "name": "lee.lead"}
+COUNTERSIGN_TABLES = ("approval_requests", "audit_events", "votes", "outbox")
+LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+PAYLOAD = {"amount": "120.00", "currency": "USD", "customer": "cus_8c1f42", "charge": "ch_3Pq9Zx2eZvKYlo2C"}
+REQUEST = {
+    "payload": PAYLOAD,
+    "summary": "Refund ACME Corp 120.00 USD (duplicate charge)",
+    "reason": "The customer was charged twice for invoice INV-2041.",
+    "context": {"invoice": "INV-2041", "charges": ["ch_3Pq9Zx2eZvKYlo2C", "ch_3Pq9Zx2eZvKYlo2D"]},
+    "requester": "refund-agent",
+}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@approved_action
+def execute_refund(payload: dict[str, Any]) -> str:
+    """The agent's resume job on the countersign side (what LangGraph's `execute_refund` node does)."""
+    return f"refunded {payload['amount']} {payload['currency']}"
+
+
+# ---- measuring -------------------------------------------------------------------------------
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat); 0.0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Database:
+    """An observer connection to one scratch database: backend CPU, table sizes, rows."""
+
+    def __init__(self, url: str) -> None:
+        self.conninfo = libpq_url(url)
+        self.name = make_url(url).database
+        self.connection = psycopg.connect(self.conninfo, autocommit=True)
+
+    def backend_cpu(self) -> dict[int, float]:
+        """`{pid: CPU seconds}` of the client backends serving this database, this connection excluded."""
+        rows = self.connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend'"
+            " AND pid <> pg_backend_pid()",
+            (self.name,),
+        ).fetchall()
+        return {pid: process_cpu(pid) for (pid,) in rows}
+
+    def footprint(self, tables: tuple[str, ...]) -> tuple[int, int, int]:
+        """(bytes on disk incl. TOAST and indexes, bytes of the live rows, live rows) over `tables`."""
+        disk = live = rows = 0
+        for table in tables:
+            size, row_bytes, count = self.connection.execute(
+                f"SELECT pg_total_relation_size('{table}'), coalesce(sum(pg_column_size(t.*)), 0),"
+                f" count(*) FROM {table} t"
+            ).fetchone()  # type: ignore[misc]
+            disk, live, rows = disk + size, live + row_bytes, rows + count
+        return disk, live, rows
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy URL as a plain libpq connection string."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@dataclass
+class Cost:
+    """What one phase cost: seconds of CPU (this process, PostgreSQL backends, redis-server, the
+    Slack sandbox) and of wall time."""
+
+    python: float = 0.0
+    postgres: float = 0.0
+    redis: float = 0.0
+    sandbox: float = 0.0
+    wall: float = 0.0
+    statements: float = 0  # SQL statements sent (`SQL_STATEMENTS`)
+    commands: float = 0  # Redis commands processed by the redis-server
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(*(a + b for a, b in zip(vars(self).values(), vars(other).values(), strict=True)))
+
+
+SQL_STATEMENTS = [0]  # SQL statements this process sent, counted by each side's driver hook
+
+
+def count_statement(*_: Any) -> None:
+    """SQLAlchemy `before_cursor_execute` listener (countersign's engine)."""
+    SQL_STATEMENTS[0] += 1
+
+
+class CountingCursor(psycopg.Cursor):  # type: ignore[type-arg]
+    """A psycopg cursor counting the statements it sends (LangGraph's checkpointer connection)."""
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        SQL_STATEMENTS[0] += 1
+        return super().execute(query, params, **kwargs)
+
+    def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+        params_seq = list(params_seq)
+        SQL_STATEMENTS[0] += len(params_seq)
+        super().executemany(query, params_seq, **kwargs)
+
+
+def redis_commands(redis: Redis | None) -> int:
+    return int(redis.info("stats")["total_commands_processed"]) if redis is not None else 0
+
+
+@contextmanager
+def metered(database: Database, others: dict[str, int], redis: Redis | None = None) -> Iterator[Cost]:
+    """Measure the enclosed block; `others` maps a `Cost` field (`redis`, `sandbox`) to a pid."""
+    cost = Cost()
+    backends, before = database.backend_cpu(), {name: process_cpu(pid) for name, pid in others.items()}
+    statements, commands = SQL_STATEMENTS[0], redis_commands(redis)
+    cpu, wall = time.process_time(), time.monotonic()
+    yield cost
+    cost.python, cost.wall = time.process_time() - cpu, time.monotonic() - wall
+    cost.statements = SQL_STATEMENTS[0] - statements
+    cost.commands = max(0, redis_commands(redis) - commands - 1)  # not counting the INFO itself
+    after = database.backend_cpu()
+    gone = set(backends) - set(after)
+    if gone:
+        print(
+            f"warning: {len(gone)} PostgreSQL backend(s) exited mid-phase; their CPU is missed",
+            file=sys.stderr,
+        )
+    cost.postgres = sum(after.values()) - sum(backends.get(pid, 0.0) for pid in after)
+    for name, pid in others.items():
+        setattr(cost, name, process_cpu(pid) - before[name])
+
+
+@contextmanager
+def profiled(enabled: bool) -> Iterator[None]:
+    """Profile the enclosed block with pyinstrument when `enabled`; the report goes to stderr."""
+    if not enabled:
+        yield
+        return
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.0005)
+    profiler.start()
+    try:
+        yield
+    finally:
+        profiler.stop()
+        print(profiler.output_text(unicode=False, color=False, show_all=False), file=sys.stderr)
+
+
+@dataclass
+class Side:
+    """One side's measured results: per-phase costs and the footprint before, paused and done."""
+
+    pause: Cost
+    resume: Cost
+    empty: tuple[int, int, int]
+    paused: tuple[int, int, int]
+    done: tuple[int, int, int]
+    redis_paused: int = 0
+    redis_done: int = 0
+    completed: int = 0
+    decide: Cost | None = None  # countersign only: the click's share of `resume`
+
+
+# ---- countersign -----------------------------------------------------------------------------
+
+
+def policy(channels: int) -> str:
+    """One action class per channel (same approver and rules), so Slack's one-post-a-second pace per
+    channel, which countersign honours, never delays a card in this benchmark."""
+    actions = "\n".join(f"  issue_refund_{n}: {{channel: C0REFUND{n:04d}}}" for n in range(channels))
+    defaults = f"{{channel: C0APPROVALS, approvers: {{users: [{APPROVER['id']}]}}}}"
+    return f"version: 1\ndefaults: {defaults}\nactions:\n{actions}\n"
+
+
+def drain(redis: Redis, queue: str) -> None:
+    """Run every job on `queue` in this process (RQ SimpleWorker, burst, JSON serializer)."""
+    worker = SimpleWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
+    worker.work(burst=True, logging_level="WARNING")
+
+
+def click(request_id: str, channel: str) -> dict[str, Any]:
+    """The part of a `block_actions` body the Approve listener reads."""
+    return {
+        "type": "block_actions",
+        "user": APPROVER,
+        "channel": {"id": channel},
+        "actions": [{"action_id": APPROVE_ACTION, "value": request_id, "type": "button"}],
+    }
+
+
+def countersign_runs(
+    runtime: Runtime, first: int, count: int, database: Database, pids: dict[str, int]
+) -> Side:
+    """`count` approvals through countersign, numbered from `first` (each its own action class)."""
+    client = ApprovalClient(runtime.redis, runtime.store)
+    empty, redis_empty = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
+    with metered(database, pids, runtime.redis) as pause:
+        ids = [
+            client.request(
+                {**REQUEST, "action": f"issue_refund_{n}", "run_id": f"run-{n}", "step": "refund"},
+                resume={"queue": AGENT_QUEUE, "func": RESUME_FUNC},
+            )
+            for n in range(first, first + count)
+        ]
+        drain(runtime.redis, INTAKE_QUEUE)
+    paused, redis_paused = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
+    rows = [row for request_id in ids if (row := runtime.store.get(request_id)) is not None]
+    clicks = [click(row.id, row.channel) for row in rows]
+    with metered(database, pids, runtime.redis) as decide:
+        for body in clicks:
+            decisions.approve_from_click(runtime, runtime.slack, body)
+    with metered(database, pids, runtime.redis) as execute:
+        drain(runtime.redis, AGENT_QUEUE)
+        drain(runtime.redis, INTAKE_QUEUE)  # the card refreshes that the resume jobs queued
+    done = database.footprint(COUNTERSIGN_TABLES)
+    completed = sum(
+        1 for request_id in ids if (row := runtime.store.get(request_id)) and row.execution == "executed"
+    )
+    return Side(
+        pause=pause,
+        resume=decide + execute,
+        decide=decide,
+        empty=empty,
+        paused=paused,
+        done=done,
+        redis_paused=redis_paused - redis_empty,
+        redis_done=redis_bytes(runtime.redis) - redis_empty,
+        completed=completed,
+    )
+
+
+def redis_bytes(redis: Redis) -> int:
+    return int(redis.info("memory")["used_memory"])
+
+
+def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
+    """Measured countersign runs (after the warm-up) on a scratch database, a private redis-server and the
+    sandbox in a child process."""
+    redis_server, redis_url = start_redis(tmp)
+    port = free_port()
+    sandbox = Child(
+        "sandbox",
+        [*PYTHON_M, "countersign.sandbox", "--port", str(port), "--signing-secret", "bench"],
+        dict(os.environ),
+        tmp / "sandbox.log",
+    )
+    sandbox.start()
+    try:
+        wait_until(
+            lambda: _answers(f"http://127.0.0.1:{port}/api/auth.test"), 20, "the sandbox did not start"
+        )
+        with bench_database(args.database_url, tmp) as database_url:
+            env = countersign_env(
+                tmp, policy(args.warmup + args.runs), redis_url, database_url, f"http://127.0.0.1:{port}/api/"
+            )
+            os.environ.update(env)
+            runtime_module.current.cache_clear()
+            runtime = runtime_module.current()  # the one the jobs run in this process use too
+            event.listen(runtime.store.engine, "before_cursor_execute", count_statement)
+            database = Database(database_url)
+            assert redis_server.process is not None and sandbox.process is not None
+            pids = {"redis": redis_server.process.pid, "sandbox": sandbox.process.pid}
+            try:
+                countersign_runs(runtime, 0, args.warmup, database, pids)
+                with profiled(args.profile == "countersign"):
+                    return countersign_runs(runtime, args.warmup, args.runs, database, pids)
+            finally:
+                database.close()
+                runtime.store.engine.dispose()
+    finally:
+        sandbox.kill()
+        redis_server.kill()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, data=b"", timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+# ---- LangGraph -------------------------------------------------------------------------------
+
+
+class RefundState(TypedDict, total=False):
+    request: dict[str, Any]
+    decision: dict[str, Any]
+    result: str
+
+
+def ask_approval(state: RefundState) -> RefundState:
+    """Pause for a human; on resume, `interrupt` returns the decision given to `Command(resume=...)`."""
+    return {"decision": interrupt(state["request"])}
+
+
+def execute_refund_node(state: RefundState) -> RefundState:
+    """Run the refund if, and only if, it was approved."""
+    if state["decision"]["outcome"] != "approved":
+        return {"result": "not run"}
+    payload = state["decision"]["payload"]
+    return {"result": f"refunded {payload['amount']} {payload['currency']}"}
+
+
+def refund_graph(checkpointer: PostgresSaver) -> Any:
+    builder = StateGraph(RefundState)
+    builder.add_node("ask_approval", ask_approval)
+    builder.add_node("execute_refund", execute_refund_node)
+    builder.add_edge(START, "ask_approval")
+    builder.add_edge("ask_approval", "execute_refund")
+    builder.add_edge("execute_refund", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def langgraph_runs(graph: Any, first: int, count: int, database: Database) -> Side:
+    """`count` approvals through the graph, thread ids numbered from `first`."""
+    configs = [{"configurable": {"thread_id": f"run-{n}"}} for n in range(first, first + count)]
+    decision = {
+        "outcome": "approved",
+        "payload": PAYLOAD,
+        "decided_by": [{"slack_user_id": APPROVER["id"], "name": APPROVER["name"]}],
+        "reason": None,
+    }
+    empty = database.footprint(LANGGRAPH_TABLES)
+    with metered(database, {}) as pause:
+        for n, config in enumerate(configs, start=first):
+            request = {**REQUEST, "action": "issue_refund", "run_id": f"run-{n}", "step": "refund"}
+            graph.invoke({"request": request}, config)
+    paused = database.footprint(LANGGRAPH_TABLES)
+    with metered(database, {}) as resume:
+        results = [graph.invoke(Command(resume=decision), config) for config in configs]
+    completed = sum(1 for result in results if result.get("result", "").startswith("refunded"))
+    return Side(pause, resume, empty, paused, database.footprint(LANGGRAPH_TABLES), completed=completed)
+
+
+def checkpointer_connection(conninfo: str) -> psycopg.Connection[Any]:
+    """A connection made as `PostgresSaver.from_conn_string` makes it (autocommit, no prepared
+    statements, dict rows), with a statement-counting cursor."""
+    return psycopg.Connection.connect(
+        conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row, cursor_factory=CountingCursor
+    )
+
+
+def langgraph_side(args: argparse.Namespace, tmp: Path) -> Side:
+    """Measured LangGraph runs (after the warm-up) on a scratch database of their own (created by
+    `bench_database`, whose countersign tables stay empty and are not counted)."""
+    with bench_database(args.database_url, tmp / "langgraph") as database_url:
+        database = Database(database_url)
+        try:
+            with checkpointer_connection(libpq_url(database_url)) as connection:
+                checkpointer = PostgresSaver(connection)
+                checkpointer.setup()
+                graph = refund_graph(checkpointer)
+                langgraph_runs(graph, 0, args.warmup, database)
+                with profiled(args.profile == "langgraph"):
+                    return langgraph_runs(graph, args.warmup, args.runs, database)
+        finally:
+            database.close()
+
+
+# ---- report ----------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument(
+        "--profile",
+        choices=["countersign", "langgraph"],
+        help="print a pyinstrument profile of that side's measured runs to stderr (inflates its CPU figures)",
+    )
+    parser.add_argument(
+        "--database-url", required=True, help="the PostgreSQL server to create scratch databases on"
+    )
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
+    (tmp / "langgraph").mkdir()
+    countersign = countersign_side(args, tmp)
+    langgraph = langgraph_side(args, tmp)
+    report(args.runs, countersign, langgraph)
+    return 0
+
+
+def report(runs: int, cs: Side, lg: Side) -> None:
+    """Print the side-by-side table; ratio = countersign / LangGraph."""
+
+    def ms(cost: Callable[[Side], float]) -> tuple[float, float]:
+        return cost(cs) * 1000 / runs, cost(lg) * 1000 / runs
+
+    def per_run(pick: Callable[[Side], float]) -> tuple[float, float]:
+        return pick(cs) / runs, pick(lg) / runs
+
+    def cpu(c: Cost) -> float:
+        return c.python + c.postgres + c.redis
+
+    rows: list[tuple[str, tuple[float, float] | tuple[str, str]]] = [
+        ("runs measured (completed)", (f"{runs} ({cs.completed})", f"{runs} ({lg.completed})")),
+        ("Python CPU per run, pause (ms)", ms(lambda s: s.pause.python)),
+        ("Python CPU per run, resume (ms)", ms(lambda s: s.resume.python)),
+        ("  of which the click (ms)", (f"{cs.decide.python * 1000 / runs:.2f}" if cs.decide else "-", "-")),
+        ("Python CPU per run, cycle (ms)", ms(lambda s: s.pause.python + s.resume.python)),
+        ("PostgreSQL CPU per run, cycle (ms)", ms(lambda s: s.pause.postgres + s.resume.postgres)),
+        ("Redis CPU per run, cycle (ms)", ms(lambda s: s.pause.redis + s.resume.redis)),
+        ("all CPU per run, cycle (ms)", ms(lambda s: cpu(s.pause) + cpu(s.resume))),
+        ("SQL statements per run, cycle", per_run(lambda s: s.pause.statements + s.resume.statements)),
+        ("Redis commands per run, cycle", per_run(lambda s: s.pause.commands + s.resume.commands)),
+        ("wall per run, cycle (ms)", ms(lambda s: s.pause.wall + s.resume.wall)),
+        ("PG bytes per paused run, on disk", per_run(lambda s: s.paused[0] - s.empty[0])),
+        ("PG bytes per paused run, live rows", per_run(lambda s: s.paused[1] - s.empty[1])),
+        ("PG rows per paused run", per_run(lambda s: s.paused[2] - s.empty[2])),
+        ("PG bytes per completed run, on disk", per_run(lambda s: s.done[0] - s.empty[0])),
+        ("PG bytes per completed run, live rows", per_run(lambda s: s.done[1] - s.empty[1])),
+        ("PG rows per completed run", per_run(lambda s: s.done[2] - s.empty[2])),
+        ("Redis bytes per paused run", per_run(lambda s: s.redis_paused)),
+        ("Redis bytes per completed run", per_run(lambda s: s.redis_done)),
+        ("sandbox (Slack) CPU per run, not counted (ms)", ms(lambda s: s.pause.sandbox + s.resume.sandbox)),
+    ]
+    print_table(
+        [(name, _columns(values)) for name, values in rows],
+        header=("per run (ratio = countersign / LangGraph)", _columns(("countersign", "LangGraph"), "ratio")),
+    )
+
+
+def _columns(values: tuple[Any, Any], ratio: str | None = None) -> str:
+    a, b = values
+    if ratio is None:
+        ratio = f"{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) and b else "-"
+    return "  ".join(f"{_cell(v):>12}" for v in (a, b, ratio))
+
+
+def _cell(value: Any) -> str:
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.2f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
