@@ -5,9 +5,13 @@
   `chat.postMessage` has no idempotency key. A retry after a crash between posting and storing the
   `ts` first looks the card up in `conversations.history` and adopts it.
 - **Pace.** Slack allows about one message per second per channel
-  (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage), so a channel that posted in
-  the last second makes the job wait (`RetryLater`), leaving the worker free for other channels.
-  A `429` is honoured the same way, for its `Retry-After` seconds. No worker ever sleeps.
+  (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage). Each card reserves the
+  channel's next free second in Redis, once (`reserve_slot`): a card whose second has come posts;
+  the others wait for theirs (`RetryLater` until exactly then, and a posting lease until then so the
+  card sweep leaves them alone), keeping their reservation when they run again. So 300 cards for
+  one channel take about 300 s, each job runs about twice, and nothing is rescheduled every second
+  (a thundering herd that used to delay the other channels' cards). A `429` is honoured the same
+  way, for its `Retry-After` seconds. No worker ever sleeps.
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
   `not_in_channel` / `channel_not_found` / `is_archived` fall back once to a DM (a group DM for
   several approvers). What is still refused is audited as `delivery_failed` and tried again with a
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import logging
 
+from redis import Redis
 from slack_sdk.errors import SlackApiError
 
 from ..store import PENDING, ApprovalRequest
@@ -27,7 +32,8 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 CARD_EVENT = "countersign_request"
-PACE_MILLISECONDS = 1000
+PACE_SECONDS = 1
+SLOT_KEPT_SECONDS = 600  # a reservation outlives its second by this much, for a job that runs late
 RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
 BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at most every 10 minutes
 MAX_BACKOFF_SECONDS = 600
@@ -35,11 +41,28 @@ BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
 
 
+# The next free second of a channel, reserved once per card. KEYS: the channel's next free second,
+# this card's reservation; ARGV: pace seconds, seconds a reservation is kept after its second.
+# Returns {reserved second, Redis clock second, its microseconds}: one clock for every worker.
+_RESERVE_SLOT = """
+local time = redis.call('TIME')
+local now = tonumber(time[1])
+local slot = tonumber(redis.call('GET', KEYS[2]))
+if not slot then
+    local pace = tonumber(ARGV[1])
+    slot = math.max(tonumber(redis.call('GET', KEYS[1]) or 0), now)
+    redis.call('SET', KEYS[1], slot + pace, 'EX', slot + pace - now)
+    redis.call('SET', KEYS[2], slot, 'EX', slot - now + tonumber(ARGV[2]))
+end
+return {slot, now, tonumber(time[2])}
+"""
+
+
 class RetryLater(Exception):
     """Slack (or the channel's pace) asks to wait `seconds` before posting again."""
 
-    def __init__(self, seconds: int) -> None:
-        super().__init__(f"retry in {seconds} s")
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"retry in {seconds:g} s")
         self.seconds = seconds
 
 
@@ -51,8 +74,11 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
     """
     if row.card_ts is not None or row.status != PENDING:
         return "duplicate"
-    if not runtime.redis.set(f"countersign:pace:{row.channel}", row.id, px=PACE_MILLISECONDS, nx=True):
-        raise RetryLater(1)
+    wait = reserve_slot(runtime.redis, row)
+    if wait > 0:
+        if wait >= 1:  # keep the card sweep away until its second (the lease ends no later)
+            runtime.store.defer_card(row.id, int(wait))
+        raise RetryLater(wait)
     claimed = runtime.store.claim_card(row.id)
     if claimed is None:
         return "duplicate"
@@ -72,6 +98,20 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
     runtime.store.attach_card(row.id, ts, claimed.level)
     log.info("request %s: card %s at %s", row.id, outcome, ts)
     return outcome
+
+
+def reserve_slot(redis: Redis, row: ApprovalRequest) -> float:
+    """Seconds until the second reserved for this card in its channel (<= 0: post now).
+
+    The first call for a card (request id, level, channel) reserves the channel's next free second,
+    `PACE_SECONDS` after the previous reservation and not before now (Redis's clock); later calls
+    return the same second, so a job run again keeps its place. Atomic in Redis (a Lua script).
+    """
+    channel_key = f"countersign:pace:{row.channel}"
+    slot, now, micros = redis.register_script(_RESERVE_SLOT)(
+        keys=[channel_key, f"{channel_key}:{row.id}:{row.level}"], args=[PACE_SECONDS, SLOT_KEPT_SECONDS]
+    )
+    return slot - now - micros / 1_000_000
 
 
 def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False, rerouted: bool = False) -> str:

@@ -25,6 +25,8 @@ from .schema import ApprovalRequestV1, IntakeMessage, InvalidRequest, parse
 
 log = logging.getLogger(__name__)
 
+MAX_RESCHEDULES = 5
+
 
 def intake(message: Any) -> str | Retry:
     """RQ entry point. Returns what happened: `posted` | `found` | `auto_approved` | `duplicate` |
@@ -85,8 +87,13 @@ def handle(runtime: Runtime, message: Any) -> str | Retry:
     try:
         return post_card(runtime, row)
     except RetryLater as later:
-        log.info("request %s: Slack asks to wait %s s before posting; rescheduled", row.id, later.seconds)
-        return Retry(max=1, interval=later.seconds)  # RQ reschedules the job
+        log.info(
+            "request %s: rescheduled in %.3f s (channel pace or Slack's Retry-After)", row.id, later.seconds
+        )
+        # RQ reschedules the job (its scheduler moves it back onto the queue within a second of the
+        # time; a float interval must come in a list). `max` counts every reschedule of the job: its
+        # wait for the channel's second, then Slack's 429s; past that the card sweep posts the card.
+        return Retry(max=MAX_RESCHEDULES, interval=[later.seconds])
 
 
 def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequestV1) -> list[str]:
