@@ -5,6 +5,7 @@ status message. Nothing is lost and nothing is posted twice."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -13,13 +14,18 @@ from rq.registry import ScheduledJobRegistry
 
 from countersign.router import decisions
 from countersign.router.client import ApprovalClient, RouterUnavailable, intake_job_id
-from countersign.router.delivery import RetryLater, post_card
+from countersign.router.delivery import PACE_MILLISECONDS, RetryLater, post_card
 from countersign.router.runtime import Runtime, json_queue
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 
 from .helpers import drain, wait_for
 from .test_flow import refund
+
+
+def reserved(redis: Redis, request_id: str) -> int:
+    """The posting time (unix ms) reserved for the card of `request_id` in C0FINANCE at level 0."""
+    return int(redis.get(f"countersign:pace:C0FINANCE:{request_id}:0"))  # type: ignore[arg-type]
 
 
 def card_count(sb: Sandbox, request_id: str) -> int:
@@ -49,7 +55,8 @@ def test_rate_limit_reschedules_for_retry_after_and_posts_once_later(
     drain(redis)
     assert card_count(sb, request_id) == 0
     wait = scheduled_in(redis, intake_job_id(request_id))
-    assert wait is not None and 5 < wait <= 7.5  # Retry-After honoured by rescheduling, not sleeping
+    assert wait is not None and 6 < wait <= 8  # Retry-After honoured by rescheduling (whole seconds)
+    assert redis.get(f"countersign:pace:C0FINANCE:{request_id}:0") is None  # it gives up its time
     redis.delete("countersign:pace:C0FINANCE")
     assert post_card(runtime, store.get(request_id)) == "duplicate"  # type: ignore[arg-type]  # not before then
     lease_runs_out(store, request_id)
@@ -84,24 +91,25 @@ def test_a_busy_channel_waits_its_turn_without_holding_up_others(
     assert card_count(sb, second) == 0 and scheduled_in(redis, intake_job_id(second)) is not None
 
 
-def test_cards_for_one_channel_reserve_its_seconds_in_turn_and_wait_for_them_once(
+def test_cards_for_one_channel_reserve_their_times_in_turn_and_wait_for_them_once(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
 ) -> None:
     sb, _ = sandbox
     ids = [client.request(refund(run_id=str(n))) for n in range(5)]
     drain(redis)  # every intake job runs once: one posts, the others wait for their second
-    slots = [int(redis.get(f"countersign:pace:C0FINANCE:{i}:0")) for i in ids]  # type: ignore[arg-type]
-    assert slots == list(range(slots[0], slots[0] + 5))  # one card a second, in order
-    for request_id, slot in zip(ids, slots, strict=True):  # posted now, or rescheduled at its second
-        assert card_count(sb, request_id) == 1 or scheduled_at(redis, intake_job_id(request_id)) == slot
+    slots = [reserved(redis, i) for i in ids]
+    assert slots == [slots[0] + n * PACE_MILLISECONDS for n in range(5)]  # one card per pace, in order
+    for request_id, slot in zip(ids, slots, strict=True):  # posted now, or rescheduled for its time
+        rerun = scheduled_at(redis, intake_job_id(request_id))
+        assert card_count(sb, request_id) == 1 or rerun == math.ceil(slot / 1000)
     last = store.get(ids[-1])
     assert last is not None and last.card_attempts == 0  # nobody claimed it yet
-    assert last.card_lease_until is not None and last.card_lease_until.timestamp() <= slots[-1]
+    assert last.card_lease_until is not None and last.card_lease_until.timestamp() <= slots[-1] / 1000
     due = {row.id for row in store.due_for_card(grace_seconds=0)}
     assert not due & set(ids[2:])  # the card sweep leaves alone the cards a second or more away
 
 
-def test_a_job_run_again_early_keeps_its_second(
+def test_a_job_run_again_early_keeps_its_time(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
 ) -> None:
     ids = [client.request(refund(run_id=str(n))) for n in range(5)]
@@ -112,12 +120,10 @@ def test_a_job_run_again_early_keeps_its_second(
     redis.zrem(ScheduledJobRegistry(queue=queue).key, job_id)
     queue.enqueue_job(queue.fetch_job(job_id))  # e.g. a scheduler moved it back too soon
     drain(redis)
-    assert scheduled_at(redis, job_id) == slot  # rescheduled at the same second, not behind the rest
+    assert scheduled_at(redis, job_id) == slot  # rescheduled for the same time, not behind the rest
     later = client.request(refund(run_id="later"))
     drain(redis)
-    assert (
-        slot is not None and scheduled_at(redis, intake_job_id(later)) == slot + 1
-    )  # the channel's line did not move
+    assert reserved(redis, later) == reserved(redis, ids[-1]) + PACE_MILLISECONDS  # the line did not move
 
 
 def test_server_error_is_retried_after_a_back_off(
