@@ -5,6 +5,7 @@ status message. Nothing is lost and nothing is posted twice."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ from rq.registry import ScheduledJobRegistry
 
 from countersign.router import decisions
 from countersign.router.client import ApprovalClient, RouterUnavailable, intake_job_id
-from countersign.router.delivery import RetryLater, post_card
+from countersign.router.delivery import PACE_MILLISECONDS, RetryLater, post_card
 from countersign.router.runtime import Runtime, json_queue
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -22,17 +23,27 @@ from .helpers import drain, wait_for
 from .test_flow import refund
 
 
+def reserved(redis: Redis, request_id: str) -> int:
+    """The posting time (unix ms) reserved for the card of `request_id` in C0FINANCE at level 0."""
+    return int(redis.get(f"countersign:pace:C0FINANCE:{request_id}:0"))  # type: ignore[arg-type]
+
+
 def card_count(sb: Sandbox, request_id: str) -> int:
     return len([m for m in sb.messages() if request_id in str(m["blocks"])])
 
 
-def scheduled_in(redis: Redis, job_id: str) -> float | None:
-    """Seconds from now until RQ runs the scheduled job `job_id` again, or None if not scheduled."""
+def scheduled_at(redis: Redis, job_id: str) -> float | None:
+    """The unix second at which RQ runs the scheduled job `job_id` again, or None if not scheduled."""
     registry = ScheduledJobRegistry(
         "countersign", connection=redis, serializer=json_queue("countersign", redis).serializer
     )
-    score = redis.zscore(registry.key, job_id)
-    return None if score is None else score - time.time()
+    return redis.zscore(registry.key, job_id)
+
+
+def scheduled_in(redis: Redis, job_id: str) -> float | None:
+    """Seconds from now until RQ runs the scheduled job `job_id` again, or None if not scheduled."""
+    at = scheduled_at(redis, job_id)
+    return None if at is None else at - time.time()
 
 
 def test_rate_limit_reschedules_for_retry_after_and_posts_once_later(
@@ -44,7 +55,8 @@ def test_rate_limit_reschedules_for_retry_after_and_posts_once_later(
     drain(redis)
     assert card_count(sb, request_id) == 0
     wait = scheduled_in(redis, intake_job_id(request_id))
-    assert wait is not None and 5 < wait <= 7.5  # Retry-After honoured by rescheduling, not sleeping
+    assert wait is not None and 6 < wait <= 8  # Retry-After honoured by rescheduling (whole seconds)
+    assert redis.get(f"countersign:pace:C0FINANCE:{request_id}:0") is None  # it gives up its time
     redis.delete("countersign:pace:C0FINANCE")
     assert post_card(runtime, store.get(request_id)) == "duplicate"  # type: ignore[arg-type]  # not before then
     lease_runs_out(store, request_id)
@@ -77,6 +89,41 @@ def test_a_busy_channel_waits_its_turn_without_holding_up_others(
     drain(redis)
     assert card_count(sb, first) == 1 and card_count(sb, other) == 1  # different channels: no wait
     assert card_count(sb, second) == 0 and scheduled_in(redis, intake_job_id(second)) is not None
+
+
+def test_cards_for_one_channel_reserve_their_times_in_turn_and_wait_for_them_once(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    ids = [client.request(refund(run_id=str(n))) for n in range(5)]
+    drain(redis)  # every intake job runs once: one posts, the others wait for their second
+    slots = [reserved(redis, i) for i in ids]
+    assert slots == [slots[0] + n * PACE_MILLISECONDS for n in range(5)]  # one card per pace, in order
+    for request_id, slot in zip(ids, slots, strict=True):  # posted now, or rescheduled for its time
+        rerun = scheduled_at(redis, intake_job_id(request_id))
+        assert card_count(sb, request_id) == 1 or rerun == math.ceil(slot / 1000)
+    last = store.get(ids[-1])
+    assert last is not None and last.card_attempts == 0  # nobody claimed it yet
+    assert last.card_lease_until is not None and last.card_lease_until.timestamp() <= slots[-1] / 1000
+    due = {row.id for row in store.due_for_card(grace_seconds=0)}
+    assert not due & set(ids[2:])  # the card sweep leaves alone the cards a second or more away
+
+
+def test_a_job_run_again_early_keeps_its_time(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    ids = [client.request(refund(run_id=str(n))) for n in range(5)]
+    drain(redis)
+    job_id = intake_job_id(ids[-1])
+    slot = scheduled_at(redis, job_id)
+    queue = json_queue("countersign", redis)
+    redis.zrem(ScheduledJobRegistry(queue=queue).key, job_id)
+    queue.enqueue_job(queue.fetch_job(job_id))  # e.g. a scheduler moved it back too soon
+    drain(redis)
+    assert scheduled_at(redis, job_id) == slot  # rescheduled for the same time, not behind the rest
+    later = client.request(refund(run_id="later"))
+    drain(redis)
+    assert reserved(redis, later) == reserved(redis, ids[-1]) + PACE_MILLISECONDS  # the line did not move
 
 
 def test_server_error_is_retried_after_a_back_off(

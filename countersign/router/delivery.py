@@ -5,9 +5,14 @@
   `chat.postMessage` has no idempotency key. A retry after a crash between posting and storing the
   `ts` first looks the card up in `conversations.history` and adopts it.
 - **Pace.** Slack allows about one message per second per channel
-  (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage), so a channel that posted in
-  the last second makes the job wait (`RetryLater`), leaving the worker free for other channels.
-  A `429` is honoured the same way, for its `Retry-After` seconds. No worker ever sleeps.
+  (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage). Each card reserves a time
+  in its channel in Redis, once, `PACE_MILLISECONDS` after the channel's previous one
+  (`reserve_slot`): a card whose time has come posts; the others wait for theirs (`RetryLater`
+  until then, and a posting lease until then so the card sweep leaves them alone), keeping their
+  reservation when they run again. So a backlog of cards for one channel drains at the pace, each
+  job runs about twice, and no job is rescheduled every second (the thundering herd that used to
+  delay the other channels' cards). A `429` is honoured the same way, for its `Retry-After`
+  seconds, and the card gives up its time. No worker ever sleeps.
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
   `not_in_channel` / `channel_not_found` / `is_archived` fall back once to a DM (a group DM for
   several approvers). What is still refused is audited as `delivery_failed` and tried again with a
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import logging
 
+from redis import Redis
 from slack_sdk.errors import SlackApiError
 
 from ..store import PENDING, ApprovalRequest
@@ -27,7 +33,11 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 CARD_EVENT = "countersign_request"
-PACE_MILLISECONDS = 1000
+# One card per channel every 1.1 s: Slack allows about one a second with short bursts, so posting at
+# exactly 1/s leaves no slack, and any delay (a late scheduler tick, a slow job) is followed by a
+# catch-up burst that drains Slack's allowance and draws 429s. The 10% margin refills it.
+PACE_MILLISECONDS = 1100
+SLOT_KEPT_MILLISECONDS = 600_000  # a reservation outlives its time by 10 minutes, for a job that runs late
 RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
 BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at most every 10 minutes
 MAX_BACKOFF_SECONDS = 600
@@ -35,11 +45,28 @@ BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
 
 
+# The channel's next free posting time, reserved once per card (unix milliseconds, Redis's clock, so
+# one clock for every worker). KEYS: the channel's next free time, this card's reservation; ARGV:
+# pace ms, ms a reservation is kept after its time. Returns {reserved ms, clock seconds, clock µs}.
+_RESERVE_SLOT = """
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local slot = tonumber(redis.call('GET', KEYS[2]))
+if not slot then
+    local pace = tonumber(ARGV[1])
+    slot = math.max(tonumber(redis.call('GET', KEYS[1]) or 0), now)
+    redis.call('SET', KEYS[1], slot + pace, 'PX', slot + pace - now)
+    redis.call('SET', KEYS[2], slot, 'PX', slot - now + tonumber(ARGV[2]))
+end
+return {slot, tonumber(time[1]), tonumber(time[2])}
+"""
+
+
 class RetryLater(Exception):
     """Slack (or the channel's pace) asks to wait `seconds` before posting again."""
 
-    def __init__(self, seconds: int) -> None:
-        super().__init__(f"retry in {seconds} s")
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"retry in {seconds:g} s")
         self.seconds = seconds
 
 
@@ -51,8 +78,11 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
     """
     if row.card_ts is not None or row.status != PENDING:
         return "duplicate"
-    if not runtime.redis.set(f"countersign:pace:{row.channel}", row.id, px=PACE_MILLISECONDS, nx=True):
-        raise RetryLater(1)
+    wait = reserve_slot(runtime.redis, row)
+    if wait > 0:
+        if wait >= 1:  # keep the card sweep away until its time (the lease ends no later)
+            runtime.store.defer_card(row.id, int(wait))
+        raise RetryLater(wait)
     claimed = runtime.store.claim_card(row.id)
     if claimed is None:
         return "duplicate"
@@ -61,8 +91,11 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
         outcome = "found" if ts is not None else "posted"
         if ts is None:
             ts = _post(runtime, claimed)
-    except RetryLater as later:
-        runtime.store.defer_card(row.id, later.seconds)
+    except (
+        RetryLater
+    ) as later:  # Slack asks to wait after all: give up this card's time, take a new one later
+        runtime.redis.delete(_slot_keys(row)[1])
+        runtime.store.defer_card(row.id, int(later.seconds))
         raise
     except SlackApiError as exc:  # refused for good this time: back off, and say so in the audit trail
         seconds = min(BACKOFF_SECONDS * claimed.card_attempts, MAX_BACKOFF_SECONDS)
@@ -72,6 +105,25 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
     runtime.store.attach_card(row.id, ts, claimed.level)
     log.info("request %s: card %s at %s", row.id, outcome, ts)
     return outcome
+
+
+def reserve_slot(redis: Redis, row: ApprovalRequest) -> float:
+    """Seconds until the time reserved for this card in its channel (<= 0: post now).
+
+    The first call for a card (request id, level, channel) reserves the channel's next free time,
+    `PACE_MILLISECONDS` after the previous reservation and not before now (Redis's clock); later
+    calls return the same time, so a job run again keeps its place. Atomic in Redis (a Lua script).
+    """
+    slot, seconds, micros = redis.register_script(_RESERVE_SLOT)(
+        keys=_slot_keys(row), args=[PACE_MILLISECONDS, SLOT_KEPT_MILLISECONDS]
+    )
+    return slot / 1000 - seconds - micros / 1_000_000
+
+
+def _slot_keys(row: ApprovalRequest) -> list[str]:
+    """The Redis keys of the channel's next free time and of this card's reservation."""
+    channel_key = f"countersign:pace:{row.channel}"
+    return [channel_key, f"{channel_key}:{row.id}:{row.level}"]
 
 
 def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False, rerouted: bool = False) -> str:

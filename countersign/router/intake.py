@@ -9,6 +9,8 @@ invariant 8).
 from __future__ import annotations
 
 import logging
+import math
+import time
 from typing import Any
 
 from rq import Retry, get_current_job
@@ -24,6 +26,8 @@ from .runtime import Runtime, current
 from .schema import ApprovalRequestV1, IntakeMessage, InvalidRequest, parse
 
 log = logging.getLogger(__name__)
+
+MAX_RESCHEDULES = 5
 
 
 def intake(message: Any) -> str | Retry:
@@ -85,8 +89,22 @@ def handle(runtime: Runtime, message: Any) -> str | Retry:
     try:
         return post_card(runtime, row)
     except RetryLater as later:
-        log.info("request %s: Slack asks to wait %s s before posting; rescheduled", row.id, later.seconds)
-        return Retry(max=1, interval=later.seconds)  # RQ reschedules the job
+        log.info(
+            "request %s: rescheduled in %.3f s (channel pace or Slack's Retry-After)", row.id, later.seconds
+        )
+        return _retry_in(later.seconds)
+
+
+def _retry_in(seconds: float) -> Retry:
+    """RQ's `Retry` that runs the job again no earlier than `seconds` from now.
+
+    RQ's scheduler keeps whole unix seconds (it floors the time) and moves due jobs onto the queue
+    once a second, so the time is rounded up to the next whole second (a float interval must come in
+    a list). `max` counts every reschedule of the job: its wait for the channel's time, then Slack's
+    429s; past that the job fails and the card sweep posts the card.
+    """
+    now = time.time()
+    return Retry(max=MAX_RESCHEDULES, interval=[math.ceil(now + seconds) - now + 0.001])
 
 
 def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequestV1) -> list[str]:
