@@ -91,9 +91,8 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
         outcome = "found" if ts is not None else "posted"
         if ts is None:
             ts = _post(runtime, claimed)
-    except (
-        RetryLater
-    ) as later:  # Slack asks to wait after all: give up this card's time, take a new one later
+    except RetryLater as later:
+        # Slack asks to wait after all: give up this card's time, take a new one later
         runtime.redis.delete(_slot_keys(row)[1])
         runtime.store.defer_card(row.id, int(later.seconds))
         raise
