@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from countersign.router.schema import ApprovalRequestV1, InvalidRequest, parse
@@ -29,6 +29,7 @@ FIELDS = list(refund())
     changes=st.dictionaries(st.sampled_from([*FIELDS, "extra"]), json_values, max_size=4),
     dropped=st.sets(st.sampled_from(FIELDS), max_size=2),
 )
+@example(changes={"resume": {"\n": None}}, dropped=set())  # an agent's field name with a line break
 def test_any_request_is_valid_or_one_clear_refusal(changes: dict[str, Any], dropped: set[str]) -> None:
     request = {k: v for k, v in {**refund(), **changes}.items() if k not in dropped}
     try:

@@ -7,6 +7,7 @@ unknown fields, so an agent's mistake is an error at `request()` instead of a su
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Annotated, Any
 
 import rfc8785
@@ -156,7 +157,17 @@ def one_line(exc: ValidationError, root: str = "request") -> str:
     `root` names the whole document when the error is about it."""
     parts = []
     for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or root
+        where = ".".join(_field(p) for p in error["loc"]) or root
         message = _MESSAGES.get(error["type"], error["msg"])
         parts.append(f"{where}: {message.removeprefix('Value error, ')}")
-    return "; ".join(parts)
+    return "; ".join(parts).translate(_CONTROL)
+
+
+def _field(part: str | int) -> str:
+    """A field name as written in an error: plain when it is a plain name, else JSON-quoted (the
+    agent chose it, and it may hold dots, spaces or line breaks)."""
+    text = str(part)
+    return text if text.isidentifier() or isinstance(part, int) else json.dumps(text)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]}
