@@ -8,7 +8,7 @@ worker`, a private redis-server, the Slack sandbox (in this process) and a scrat
 go through the real intake path (`ApprovalClient.request` -> worker -> card on the sandbox), spread
 over 200 channels so that the per-channel posting pace does not slow the set-up. Then a separate
 sender process sends one signed Approve click (approver U0LEAD) per request, open loop: click `i`
-leaves at `start + i / rate` whatever the answers so far, from a pool of threads, with bodies built
+leaves at `start + i / rate` whatever the answers so far, on a thread of its own, with bodies built
 and signed ahead so the sender does little work per click (its CPU use is printed).
 
 Per click: ack = from just before the POST is written to the end of the HTTP response (Slack's
@@ -24,13 +24,16 @@ from __future__ import annotations
 import argparse
 import http.client
 import multiprocessing
+import os
+import re
 import secrets
+import signal
 import sys
 import tempfile
 import threading
 import time
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,11 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     PYTHON_M,
+    ROOT,
     Child,
     bench_database,
     countersign_env,
     percentile,
     print_table,
+    session_cpu_seconds,
     start_redis,
     wait_until,
 )
@@ -62,7 +67,6 @@ from countersign.store import ApprovalRequest, Store, create_db_engine, resume_j
 CHANNELS = 200
 APPROVER = "U0LEAD"
 AGENT_QUEUE = "bench-agent"
-SENDER_THREADS = 64
 ACK_TARGET_MS, RESUME_TARGET_MS = 100, 50
 
 
@@ -71,6 +75,16 @@ def policy() -> str:
     return (
         f"version: 1\ndefaults: {{channel: C0LAT, approvers: {{users: [{APPROVER}]}}}}\nactions:\n{actions}\n"
     )
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds used while the clicks were sent and answered, by the sender process, `countersign
+    web` (gunicorn master and workers) and `countersign worker` (with its sweep process)."""
+
+    sender: float
+    web: float
+    worker: float
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,8 @@ class Click:
 
 def send_clicks(url: str, secret: str, bodies: list[bytes], rate: float) -> tuple[list[Click], float]:
     """Send `bodies` (form-encoded payloads) signed to `url`, body `i` at `start + i / rate`, each on
-    its own connection from a thread pool. Returns the clicks and the CPU seconds this process used."""
+    its own connection and thread (so a slow answer never delays the next click). Returns the
+    clicks and the CPU seconds this process used."""
     parsed = urllib.parse.urlsplit(url)
     verifier = SignatureVerifier(secret)
     clicks: list[Click] = []
@@ -115,13 +130,15 @@ def send_clicks(url: str, secret: str, bodies: list[bytes], rate: float) -> tupl
         with lock:
             clicks.append(click)
 
-    cpu = time.process_time()
-    with ThreadPoolExecutor(SENDER_THREADS) as pool:
-        start = time.time() + 0.5
-        for index, body in enumerate(bodies):
-            due = start + index / rate
-            time.sleep(max(0.0, due - time.time()))
-            pool.submit(post, index, body, due)
+    cpu, threads = time.process_time(), []
+    start = time.time() + 0.5
+    for index, body in enumerate(bodies):
+        due = start + index / rate
+        time.sleep(max(0.0, due - time.time()))
+        threads.append(threading.Thread(target=post, args=(index, body, due)))
+        threads[-1].start()
+    for thread in threads:
+        thread.join()
     return sorted(clicks, key=lambda c: c.index), time.process_time() - cpu
 
 
@@ -131,6 +148,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20, help="measured seconds (default 20)")
     parser.add_argument("--warmup", type=float, default=2, help="seconds of clicks not counted (default 2)")
     parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
+    parser.add_argument(
+        "--profile", type=Path, help="record the web processes with py-spy (raw format) into this file"
+    )
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
@@ -146,39 +166,100 @@ def main() -> int:
                 "SLACK_SIGNING_SECRET": sandbox.signing_secret,
                 "PORT": str(port),
             }
-            children = [
-                Child("worker", [*PYTHON_M, "countersign.cli", "worker"], env, tmp / "worker.log"),
-                Child(
-                    "web", [*PYTHON_M, "countersign.cli", "web", "--host", "127.0.0.1"], env, tmp / "web.log"
-                ),
-            ]
+            web = Child(
+                "web", [*PYTHON_M, "countersign.cli", "web", "--host", "127.0.0.1"], env, tmp / "web.log"
+            )
+            worker = Child("worker", [*PYTHON_M, "countersign.cli", "worker"], env, tmp / "worker.log")
+            children = [web, worker]
             for child in children:
                 child.start()
-            count = round(args.rate * (args.warmup + args.seconds))
-            engine = create_db_engine(database_url)
-            setup = _pending_cards(ApprovalClient(Redis.from_url(redis_url), Store(engine)), engine, count)
+            engine, redis = create_db_engine(database_url), Redis.from_url(redis_url)
+            client = ApprovalClient(redis, Store(engine))
+            cards = _pending_cards(client, engine, round(args.rate * (args.warmup + args.seconds)))
+            engine.dispose()
             bodies = [
-                encode_payload(sandbox.click_payload(c, ts, APPROVE_ACTION, APPROVER)) for _, c, ts in setup
+                encode_payload(sandbox.click_payload(c, ts, APPROVE_ACTION, APPROVER)) for _, c, ts in cards
             ]
             wait_until(lambda: _healthy(port), 60, "countersign web did not start")
-            context = multiprocessing.get_context("spawn")
-            with context.Pool(1) as pool:
-                clicks, sender_cpu = pool.apply(
-                    send_clicks, (sandbox.interactivity_url, sandbox.signing_secret, bodies, args.rate)
-                )
-            redis = Redis.from_url(redis_url)
-            answered = sum(c.status == 200 for c in clicks)
+            children += [_profiler(args.profile, web, tmp)] if args.profile else []
+            cpu = [session_cpu_seconds(_pid(child)) for child in (web, worker)]
+            clicks, sender_cpu = _send(sandbox, bodies, args.rate)
             queue = json_queue(AGENT_QUEUE, redis)
+            answered = sum(c.status == 200 for c in clicks)
             wait_until(lambda: queue.count >= answered, 120, "resume jobs did not all arrive")
-            enqueued = _enqueued_at(redis, [request_id for request_id, _, _ in setup])
-            engine.dispose()
+            cpu = [
+                session_cpu_seconds(_pid(child)) - before
+                for child, before in zip((web, worker), cpu, strict=True)
+            ]
+            enqueued = _enqueued_at(redis, [request_id for request_id, _, _ in cards])
+            if args.profile:
+                _stop(children.pop())
     finally:
         for child in children:
             child.kill()
         redis_server.kill()
         server.shutdown()
-    _report(args, clicks, enqueued, sender_cpu, database_url)
+    _report(args, clicks, enqueued, Cpu(sender_cpu, *cpu), database_url)
+    if args.profile:
+        print()
+        print_table(
+            top_frames(args.profile), header=("py-spy, web processes: function (inclusive)", "% of samples")
+        )
     return 0
+
+
+def _pid(child: Child) -> int:
+    assert child.process is not None
+    return child.process.pid
+
+
+def _send(sandbox: Sandbox, bodies: list[bytes], rate: float) -> tuple[list[Click], float]:
+    """`send_clicks` in a separate process, away from this one's GIL (the sandbox serves here)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert sandbox.interactivity_url is not None
+        return pool.apply(send_clicks, (sandbox.interactivity_url, sandbox.signing_secret, bodies, rate))
+
+
+def _profiler(out: Path, web: Child, tmp: Path) -> Child:
+    """py-spy sampling `web` and its gunicorn workers 100 times a second, without pausing them,
+    only threads holding the GIL (Python CPU time: what competes with the clicks)."""
+    argv = [
+        str(Path(sys.executable).parent / "py-spy"),
+        "record",
+        "--pid",
+        str(_pid(web)),
+        "--subprocesses",
+        "--gil",
+    ]
+    profiler = Child(
+        "py-spy",
+        [*argv, "--nonblocking", "-r", "100", "-f", "raw", "-o", str(out)],
+        dict(os.environ),
+        tmp / "py-spy.log",
+    )
+    profiler.start()
+    time.sleep(1)  # py-spy attaches
+    return profiler
+
+
+def _stop(profiler: Child) -> None:
+    """Ask py-spy to write its file (SIGINT) and wait for it."""
+    assert profiler.process is not None
+    profiler.process.send_signal(signal.SIGINT)
+    profiler.process.wait(timeout=60)
+
+
+def top_frames(raw: Path, count: int = 25) -> list[tuple[str, object]]:
+    """The `count` functions present in most samples of a py-spy raw (collapsed stacks) file, with
+    their inclusive share: `[("function (file:line)", "12.3")]`."""
+    total, inclusive = 0, Counter[str]()
+    for line in raw.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        total += int(samples)
+        frames = {re.sub(r":\d+\)$", ")", frame.replace(str(ROOT) + "/", "")) for frame in stack.split(";")}
+        for frame in frames:
+            inclusive[frame] += int(samples)
+    return [(frame, f"{100 * n / total:.1f}") for frame, n in inclusive.most_common(count)]
 
 
 def _pending_cards(client: ApprovalClient, engine: object, count: int) -> list[tuple[str, str, str]]:
@@ -237,24 +318,25 @@ def _ms(values: list[float], p: float) -> str:
 
 
 def _report(
-    args: argparse.Namespace,
-    clicks: list[Click],
-    enqueued: list[float | None],
-    sender_cpu: float,
-    database_url: str,
+    args: argparse.Namespace, clicks: list[Click], enqueued: list[float | None], cpu: Cpu, database_url: str
 ) -> None:
     warm = round(args.rate * args.warmup)
     measured = clicks[warm:]
     acks = [c.ack for c in measured if c.status == 200]
     resumes = [enqueued[c.index] - c.sent_at for c in measured if enqueued[c.index] is not None]
     span = measured[-1].sent_at - measured[0].sent_at if len(measured) > 1 else float("nan")
+    sending = len(clicks) / args.rate
     rows: list[tuple[str, object]] = [
         ("database", database_url.split(":", 1)[0].split("+")[0]),
         ("web", "gunicorn, 2 workers x 8 threads (defaults)"),
         ("clicks counted (after warm-up)", f"{len(measured)} (+{warm} warm-up)"),
         ("click rate asked / achieved per s", f"{args.rate:.0f} / {(len(measured) - 1) / span:.1f}"),
         ("sender lag behind schedule max ms", f"{max(c.lag for c in measured) * 1000:.1f}"),
-        ("sender CPU (% of one core)", f"{sender_cpu / (len(clicks) / args.rate) * 100:.0f}"),
+        ("sender CPU, % of one core", f"{100 * cpu.sender / sending:.0f}"),
+        (
+            "web / worker CPU ms per click",
+            f"{1000 * cpu.web / len(clicks):.1f} / {1000 * cpu.worker / len(clicks):.1f}",
+        ),
         (
             "non-200 answers / connection errors",
             f"{sum(c.status not in (0, 200) for c in measured)} / {sum(c.status == 0 for c in measured)}",
@@ -265,20 +347,9 @@ def _report(
         ("ack", acks, ACK_TARGET_MS),
         ("click -> resume enqueued", resumes, RESUME_TARGET_MS),
     ):
-        rows.append(
-            (
-                f"{name} ms p50 / p95 / p99 / max",
-                " / ".join(
-                    [
-                        _ms(values, 50),
-                        _ms(values, 95),
-                        _ms(values, 99),
-                        f"{max(values, default=float('nan')) * 1000:.1f}",
-                    ]
-                ),
-            )
-        )
-        met = percentile(values, 99) * 1000 <= target
+        spread = [_ms(values, 50), _ms(values, 95), _ms(values, 99), _ms(values, 100)]
+        rows.append((f"{name} ms p50 / p95 / p99 / max", " / ".join(spread)))
+        met = bool(values) and percentile(values, 99) * 1000 <= target
         rows.append((f"{name} p99 target <= {target} ms", "met" if met else "NOT met"))
     print_table(rows)
 
