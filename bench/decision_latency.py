@@ -41,6 +41,7 @@ from redis import Redis
 from rq.utils import utcparse
 from slack_sdk.signature import SignatureVerifier
 from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -80,11 +81,14 @@ def policy() -> str:
 @dataclass(frozen=True)
 class Cpu:
     """CPU seconds used while the clicks were sent and answered, by the sender process, `countersign
-    web` (gunicorn master and workers) and `countersign worker` (with its sweep process)."""
+    web` (gunicorn master and workers), `countersign worker` (with its sweep process), this process
+    (the Slack sandbox answering chat.update) and the PostgreSQL backends of the scratch database."""
 
     sender: float
     web: float
     worker: float
+    sandbox: float
+    postgres: float
 
 
 @dataclass(frozen=True)
@@ -182,15 +186,16 @@ def main() -> int:
             ]
             wait_until(lambda: _healthy(port), 60, "countersign web did not start")
             children += [_profiler(args.profile, web, tmp)] if args.profile else []
-            cpu = [session_cpu_seconds(_pid(child)) for child in (web, worker)]
+            database = make_url(database_url).database if args.database_url else None
+            before = [*(session_cpu_seconds(_pid(child)) for child in (web, worker)), time.process_time()]
+            before.append(_backends_cpu_seconds(database))
             clicks, sender_cpu = _send(sandbox, bodies, args.rate)
             queue = json_queue(AGENT_QUEUE, redis)
             answered = sum(c.status == 200 for c in clicks)
             wait_until(lambda: queue.count >= answered, 120, "resume jobs did not all arrive")
-            cpu = [
-                session_cpu_seconds(_pid(child)) - before
-                for child, before in zip((web, worker), cpu, strict=True)
-            ]
+            after = [*(session_cpu_seconds(_pid(child)) for child in (web, worker)), time.process_time()]
+            after.append(_backends_cpu_seconds(database))
+            cpu = Cpu(sender_cpu, *(b - a for a, b in zip(before, after, strict=True)))
             enqueued = _enqueued_at(redis, [request_id for request_id, _, _ in cards])
             if args.profile:
                 _stop(children.pop())
@@ -199,7 +204,7 @@ def main() -> int:
             child.kill()
         redis_server.kill()
         server.shutdown()
-    _report(args, clicks, enqueued, Cpu(sender_cpu, *cpu), database_url)
+    _report(args, clicks, enqueued, cpu, database_url)
     if args.profile:
         print()
         print_table(
@@ -304,6 +309,21 @@ def _enqueued_at(redis: Redis, request_ids: list[str]) -> list[float | None]:
     return [utcparse(stamp.decode()).timestamp() if stamp else None for stamp in stamps]
 
 
+def _backends_cpu_seconds(database: str | None) -> float:
+    """CPU seconds used so far by the live PostgreSQL backends connected to `database` (0 for SQLite):
+    the processes whose title is `postgres: ... <user> <database> ...` (Linux /proc)."""
+    ticks = 0
+    for process in Path("/proc").glob("[0-9]*") if database else ():
+        try:
+            title = (process / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if title.startswith("postgres:") and f" {database} " in title:
+                fields = (process / "stat").read_text().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            continue  # the process exited meanwhile
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _healthy(port: int) -> bool:
     try:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -334,8 +354,11 @@ def _report(
         ("sender lag behind schedule max ms", f"{max(c.lag for c in measured) * 1000:.1f}"),
         ("sender CPU, % of one core", f"{100 * cpu.sender / sending:.0f}"),
         (
-            "web / worker CPU ms per click",
-            f"{1000 * cpu.web / len(clicks):.1f} / {1000 * cpu.worker / len(clicks):.1f}",
+            "CPU ms per click: web / worker / sandbox / db",
+            " / ".join(
+                f"{1000 * used / len(clicks):.1f}"
+                for used in (cpu.web, cpu.worker, cpu.sandbox, cpu.postgres)
+            ),
         ),
         (
             "non-200 answers / connection errors",
