@@ -82,7 +82,9 @@ def policy() -> str:
 class Cpu:
     """CPU seconds used while the clicks were sent and answered, by the sender process, `countersign
     web` (gunicorn master and workers), `countersign worker` (with its sweep process), this process
-    (the Slack sandbox answering chat.update) and the PostgreSQL backends of the scratch database."""
+    (the Slack sandbox answering chat.update) and the PostgreSQL backends of the scratch database
+    that are still connected at the end (a lower bound: the backends of pool overflow connections,
+    closed when returned, are not counted)."""
 
     sender: float
     web: float
@@ -354,7 +356,7 @@ def _report(
         ("sender lag behind schedule max ms", f"{max(c.lag for c in measured) * 1000:.1f}"),
         ("sender CPU, % of one core", f"{100 * cpu.sender / sending:.0f}"),
         (
-            "CPU ms per click: web / worker / sandbox / db",
+            "CPU ms per click: web / worker / sandbox / db (>=)",
             " / ".join(
                 f"{1000 * used / len(clicks):.1f}"
                 for used in (cpu.web, cpu.worker, cpu.sandbox, cpu.postgres)
