@@ -172,3 +172,18 @@ def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
         with server.connect() as connection:
             connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         server.dispose()
+
+
+def session_cpu_seconds(session_id: int) -> float:
+    """CPU seconds (user + system) used so far by the live processes of a session, e.g. a `Child`
+    (which starts its own session: its pid) and every process it forked or spawned. Linux only
+    (reads /proc/<pid>/stat, fields 6 `session`, 14 `utime` and 15 `stime`, in clock ticks)."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process exited meanwhile
+        if int(fields[3]) == session_id:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")

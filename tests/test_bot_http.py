@@ -7,15 +7,20 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from redis import Redis
 from slack_sdk.signature import SignatureVerifier
 
+from countersign.bot.app import DECISION_THREADS
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.client import ApprovalClient
 from countersign.sandbox import Sandbox
 from countersign.store import Store
+from countersign.store.engine import WRITE
 
+from .helpers import wait_for
 from .test_flow import post_card, status
 
 
@@ -104,3 +109,31 @@ def test_timestamps_that_are_not_plain_digits_get_401(bot: str) -> None:
             )
             == 401
         )
+
+
+@contextmanager
+def decisions_blocked(store: Store) -> Iterator[None]:
+    """Hold a lock that keeps every decision from being written (reads go on), until the block ends:
+    SQLite's write lock (`BEGIN IMMEDIATE`), or on PostgreSQL an EXCLUSIVE lock on the requests table,
+    which the vote's `SELECT ... FOR UPDATE` waits for."""
+    engine = store.engine.execution_options(**WRITE)
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql("LOCK TABLE approval_requests IN EXCLUSIVE MODE")
+        yield
+
+
+def test_clicks_are_acked_while_earlier_decisions_are_still_being_written(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    cards = []
+    for n in range(DECISION_THREADS + 1):  # more clicks than decisions run at once (and than Bolt's 5)
+        redis.delete("countersign:pace:C0FINANCE")
+        cards.append(post_card(client, redis, sb, run_id=f"r{n}"))
+    with decisions_blocked(store):
+        answers = [sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")[0] for _, card in cards]
+        assert answers == [200] * len(cards)
+        assert {status(store, request_id) for request_id, _ in cards} == {"pending"}
+    for request_id, _ in cards:
+        wait_for(lambda r=request_id: status(store, r) == "approved", what=f"{request_id} approved")

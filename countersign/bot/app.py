@@ -1,14 +1,24 @@
 """The Bolt app: listeners for the card's buttons and the modals' submits.
 
-Listeners stay tiny: `ack()` first (Slack wants the answer within 3 s, and Bolt sends the HTTP
-response at `ack()`: https://docs.slack.dev/tools/bolt-python/concepts/acknowledge), then one
-domain call, then return. Button listeners touch nothing before `ack()`. Modal submits are the one
-exception Slack imposes: field errors travel in the ack itself, so a read-only check comes first.
-The process's `Runtime` reaches listeners through Bolt's injected `context`.
+Listeners stay tiny: `ack()` first (Slack wants the answer within 3 s:
+https://docs.slack.dev/tools/bolt-python/concepts/acknowledge), then hand one domain call to the
+app's decision pool, then return. Button listeners touch nothing before `ack()`. Modal submits are
+the one exception Slack imposes: field errors travel in the ack itself, so a read-only check comes
+first. The process's `Runtime` and the pool reach listeners through Bolt's injected `context`.
+
+The app runs with `process_before_response=True`: Bolt runs the listener on the HTTP request's
+own thread and answers as soon as it returns, which is right after `ack()` since the domain call
+runs on the pool. In Bolt's default mode the listener itself, ack included, waits for one of the
+five threads of Bolt's listener executor, and the request thread polls every 10 ms for the ack: at
+50 clicks a second the acks queued behind earlier clicks' database and Slack work (BENCHMARKS.md,
+"Decision latency").
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
@@ -25,6 +35,12 @@ from ..router.cards import (
 )
 from ..router.runtime import Runtime
 
+log = logging.getLogger(__name__)
+
+# Decisions in flight per process. Each holds a database connection only inside its transactions
+# (SQLAlchemy's default pool: 5 + 10 overflow) and waits on Slack's Web API in between.
+DECISION_THREADS = 16
+
 
 def create_app(runtime: Runtime) -> App:
     """A Bolt `App` verifying Slack signatures with `SLACK_SIGNING_SECRET` and calling the Web API
@@ -37,11 +53,14 @@ def create_app(runtime: Runtime) -> App:
         client=runtime.slack,
         signing_secret=runtime.settings.SLACK_SIGNING_SECRET,
         token_verification_enabled=False,
+        process_before_response=True,
     )
+    pool = ThreadPoolExecutor(DECISION_THREADS, thread_name_prefix="countersign-decision")
 
     @app.middleware
     def inject_runtime(context: BoltContext, next: Any) -> None:
         context["runtime"] = runtime
+        context["pool"] = pool
         next()
 
     app.action(APPROVE_ACTION)(on_approve)
@@ -52,16 +71,28 @@ def create_app(runtime: Runtime) -> App:
     return app
 
 
+def _after_ack(context: BoltContext, work: Callable[..., object], *args: Any) -> None:
+    """Run `work(runtime, *args)` on the decision pool; an exception is logged (Slack has its ack)."""
+    context["pool"].submit(_logged, work, context["runtime"], *args)
+
+
+def _logged(work: Callable[..., object], *args: Any) -> None:
+    try:
+        work(*args)
+    except Exception:
+        log.exception("%s failed after the ack", work.__name__)
+
+
 def on_approve(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Approve button: ack, then decide."""
     ack()
-    decisions.approve_from_click(context["runtime"], client, body)
+    _after_ack(context, decisions.approve_from_click, client, body)
 
 
 def on_modal_button(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Reject / Edit / Details buttons: ack, then open the modal with the click's trigger_id."""
     ack()
-    decisions.open_modal(context["runtime"], client, body)
+    _after_ack(context, decisions.open_modal, client, body)
 
 
 def on_edit_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
@@ -69,7 +100,7 @@ def on_edit_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: B
     submission = decisions.check_edit(context["runtime"], body)
     ack(**submission.ack)
     if submission.ok:
-        decisions.approve_edited(context["runtime"], client, body, submission)
+        _after_ack(context, decisions.approve_edited, client, body, submission)
 
 
 def on_reject_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
@@ -77,4 +108,4 @@ def on_reject_submit(ack: Ack, body: dict[str, Any], client: WebClient, context:
     submission = decisions.check_reject(context["runtime"], body)
     ack(**submission.ack)
     if submission.ok:
-        decisions.reject_with_reason(context["runtime"], client, body, submission)
+        _after_ack(context, decisions.reject_with_reason, client, body, submission)
