@@ -10,7 +10,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, literal
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    literal,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -151,7 +163,16 @@ class ApprovalRequest(Base):
     card_lease_until: Mapped[datetime | None]
     card_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
 
-    __table_args__ = (Index("ix_approval_requests_pending_expiry", "status", "expires_at"),)
+    __table_args__ = (
+        Index("ix_approval_requests_pending_expiry", "status", "expires_at"),
+        Index(  # PostgreSQL only (migration 0005): whose approvals are pending (`Store.pending_for`)
+            "ix_approval_requests_pending_approvers",
+            "approvers",
+            postgresql_using="gin",
+            postgresql_ops={"approvers": "jsonb_path_ops"},
+            postgresql_where=text("status = 'pending'"),
+        ).ddl_if(dialect="postgresql"),
+    )
 
 
 class Vote(Base):

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, literal, or_, select, update
+from sqlalchemy import Engine, delete, func, literal, or_, select, type_coerce, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from .engine import WRITE, create_db_engine
@@ -337,6 +338,29 @@ class Store:
         stmt = select(Vote).where(Vote.request_id == request_id, Vote.vote == APPROVED).order_by(Vote.at)
         return [{"slack_user_id": v.slack_user_id, "name": v.name} for v in session.scalars(stmt)]
 
+    def pending_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+        """The pending requests `user_id` (a Slack user id) may decide now, newest first (`created_at`,
+        then id), at most `limit`: those whose current level's `approvers` include the user. User
+        groups were resolved to their members at intake and at each escalation, so a group member is
+        listed, and a request that escalated is listed for its new approvers only.
+
+        PostgreSQL answers with a JSONB containment (`approvers @> '["U…"]'`) over the partial GIN
+        index `ix_approval_requests_pending_approvers` (migration 0005); `pending` is rendered inline
+        so that a prepared statement's generic plan can still use that partial index. SQLite scans
+        the pending rows (`json_each`): it is the one-machine option.
+        """
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    ApprovalRequest.status == literal(PENDING, literal_execute=True),
+                    _approver_is(session.get_bind().dialect.name, user_id),
+                )
+                .order_by(ApprovalRequest.created_at.desc(), ApprovalRequest.id.desc())
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
     def votes(self, request_id: str) -> list[Vote]:
         """The votes cast on a request, oldest first."""
         with self._read() as session:
@@ -637,6 +661,14 @@ def _update_request(session: Session, where: tuple[Any, ...], **values: Any) -> 
     (someone else got there first)."""
     stmt = update(ApprovalRequest).where(*where).values(**values).returning(ApprovalRequest)
     return session.scalars(stmt).one_or_none()
+
+
+def _approver_is(dialect: str, user_id: str) -> Any:
+    """The request's current `approvers` (a JSON array of Slack user ids) include `user_id`."""
+    if dialect == "postgresql":
+        return type_coerce(ApprovalRequest.approvers, JSONB).contains([user_id])
+    each = func.json_each(ApprovalRequest.approvers).table_valued("value")
+    return select(each.c.value).where(each.c.value == user_id).exists()
 
 
 def _not_timed_out() -> Any:
