@@ -14,15 +14,17 @@ On a scratch PostgreSQL database, with a private redis-server and the Slack sand
    audit rows (`requested`, `card_posted`); then `ANALYZE`;
 3. measures bytes per pending request: `pg_total_relation_size` (heap + TOAST + indexes) of
    `approval_requests`, `audit_events`, `votes` and `outbox`, minus `sum(pg_column_size(payload))`,
-   over the number of pending requests;
+   over the number of requests (all pending but the warm-up one);
 4. times one idle sweep tick (`timeouts.sweep`, nothing due) over the pending rows;
 5. has reviewers approve `--clicks` of them with signed clicks to `countersign web`;
 6. makes `--due` of them due (`expires_at` in the past; their cards are put in the sandbox first)
    and times the worker's own sweep process until all are expired, and until every resume event is
-   on its RQ queue and every card rewritten (`--profile FILE` records that sweep with py-spy);
+   on its RQ queue and every card rewritten (`--profile FILE` records that sweep with py-spy,
+   wall clock: `--idle` samples included);
 7. times `Store.pending_for(reviewer, 50)` (p50 over `--repeats`) for a typical reviewer and for
    `U0HEAVY`, with the partial GIN index of migration 0005 and after dropping it;
-8. reads the processes' resident memory again.
+8. reads the processes' resident memory after the expiry and again after a second round of `--due`
+   other expiries and the listing (flat = no per-request state in a process).
 
 Prints one table; asserts nothing. PostgreSQL only (the sizes are PostgreSQL's).
 """
@@ -163,6 +165,10 @@ def _run(
         due = _pick(engine, 5, args.due)
         _seed_cards(engine, sandbox, due)
         expiry = _expire(engine, sandbox, due, _sweep_pid(worker), args.profile)
+        middle = {**_rss("web", web), **_rss("worker", worker)}
+        again = _pick(engine, 3, args.due)  # a second round: does memory keep growing?
+        _seed_cards(engine, sandbox, again)
+        expiry_again = _expire(engine, sandbox, again, _sweep_pid(worker), None)
 
         listing = _listing(engine, store, args.repeats)
         after = {**_rss("web", web), **_rss("worker", worker)}
@@ -178,8 +184,9 @@ def _run(
         ("idle sweep tick over the pending rows, ms (p50 of 10)", f"{idle_tick * 1000:.1f}"),
         ("approved by signed clicks to countersign web", args.clicks),
         *expiry,
+        (f"  again, {len(again)} others due: all expired, s", expiry_again[0][1]),
         *listing,
-        *_rss_rows(before, after),
+        *_rss_rows(before, middle, after),
     ]
 
 
@@ -241,6 +248,7 @@ def _sizes(engine: Engine) -> dict[str, object]:
                (SELECT count(*) FROM approval_requests) AS requests,
                pg_table_size('approval_requests') AS heap,
                pg_indexes_size('approval_requests') AS indexes,
+               (SELECT count(*) FROM pg_indexes WHERE tablename = 'approval_requests') AS index_count,
                pg_relation_size('ix_approval_requests_pending_approvers') AS gin,
                pg_total_relation_size('audit_events') AS audit,
                (SELECT count(*) FROM audit_events) AS audit_rows,
@@ -254,7 +262,7 @@ def _sizes(engine: Engine) -> dict[str, object]:
         "pending requests": s.pending,
         "bytes per pending request (all below, minus payload)": round(total / s.requests),
         "  approval_requests heap + TOAST, per request": round(s.heap / s.requests),
-        "  approval_requests 7 indexes, per request": round(s.indexes / s.requests),
+        f"  approval_requests {s.index_count} indexes, per request": round(s.indexes / s.requests),
         "    of which the pending-approvers GIN index": round(s.gin / s.requests),
         f"  audit_events ({s.audit_rows / s.requests:.1f} rows/request) + indexes": round(
             s.audit / s.requests
@@ -336,6 +344,14 @@ def _expire(
 ) -> list[tuple[str, object]]:
     """Make `ids` due and time the worker's sweep process until they are expired, their resume events
     published and their cards rewritten."""
+
+    def count(*where: Any) -> int:
+        with engine.connect() as connection:
+            return connection.execute(select(func.count()).where(*where)).scalar_one()
+
+    expired_status = (ApprovalRequest.status == "expired",)
+    published = (OutboxEvent.published_at.is_not(None),)
+    expired_before, published_before = count(*expired_status), count(*published)
     updates = len(sandbox.calls("chat.update"))
     spy = _py_spy(sweep_pid, profile) if profile else None
     with engine.begin() as connection:
@@ -345,15 +361,11 @@ def _expire(
             .values(expires_at=func.now() - text("interval '1 second'"))
         )
     started = time.monotonic()
-
-    def count(*where: Any) -> int:
-        with engine.connect() as connection:
-            return connection.execute(select(func.count()).where(*where)).scalar_one()
-
-    wait_until(lambda: count(ApprovalRequest.status == "expired") >= len(ids), 3600, "expiry did not finish")
+    wait_until(lambda: count(*expired_status) - expired_before >= len(ids), 3600, "expiry did not finish")
     expired = time.monotonic() - started
-    published = OutboxEvent.published_at.is_not(None), OutboxEvent.request_id.in_(ids)
-    wait_until(lambda: count(*published) >= len(ids), 600, "resume events were not published")
+    wait_until(
+        lambda: count(*published) - published_before >= len(ids), 600, "resume events were not published"
+    )
     wait_until(
         lambda: len(sandbox.calls("chat.update")) - updates >= len(ids), 600, "cards were not rewritten"
     )
@@ -433,14 +445,15 @@ def _rss(role: str, child: Child) -> dict[str, int]:
     return found
 
 
-def _rss_rows(before: dict[str, int], after: dict[str, int]) -> list[tuple[str, object]]:
+def _rss_rows(*snapshots: dict[str, int]) -> list[tuple[str, object]]:
+    """One row per process kind: MiB at each snapshot (before the bulk insert, after the first
+    expiry round, at the end), then the total."""
     rows: list[tuple[str, object]] = [
-        (f"RSS {name}, MiB before -> after", f"{before[name] / 1024:.1f} -> {after.get(name, 0) / 1024:.1f}")
-        for name in before
+        (f"RSS {name}, MiB", " -> ".join(f"{snap.get(name, 0) / 1024:.1f}" for snap in snapshots))
+        for name in snapshots[0]
     ]
-    total_before, total_after = sum(before.values()), sum(after.values())
     rows.append(
-        ("RSS all processes, MiB before -> after", f"{total_before / 1024:.1f} -> {total_after / 1024:.1f}")
+        ("RSS all processes, MiB", " -> ".join(f"{sum(snap.values()) / 1024:.1f}" for snap in snapshots))
     )
     return rows
 

@@ -104,6 +104,16 @@ class Base(DeclarativeBase):
     }
 
 
+# Partial indexes for the sweep (migration 0005): only the few pending rows it may have to act on.
+CARDS_DUE = "status = 'pending' AND card_ts IS NULL"
+REMINDERS_DUE = "status = 'pending' AND next_reminder_at IS NOT NULL"
+
+
+def _where(predicate: str) -> dict[str, Any]:
+    """The keyword arguments of a partial `Index` on both backends."""
+    return {"postgresql_where": text(predicate), "sqlite_where": text(predicate)}
+
+
 class ApprovalRequest(Base):
     """One approval request: the frozen payload, where its card is, and its state.
 
@@ -165,6 +175,8 @@ class ApprovalRequest(Base):
 
     __table_args__ = (
         Index("ix_approval_requests_pending_expiry", "status", "expires_at"),
+        Index("ix_approval_requests_cards_due", "level_started_at", **_where(CARDS_DUE)),
+        Index("ix_approval_requests_reminders_due", "next_reminder_at", **_where(REMINDERS_DUE)),
         Index(  # PostgreSQL only (migration 0005): whose approvals are pending (`Store.pending_for`)
             "ix_approval_requests_pending_approvers",
             "approvers",
