@@ -387,6 +387,7 @@ def _py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
         "record",
         "--pid",
         str(pid),
+        "--idle",
         "--format",
         "raw",
         "--rate",
