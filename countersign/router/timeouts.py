@@ -79,9 +79,9 @@ def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
 
 
 def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, str]]) -> int:
-    """Expire `(request, result)`s in one store transaction, then publish each resume event and
-    rewrite each card. If the batch fails, each request is tried alone, so one bad request cannot
-    hold the others up. Returns how many were expired."""
+    """Expire `(request, result)`s in one store transaction, publish their resume events together
+    (one more transaction), then rewrite each card. If the batch fails, each request is tried
+    alone, so one bad request cannot hold the others up. Returns how many were expired."""
     if not due:
         return 0
     secret = runtime.settings.COUNTERSIGN_SECRET or ""
@@ -93,15 +93,18 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, str]]) -> int:
             return 0
         log.exception("expiring %d requests together failed; expiring them one by one", len(due))
         return sum(_expire(runtime, [one]) for one in due)
+    try:
+        relay.publish_all(runtime.store, runtime.redis, [one.event for one in decided])
+    except Exception:
+        log.exception(
+            "resume events of %d expired request(s) not marked published; the relay retries", len(decided)
+        )
     for one in decided:
         log.info(
             "request %s expired at level %s: %s",
             one.request.id,
             one.request.level,
             one.request.timeout_result,
-        )
-        _each(
-            lambda rt, _r, event=one.event: relay.try_publish(rt.store, rt.redis, event), runtime, one.request
         )
         _each(lambda rt, r: decisions.update_card(rt.slack, r), runtime, one.request)
     return len(decided)

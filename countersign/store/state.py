@@ -613,19 +613,26 @@ class Store:
 
     def mark_published(self, outbox_id: int) -> bool:
         """Mark an outbox event published, once; audit `resume_published`. False if it already was."""
+        return self.mark_all_published([outbox_id]) == 1
+
+    def mark_all_published(self, outbox_ids: Sequence[int]) -> int:
+        """Mark outbox events published, each once, in one transaction; audit `resume_published` for
+        each. Returns how many were not published before."""
+        if not outbox_ids:
+            return 0
         with self._write() as session:
             stmt = (
                 update(OutboxEvent)
-                .where(OutboxEvent.id == outbox_id, OutboxEvent.published_at.is_(None))
+                .where(OutboxEvent.id.in_(outbox_ids), OutboxEvent.published_at.is_(None))
                 .values(published_at=utcnow())
                 .returning(OutboxEvent.request_id, OutboxEvent.job_id, OutboxEvent.queue)
             )
-            row = session.execute(stmt).first()
-            if row is not None:
+            rows = session.execute(stmt).all()
+            for row in rows:
                 self._audit(
                     session, row.request_id, "resume_published", None, job_id=row.job_id, queue=row.queue
                 )
-        return row is not None
+        return len(rows)
 
     @staticmethod
     def _one(session: Session, request_id: str) -> ApprovalRequest:
