@@ -113,6 +113,11 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("request_id")
     show.set_defaults(handler=_show)
 
+    pending = commands.add_parser("pending", help="print the requests waiting for one approver as JSON")
+    pending.add_argument("--approver", required=True, help="the reviewer's Slack user id, e.g. U0123ABC")
+    pending.add_argument("--limit", type=int, default=50, help="at most this many, newest first (default 50)")
+    pending.set_defaults(handler=_pending)
+
     policy = commands.add_parser("policy", help="policy file").add_subparsers(required=True, metavar="ACTION")
     check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
     check.add_argument("file", type=Path)
@@ -173,6 +178,32 @@ def _request(args: argparse.Namespace) -> None:
 def _show(args: argparse.Namespace) -> None:
     state = ApprovalClient.from_env().get(args.request_id)
     print(json.dumps(state.as_dict(), indent=2, ensure_ascii=False, default=str))
+
+
+def _pending(args: argparse.Namespace) -> None:
+    """Print `[{request_id, action, summary, channel, card_ts, level, required_approvals,
+    created_at, expires_at}]`, newest first; times are ISO 8601 UTC (`expires_at` null: no deadline)."""
+    from .router.decision import iso
+    from .store import Store
+
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    rows = Store.from_url(load_settings().DATABASE_URL).pending_for(args.approver, args.limit)
+    listing = [
+        {
+            "request_id": row.id,
+            "action": row.action,
+            "summary": row.summary,
+            "channel": row.channel,
+            "card_ts": row.card_ts,
+            "level": row.level,
+            "required_approvals": row.required_approvals,
+            "created_at": iso(row.created_at),
+            "expires_at": iso(row.expires_at),
+        }
+        for row in rows
+    ]
+    print(json.dumps(listing, indent=2, ensure_ascii=False))
 
 
 def _policy_check(args: argparse.Namespace) -> int:

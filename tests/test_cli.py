@@ -142,6 +142,26 @@ def test_request_from_flags_and_from_a_file_then_show(
     assert capsys.readouterr().err == "countersign: error: no approval request '01J00000000000000000000009'\n"
 
 
+def test_pending_lists_one_approvers_requests(
+    env: dict[str, str], redis: Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(README_REQUEST) == 0
+    request_id = capsys.readouterr().out.strip()
+    drain(redis)
+    assert main(["pending", "--approver", "U0ALICE"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert (listed["request_id"], listed["channel"], listed["summary"]) == (
+        request_id,
+        "C0FINANCE",
+        "Refund ACME",
+    )
+    assert listed["card_ts"] and listed["level"] == 0 and listed["created_at"].endswith("Z")
+    assert main(["pending", "--approver", "U0BOB"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["pending", "--approver", "U0ALICE", "--limit", "0"]) == 2
+    assert capsys.readouterr().err == "countersign: error: --limit must be at least 1\n"
+
+
 @pytest.mark.parametrize(
     ("args", "file_bytes", "status", "message"),
     [

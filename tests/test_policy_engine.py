@@ -385,3 +385,71 @@ def test_an_escalation_to_a_user_group_that_is_gone_denies(
     row = store.get(request_id)
     assert row is not None and (row.status, row.timeout_result) == ("expired", "deny")
     assert "escalation_failed" in events(store, request_id)
+
+
+def test_pending_for_lists_what_a_reviewer_may_decide_now(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    sandbox[0].usergroups["S0FINLEADS"] = ["U0BOB"]
+    vendor, _ = post_card(client, redis, sandbox[0], "C0AP", action="pay_vendor", step="vendor")
+    refund_id, _ = post_card(client, redis, sandbox[0], step="refund")
+    decided, _ = post_card(client, redis, sandbox[0], "C0APPROVALS", action="wipe_database", step="wipe")
+    store.vote(decided, {"slack_user_id": "U0LEAD", "name": "lee.lead"}, "rejected", lambda r: {})
+
+    def listed(user_id: str, limit: int = 50) -> list[str]:
+        return [row.id for row in store.pending_for(user_id, limit)]
+
+    # newest first; U0ALICE is named on the refund and a member of S0FINANCE (pay_vendor)
+    assert listed("U0ALICE") == [refund_id, vendor] and listed("U0ALICE", limit=1) == [refund_id]
+    assert listed("U0BOB") == [vendor] and listed("U0MALLORY") == []
+    assert listed("U0LEAD") == [refund_id]  # the newer wipe_database request is decided
+    age(store, refund_id, expires_at=-1)
+    timeouts.sweep(runtime)  # the refund escalates to S0FINLEADS: now U0BOB's, no longer U0ALICE's
+    assert listed("U0ALICE") == [vendor] and listed("U0BOB") == [refund_id, vendor]
+    assert listed("U0LEAD") == []
+
+
+def vendor_requests(client: ApprovalClient, redis: Redis, store: Store, count: int) -> list[str]:
+    """`count` stored pay_vendor requests (deny on timeout), already past their deadline."""
+    ids = [client.request(refund(action="pay_vendor", step=f"due-{n}")) for n in range(count)]
+    drain(redis)
+    for request_id in ids:
+        age(store, request_id, expires_at=-1)
+    return ids
+
+
+def test_a_backlog_of_timeouts_drains_in_one_sweep(
+    engine_policy: Path, client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime
+) -> None:
+    ids = vendor_requests(client, redis, store, 5)
+    assert timeouts.sweep(runtime, limit=2) == 5  # three batches of at most 2, in one tick
+    assert [status(store, i) for i in ids] == ["expired"] * 5
+    assert all((event := store.outbox_event(i)) and event.published_at for i in ids)
+    assert all(events(store, i).count("expired") == 1 for i in ids)
+
+
+def test_a_request_that_cannot_expire_does_not_hold_up_the_others(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = vendor_requests(client, redis, store, 3)
+    real = timeouts.decision_of
+
+    def broken(row: ApprovalRequest, secret: str) -> dict[str, Any]:
+        if row.id == ids[1]:
+            raise ValueError("this request's decision cannot be built")
+        return real(row, secret)
+
+    monkeypatch.setattr(timeouts, "decision_of", broken)
+    assert timeouts.sweep(runtime) == 2
+    assert [status(store, i) for i in ids] == ["expired", "pending", "expired"]
+    assert "expired" not in events(store, ids[1]) and store.outbox_event(ids[1]) is None

@@ -189,3 +189,15 @@ def test_outcome_is_recorded_once(store: Store) -> None:
     )
     assert store.record_outcome(row.id, True, None, "agent") is None
     assert [e.event for e in store.audit_trail(row.id)][-2:] == ["execution_started", "failed"]
+
+
+def test_publishing_many_marks_each_once(store: Store) -> None:
+    events = [
+        store.decide(new_request(store).id, "approved", [], via="policy", body=body).event for _ in range(3)
+    ]
+    assert store.mark_published(events[0].id) is True
+    assert store.mark_all_published([e.id for e in events]) == 2  # the first one was already published
+    assert store.mark_all_published([e.id for e in events]) == 0 and store.unpublished() == []
+    assert all(
+        [a.event for a in store.audit_trail(e.request_id)].count("resume_published") == 1 for e in events
+    )

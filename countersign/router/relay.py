@@ -12,6 +12,7 @@ second publish of the same event does not create a second job
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -64,9 +65,29 @@ def try_publish(store: Store, redis: Redis, event: OutboxEvent) -> bool:
     return True
 
 
+def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> int:
+    """Enqueue the resume jobs of `events` (each once), then mark them published in one transaction.
+    If Redis fails, the events not enqueued yet are left to the next `sweep`. Returns how many were
+    enqueued. Raises the store's errors (those events are then published again by `sweep`; the job
+    ids are unique, so no job is enqueued twice)."""
+    enqueued: list[int] = []
+    try:
+        for event in events:
+            _enqueue(redis, event)
+            enqueued.append(event.id)
+    except RedisError as exc:
+        log.warning(
+            "%d resume event(s) not published yet (%s); the relay sweep will retry",
+            len(events) - len(enqueued),
+            exc,
+        )
+    store.mark_all_published(enqueued)
+    return len(enqueued)
+
+
 def sweep(store: Store, redis: Redis, limit: int = 100) -> int:
     """Publish up to `limit` unpublished outbox events, oldest first. Returns how many were published."""
-    return sum(try_publish(store, redis, event) for event in store.unpublished(limit))
+    return publish_all(store, redis, store.unpublished(limit))
 
 
 def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, limit: int = 1000) -> int:

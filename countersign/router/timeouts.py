@@ -4,12 +4,14 @@ whose posting died with its process.
 Run every second by the router worker's sweep process (several workers may run it at once). Each
 step is a conditional UPDATE in the store, so a click racing the sweep, or two sweeps racing each
 other, end in exactly one terminal state, one audit event and one resume event; the Slack side
-effects (new card, rewritten card, reminder) follow only the step that won.
+effects (new card, rewritten card, reminder) follow only the step that won. Expiries due together
+share one transaction (one commit per batch); a backlog is drained within one tick.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,9 +26,23 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 
-def sweep(runtime: Runtime, limit: int = 100) -> int:
-    """Time out, escalate and remind what is due; returns how many requests changed state."""
-    changed = sum(_each(_time_out, runtime, request) for request in runtime.store.due_for_timeout(limit))
+DRAIN_SECONDS = 10.0
+
+
+def sweep(runtime: Runtime, limit: int = 100, drain_seconds: float = DRAIN_SECONDS) -> int:
+    """Time out, escalate and remind what is due; returns how many requests changed state.
+
+    Timeouts are taken `limit` at a time, and taken again at once while a whole batch was due and
+    changed, for up to `drain_seconds`: a backlog (many requests timing out together) drains in one
+    tick instead of `limit` a second, and reminders, cards and the relay still get their turn.
+    """
+    changed, started = 0, time.monotonic()
+    while True:
+        due = runtime.store.due_for_timeout(limit)
+        batch = _time_out(runtime, due)
+        changed += batch
+        if len(due) < limit or batch < len(due) or time.monotonic() - started > drain_seconds:
+            break
     for request in runtime.store.due_for_reminder(limit):
         _each(_remind, runtime, request)
     for request in runtime.store.due_for_card(limit=limit):
@@ -46,23 +62,52 @@ def _each(step: Callable[[Runtime, ApprovalRequest], Any], runtime: Runtime, req
     return 0
 
 
-def _time_out(runtime: Runtime, request: ApprovalRequest) -> int:
-    levels = request.rules.get("levels") or [{"on_timeout": "deny"}]
-    on_timeout = levels[min(request.level, len(levels) - 1)]["on_timeout"]
-    if on_timeout == "escalate" and request.level + 1 < len(levels):
-        return _escalate(runtime, request, levels[request.level + 1])
-    return _expire(runtime, request, "allow" if on_timeout == "allow" else "deny")
+def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
+    """Escalate the due requests whose policy says so (one by one: each asks Slack for its next
+    approvers); expire the rest together. Returns how many changed state."""
+    expiring: list[tuple[ApprovalRequest, str]] = []
+    changed = 0
+    for request in due:
+        levels = request.rules.get("levels") or [{"on_timeout": "deny"}]
+        on_timeout = levels[min(request.level, len(levels) - 1)]["on_timeout"]
+        if on_timeout == "escalate" and request.level + 1 < len(levels):
+            next_level = levels[request.level + 1]
+            changed += _each(lambda rt, r, level=next_level: _escalate(rt, r, level), runtime, request)
+        else:
+            expiring.append((request, "allow" if on_timeout == "allow" else "deny"))
+    return changed + _expire(runtime, expiring)
 
 
-def _expire(runtime: Runtime, request: ApprovalRequest, result: str) -> int:
-    secret = runtime.settings.COUNTERSIGN_SECRET or ""
-    decided = runtime.store.expire(request, result, lambda row: decision_of(row, secret))
-    if decided is None:
+def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, str]]) -> int:
+    """Expire `(request, result)`s in one store transaction, publish their resume events together
+    (one more transaction), then rewrite each card. If the batch fails, each request is tried
+    alone, so one bad request cannot hold the others up. Returns how many were expired."""
+    if not due:
         return 0
-    log.info("request %s expired at level %s: %s", request.id, request.level, result)
-    relay.try_publish(runtime.store, runtime.redis, decided.event)
-    decisions.update_card(runtime.slack, decided.request)
-    return 1
+    secret = runtime.settings.COUNTERSIGN_SECRET or ""
+    try:
+        decided = runtime.store.expire(due, lambda row: decision_of(row, secret))
+    except Exception:
+        if len(due) == 1:
+            log.exception("request %s: expiry failed; retrying later", due[0][0].id)
+            return 0
+        log.exception("expiring %d requests together failed; expiring them one by one", len(due))
+        return sum(_expire(runtime, [one]) for one in due)
+    try:
+        relay.publish_all(runtime.store, runtime.redis, [one.event for one in decided])
+    except Exception:
+        log.exception(
+            "resume events of %d expired request(s) not marked published; the relay retries", len(decided)
+        )
+    for one in decided:
+        log.info(
+            "request %s expired at level %s: %s",
+            one.request.id,
+            one.request.level,
+            one.request.timeout_result,
+        )
+        _each(lambda rt, r: decisions.update_card(rt.slack, r), runtime, one.request)
+    return len(decided)
 
 
 def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, Any]) -> int:
@@ -82,7 +127,7 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, Any])
         runtime.store.record(
             request.id, "escalation_failed", "policy", why="too_few_approvers", approvers=approvers
         )
-        return _expire(runtime, request, "deny")
+        return _expire(runtime, [(request, "deny")])
     row = runtime.store.escalate(request, level["channel"], approvers, level["timeout"])
     if row is None:
         return 0

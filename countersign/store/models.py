@@ -10,7 +10,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, literal
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    literal,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -92,6 +104,16 @@ class Base(DeclarativeBase):
     }
 
 
+# Partial indexes for the sweep (migration 0005): only the few pending rows it may have to act on.
+CARDS_DUE = "status = 'pending' AND card_ts IS NULL"
+REMINDERS_DUE = "status = 'pending' AND next_reminder_at IS NOT NULL"
+
+
+def _where(predicate: str) -> dict[str, Any]:
+    """The keyword arguments of a partial `Index` on both backends."""
+    return {"postgresql_where": text(predicate), "sqlite_where": text(predicate)}
+
+
 class ApprovalRequest(Base):
     """One approval request: the frozen payload, where its card is, and its state.
 
@@ -151,7 +173,18 @@ class ApprovalRequest(Base):
     card_lease_until: Mapped[datetime | None]
     card_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
 
-    __table_args__ = (Index("ix_approval_requests_pending_expiry", "status", "expires_at"),)
+    __table_args__ = (
+        Index("ix_approval_requests_pending_expiry", "status", "expires_at"),
+        Index("ix_approval_requests_cards_due", "level_started_at", **_where(CARDS_DUE)),
+        Index("ix_approval_requests_reminders_due", "next_reminder_at", **_where(REMINDERS_DUE)),
+        Index(  # PostgreSQL only (migration 0005): whose approvals are pending (`Store.pending_for`)
+            "ix_approval_requests_pending_approvers",
+            "approvers",
+            postgresql_using="gin",
+            postgresql_ops={"approvers": "jsonb_path_ops"},
+            postgresql_where=text("status = 'pending'"),
+        ).ddl_if(dialect="postgresql"),
+    )
 
 
 class Vote(Base):

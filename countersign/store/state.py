@@ -7,14 +7,15 @@ other sees zero rows updated; the decision, its audit event and its outbox row c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, literal, or_, select, update
+from sqlalchemy import Engine, delete, func, literal, or_, select, type_coerce, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from .engine import WRITE, create_db_engine
@@ -179,12 +180,14 @@ class Store:
 
     def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
         """Pending requests with no card, no live posting lease, older than `grace_seconds` at their
-        level: a card whose posting died with its process (the sweep posts or finds it)."""
+        level: a card whose posting died with its process (the sweep posts or finds it). Found
+        through the partial index `ix_approval_requests_cards_due` (migration 0005), so the sweep
+        does not read every pending request each second."""
         with self._read() as session:
             stmt = (
                 select(ApprovalRequest)
                 .where(
-                    ApprovalRequest.status == PENDING,
+                    _is_pending(),
                     ApprovalRequest.card_ts.is_(None),
                     _no_live_card_lease(),
                     ApprovalRequest.level_started_at <= utcnow_plus(-grace_seconds),
@@ -337,6 +340,28 @@ class Store:
         stmt = select(Vote).where(Vote.request_id == request_id, Vote.vote == APPROVED).order_by(Vote.at)
         return [{"slack_user_id": v.slack_user_id, "name": v.name} for v in session.scalars(stmt)]
 
+    def pending_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+        """The pending requests `user_id` (a Slack user id) may decide now, newest first (`created_at`,
+        then id), at most `limit`: those whose current level's `approvers` include the user. User
+        groups were resolved to their members at intake and at each escalation, so a group member is
+        listed, and a request that escalated is listed for its new approvers only.
+
+        PostgreSQL answers with a JSONB containment (`approvers @> '["U…"]'`) over the partial GIN
+        index `ix_approval_requests_pending_approvers` (migration 0005). SQLite scans the pending rows
+        (`json_each`): it is the one-machine option.
+        """
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    _is_pending(),
+                    _approver_is(session.get_bind().dialect.name, user_id),
+                )
+                .order_by(ApprovalRequest.created_at.desc(), ApprovalRequest.id.desc())
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
     def votes(self, request_id: str) -> list[Vote]:
         """The votes cast on a request, oldest first."""
         with self._read() as session:
@@ -354,28 +379,35 @@ class Store:
             return list(session.scalars(stmt))
 
     def expire(
-        self, request: ApprovalRequest, result: str, body: Callable[[ApprovalRequest], dict[str, Any]]
-    ) -> Decided | None:
-        """End a timed-out request as `expired` with the policy's `result` (`deny` | `allow`).
+        self, due: Sequence[tuple[ApprovalRequest, str]], body: Callable[[ApprovalRequest], dict[str, Any]]
+    ) -> list[Decided]:
+        """End timed-out requests as `expired`, each `(request, result)` with the policy's `result`
+        (`deny` | `allow`), all in one transaction (one commit for the batch, not one per request).
 
-        Conditional on the request still pending at the same escalation level and past its
+        Each is conditional on the request still pending at the same escalation level and past its
         `expires_at` (database clock), so a click racing the sweep, or two sweeps, end in exactly one
         terminal state. `allow` lets the payload run (a grant, flagged `auto_proceeded` in the audit
-        trail). Returns None when something else got there first.
+        trail). Returns the `Decided` of the requests this call expired, in `due` order; those that
+        something else got to first are left out. Any error rolls the whole batch back.
         """
-        grant_ttl = request.rules.get("grant_ttl", 900)
-        values = _verdict(EXPIRED, [], "timeout", None, grant_ttl, timeout_result=result)
+        decided = []
         with self._write() as session:
-            return self._decide_in(
-                session,
-                request.id,
-                values,
-                body,
-                *self._timed_out(request),
-                result=result,
-                level=request.level,
-                auto_proceeded=result == "allow",
-            )
+            for request, result in due:
+                grant_ttl = request.rules.get("grant_ttl", 900)
+                values = _verdict(EXPIRED, [], "timeout", None, grant_ttl, timeout_result=result)
+                one = self._decide_in(
+                    session,
+                    request.id,
+                    values,
+                    body,
+                    *self._timed_out(request),
+                    result=result,
+                    level=request.level,
+                    auto_proceeded=result == "allow",
+                )
+                if one is not None:
+                    decided.append(one)
+        return decided
 
     @staticmethod
     def _timed_out(request: ApprovalRequest) -> tuple[Any, ...]:
@@ -425,12 +457,13 @@ class Store:
         return row
 
     def due_for_reminder(self, limit: int = 100) -> list[ApprovalRequest]:
-        """Pending requests with a card whose next reminder is due (database clock)."""
+        """Pending requests with a card whose next reminder is due (database clock); found through
+        the partial index `ix_approval_requests_reminders_due` (migration 0005)."""
         with self._read() as session:
             stmt = (
                 select(ApprovalRequest)
                 .where(
-                    ApprovalRequest.status == PENDING,
+                    _is_pending(),
                     ApprovalRequest.card_ts.is_not(None),
                     ApprovalRequest.next_reminder_at <= utcnow(),
                 )
@@ -580,19 +613,26 @@ class Store:
 
     def mark_published(self, outbox_id: int) -> bool:
         """Mark an outbox event published, once; audit `resume_published`. False if it already was."""
+        return self.mark_all_published([outbox_id]) == 1
+
+    def mark_all_published(self, outbox_ids: Sequence[int]) -> int:
+        """Mark outbox events published, each once, in one transaction; audit `resume_published` for
+        each. Returns how many were not published before."""
+        if not outbox_ids:
+            return 0
         with self._write() as session:
             stmt = (
                 update(OutboxEvent)
-                .where(OutboxEvent.id == outbox_id, OutboxEvent.published_at.is_(None))
+                .where(OutboxEvent.id.in_(outbox_ids), OutboxEvent.published_at.is_(None))
                 .values(published_at=utcnow())
                 .returning(OutboxEvent.request_id, OutboxEvent.job_id, OutboxEvent.queue)
             )
-            row = session.execute(stmt).first()
-            if row is not None:
+            rows = session.execute(stmt).all()
+            for row in rows:
                 self._audit(
                     session, row.request_id, "resume_published", None, job_id=row.job_id, queue=row.queue
                 )
-        return row is not None
+        return len(rows)
 
     @staticmethod
     def _one(session: Session, request_id: str) -> ApprovalRequest:
@@ -637,6 +677,21 @@ def _update_request(session: Session, where: tuple[Any, ...], **values: Any) -> 
     (someone else got there first)."""
     stmt = update(ApprovalRequest).where(*where).values(**values).returning(ApprovalRequest)
     return session.scalars(stmt).one_or_none()
+
+
+def _is_pending() -> Any:
+    """`status = 'pending'` with the literal in the SQL text, not a bound parameter, so that the
+    partial indexes `WHERE status = 'pending'` (migration 0005) match it on both backends, also in
+    a prepared statement's generic plan."""
+    return ApprovalRequest.status == literal(PENDING, literal_execute=True)
+
+
+def _approver_is(dialect: str, user_id: str) -> Any:
+    """The request's current `approvers` (a JSON array of Slack user ids) include `user_id`."""
+    if dialect == "postgresql":
+        return type_coerce(ApprovalRequest.approvers, JSONB).contains([user_id])
+    each = func.json_each(ApprovalRequest.approvers).table_valued("value")
+    return select(each.c.value).where(each.c.value == user_id).exists()
 
 
 def _not_timed_out() -> Any:
