@@ -37,6 +37,9 @@ CARD_EVENT = "countersign_request"
 # exactly 1/s leaves no slack, and any delay (a late scheduler tick, a slow job) is followed by a
 # catch-up burst that drains Slack's allowance and draws 429s. The 10% margin refills it.
 PACE_MILLISECONDS = 1100
+# A card may post this much before its reserved time: the job is rescheduled by this host's clock,
+# the time was reserved on Redis's, and a few milliseconds between the two must not cost a second.
+CLOCK_SLACK_SECONDS = 0.01
 SLOT_KEPT_MILLISECONDS = 600_000  # a reservation outlives its time by 10 minutes, for a job that runs late
 RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
 BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at most every 10 minutes
@@ -79,7 +82,7 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
     if row.card_ts is not None or row.status != PENDING:
         return "duplicate"
     wait = reserve_slot(runtime.redis, row)
-    if wait > 0:
+    if wait > CLOCK_SLACK_SECONDS:
         if wait >= 1:  # keep the card sweep away until its time (the lease ends no later)
             runtime.store.defer_card(row.id, int(wait))
         raise RetryLater(wait)

@@ -20,7 +20,7 @@ from ..store import APPROVED, AlreadyDecided, ApprovalRequest
 from . import directory, relay
 from .client import remember_key
 from .decision import decision_of
-from .delivery import RetryLater, post_card
+from .delivery import CLOCK_SLACK_SECONDS, RetryLater, post_card
 from .policy import Gate, PolicyError, Route
 from .runtime import Runtime, current
 from .schema import ApprovalRequestV1, IntakeMessage, InvalidRequest, parse
@@ -100,11 +100,13 @@ def _retry_in(seconds: float) -> Retry:
 
     RQ's scheduler keeps whole unix seconds (it floors the time) and moves due jobs onto the queue
     once a second, so the time is rounded up to the next whole second (a float interval must come in
-    a list). `max` counts every reschedule of the job: its wait for the channel's time, then Slack's
-    429s; past that the job fails and the card sweep posts the card.
+    a list), unless that second is within `CLOCK_SLACK_SECONDS` of the time (then the card posts
+    on time: see `post_card`). `max` counts every reschedule of the job: its wait for the
+    channel's time, then Slack's 429s; past that the job fails and the card sweep posts the card.
     """
     now = time.time()
-    return Retry(max=MAX_RESCHEDULES, interval=[math.ceil(now + seconds) - now + 0.001])
+    second = math.ceil(now + seconds - CLOCK_SLACK_SECONDS)
+    return Retry(max=MAX_RESCHEDULES, interval=[second - now + 0.001])
 
 
 def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequestV1) -> list[str]:
