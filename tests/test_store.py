@@ -112,8 +112,8 @@ def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
 def test_publish_is_marked_once(store: Store) -> None:
     row = new_request(store)
     event = store.decide(row.id, "approved", [], via="policy", body=body).event
-    assert store.mark_published(event.id) is True
-    assert store.mark_published(event.id) is False
+    assert store.mark_all_published([event.id]) == 1
+    assert store.mark_all_published([event.id]) == 0
     assert store.unpublished() == []
     assert [e.event for e in store.audit_trail(row.id)].count("resume_published") == 1
 
@@ -195,7 +195,7 @@ def test_publishing_many_marks_each_once(store: Store) -> None:
     events = [
         store.decide(new_request(store).id, "approved", [], via="policy", body=body).event for _ in range(3)
     ]
-    assert store.mark_published(events[0].id) is True
+    assert store.mark_all_published([events[0].id]) == 1
     assert store.mark_all_published([e.id for e in events]) == 2  # the first one was already published
     assert store.mark_all_published([e.id for e in events]) == 0 and store.unpublished() == []
     assert all(

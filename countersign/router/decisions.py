@@ -95,7 +95,7 @@ def _settle(
         tell(client, request.channel, user_id, cards.counted_text(request, result.approvals, result.repeated))
         update_card(client, request, result.approvals)
         return "counted"
-    relay.try_publish(runtime.store, runtime.redis, result.event)
+    relay.try_publish(runtime.redis, result.event)
     update_card(client, request)
     return "decided"
 

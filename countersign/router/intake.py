@@ -142,7 +142,7 @@ def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> str
     )
     if isinstance(result, AlreadyDecided):
         return "duplicate"
-    relay.try_publish(runtime.store, runtime.redis, result.event)
+    relay.try_publish(runtime.redis, result.event)
     log.info("request %s approved by policy (%s)", row.id, rule)
     return "auto_approved"
 

@@ -1,10 +1,10 @@
 """The outbox relay: put committed resume events on the agents' RQ queues, at least once.
 
-A decision commits its outbox row in the same transaction (store.decide); `publish` then enqueues
-the resume job `func(decision)` on the request's resume queue and marks the row published. If the
-process dies in between, `sweep` (run by the router worker every few seconds) publishes whatever is
-still unpublished. The job id is derived from the request id and enqueued with `unique=True`, so a
-second publish of the same event does not create a second job
+A decision commits its outbox row in the same transaction (store.decide); `try_publish` then
+enqueues the resume job `func(decision)` on the request's resume queue at once. `sweep` (run by
+the router worker every second) publishes whatever is still unpublished, whether it was enqueued
+already or its process died before, and marks it published. The job id is derived from the
+request id and enqueued with `unique=True`, so a second publish of the same event does not create a second job
 (https://python-rq.org/docs/, "Unique Jobs"). This is the transactional outbox pattern
 (https://microservices.io/patterns/data/transactional-outbox.html).
 """
@@ -46,19 +46,17 @@ def _enqueue(redis: Redis, event: OutboxEvent) -> None:
             description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
         )
     except DuplicateJobError:
-        log.info("resume job %s was already enqueued", event.job_id)
+        log.debug("resume job %s was already enqueued", event.job_id)
 
 
-def publish(store: Store, redis: Redis, event: OutboxEvent) -> None:
-    """Enqueue the resume job of `event` (once) and mark the event published. Raises `RedisError`."""
-    _enqueue(redis, event)
-    store.mark_published(event.id)
-
-
-def try_publish(store: Store, redis: Redis, event: OutboxEvent) -> bool:
-    """`publish`, leaving the event to the next `sweep` if Redis is unreachable. True if published."""
+def try_publish(redis: Redis, event: OutboxEvent) -> bool:
+    """Enqueue the resume job of a just-committed `event` at once, so the agent resumes without
+    waiting for the sweep. The event stays unpublished in the outbox until the next `sweep`, whose
+    unique enqueue finds the job (no second job) and which marks the events of that second published
+    in one transaction: the decision path makes no second database transaction. Returns False, and
+    leaves the event to the sweep, when Redis is unreachable."""
     try:
-        publish(store, redis, event)
+        _enqueue(redis, event)
     except RedisError as exc:
         log.warning("resume %s not published yet (%s); the relay sweep will retry", event.job_id, exc)
         return False

@@ -611,10 +611,6 @@ class Store:
             )
             return list(session.scalars(stmt))
 
-    def mark_published(self, outbox_id: int) -> bool:
-        """Mark an outbox event published, once; audit `resume_published`. False if it already was."""
-        return self.mark_all_published([outbox_id]) == 1
-
     def mark_all_published(self, outbox_ids: Sequence[int]) -> int:
         """Mark outbox events published, each once, in one transaction; audit `resume_published` for
         each. Returns how many were not published before."""
