@@ -370,6 +370,28 @@ def test_a_new_escalation_level_votes_afresh(
     assert "Needs 2 approvals from <@U0LEAD>, <@U0BOB>" in str(sandbox[0].messages("C0FINLEADS")[0]["blocks"])
 
 
+def test_an_approver_of_an_earlier_level_is_refused_on_the_old_card(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)  # level 0: U0LEAD or U0ALICE
+    stale_click = sb.click_payload("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)  # level 1: U0LEAD only; the old card loses its buttons
+    assert sb.send_signed(stale_click)[0] == 200  # a click from a client that had not redrawn it yet
+    refusal = wait_for(lambda: [e for e in store.audit_trail(request_id) if e.event == "refused"])[-1]
+    assert (refusal.actor, refusal.detail) == ("U0ALICE", {"why": "not_an_approver", "step": "approve"})
+    assert "U0ALICE" not in [v.slack_user_id for v in store.votes(request_id)]
+    assert status(store, request_id) == "pending"
+    assert wait_for(lambda: sb.ephemerals("U0ALICE"))
+
+
 def test_an_escalation_to_a_user_group_that_is_gone_denies(
     engine_policy: Path,
     client: ApprovalClient,

@@ -22,7 +22,17 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from ..store import APPROVED, PENDING, REJECTED, AlreadyDecided, ApprovalRequest, Counted, Decided, TimedOut
+from ..store import (
+    APPROVED,
+    PENDING,
+    REJECTED,
+    AlreadyDecided,
+    ApprovalRequest,
+    Counted,
+    Decided,
+    Refused,
+    TimedOut,
+)
 from . import cards, relay
 from .decision import decision_of
 from .edits import EditCheck, check
@@ -48,28 +58,47 @@ def _refusal(
     step: str,
     plain: bool = False,
 ) -> str | None:
-    """Why `user_id` may not take `step` on the request now (audited), or None when they may.
+    """Why `user_id` may not take `step` on the request now (audited), or None when they may."""
+    detail = _refused(request, user_id, step)
+    if detail is None:
+        return None
+    runtime.store.record(request_id, "refused", user_id, **detail)
+    return _refusal_text(request, detail["why"], plain)
 
-    Only approvers may act; the human the agent acts for (`on_behalf_of`) may not approve or edit
-    their own request unless the policy sets `self_approval: true`.
-    """
+
+def _refused(request: ApprovalRequest | None, user_id: str, step: str) -> dict[str, Any] | None:
+    """The audit detail of refusing `step` to `user_id` (`{"why": code, "step": step, ...}`), or
+    None when they may take it. Only approvers may act; the human the agent acts for
+    (`on_behalf_of`) may not approve or edit their own request unless the policy sets
+    `self_approval: true`."""
     if request is None:
-        why, text = "unknown_request", cards.UNKNOWN_REQUEST_TEXT
+        why = "unknown_request"
     elif user_id not in request.approvers:
-        why, text = "not_an_approver", cards.not_an_approver_text(request, plain)
+        why = "not_an_approver"
     elif (
         step in APPROVING_STEPS and user_id == request.on_behalf_of and not request.rules.get("self_approval")
     ):
-        why, text = "self_approval", cards.SELF_APPROVAL_TEXT
+        why = "self_approval"
     elif request.status != PENDING:
-        why, text = "already_decided", cards.already_decided_text(request, plain)
+        return {"why": "already_decided", "step": step, "status": request.status}
     elif step in EDIT_STEPS and request.required_approvals > 1:
-        why, text = "edit_needs_single_approver", cards.NO_EDIT_UNDER_QUORUM_TEXT
+        why = "edit_needs_single_approver"
     else:
         return None
-    detail = {"status": request.status} if request is not None and why == "already_decided" else {}
-    runtime.store.record(request_id, "refused", user_id, why=why, step=step, **detail)
-    return text
+    return {"why": why, "step": step}
+
+
+def _refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False) -> str:
+    """What the refused reviewer is told (`plain`: for a modal's inline error, no mrkdwn)."""
+    if request is None:
+        return cards.UNKNOWN_REQUEST_TEXT
+    texts: dict[str, Callable[[], str]] = {
+        "not_an_approver": lambda: cards.not_an_approver_text(request, plain),
+        "self_approval": lambda: cards.SELF_APPROVAL_TEXT,
+        "already_decided": lambda: cards.already_decided_text(request, plain),
+        "edit_needs_single_approver": lambda: cards.NO_EDIT_UNDER_QUORUM_TEXT,
+    }
+    return texts[why]()
 
 
 def _body(runtime: Runtime) -> Callable[[ApprovalRequest], dict[str, Any]]:
@@ -78,11 +107,17 @@ def _body(runtime: Runtime) -> Callable[[ApprovalRequest], dict[str, Any]]:
 
 
 def _settle(
-    runtime: Runtime, client: WebClient, result: Decided | AlreadyDecided | Counted | TimedOut, user_id: str
+    runtime: Runtime,
+    client: WebClient,
+    result: Decided | AlreadyDecided | Counted | TimedOut | Refused,
+    user_id: str,
 ) -> str:
     """Act on a store result: publish and rewrite the card (`decided`), show the quorum so far
-    (`counted`), or refuse a late action (`refused`: audited, answered ephemerally)."""
+    (`counted`), or refuse a late or unauthorised action (`refused`: audited, answered ephemerally)."""
     request = result.request
+    if isinstance(result, Refused):
+        tell(client, request.channel, user_id, _refusal_text(request, result.why))
+        return "refused"
     if isinstance(result, TimedOut):
         runtime.store.record(request.id, "refused", user_id, why="timed_out")
         tell(client, request.channel, user_id, cards.timed_out_text(request))
@@ -103,30 +138,35 @@ def _settle(
 def cast(
     runtime: Runtime,
     client: WebClient,
-    request: ApprovalRequest,
+    request_id: str,
     user: dict[str, str],
     vote: str,
     reason: str | None = None,
 ) -> str:
     """Count a reviewer's approval or rejection (quorum rules in `Store.vote`) and act on it:
-    `decided` | `counted` | `refused`."""
-    result = runtime.store.vote(
-        request.id, user, vote, _body(runtime), reason=reason, grant_ttl=request.rules.get("grant_ttl", 900)
-    )
-    return _settle(runtime, client, result, user["slack_user_id"])
+    `decided` | `counted` | `refused`. Whether the reviewer may vote is checked on the request row
+    as the vote locks it (`_refused`), so one transaction both authorises and counts."""
+    user_id = user["slack_user_id"]
+    step = "approve" if vote == APPROVED else "reject"
+    try:
+        result = runtime.store.vote(
+            request_id, user, vote, _body(runtime), reason=reason, refuse=lambda r: _refused(r, user_id, step)
+        )
+    except LookupError:
+        runtime.store.record(request_id, "refused", user_id, why="unknown_request", step=step)
+        return "unknown_request"
+    return _settle(runtime, client, result, user_id)
 
 
 def approve_from_click(runtime: Runtime, client: WebClient, body: dict[str, Any]) -> str:
     """The Approve button (`block_actions`, `actions[0].value` = the request id): `decided` |
     `counted` | `refused`."""
     request_id, user = _request_id(body["actions"][0]), _user(body)
-    request = runtime.store.get(request_id)
-    refusal = _refusal(runtime, request, request_id, user["slack_user_id"], "approve")
-    if refusal is not None:
-        tell(client, _channel(body), user["slack_user_id"], refusal)
-        return "refused"
-    assert request is not None  # _refusal refuses unknown requests
-    return cast(runtime, client, request, user, APPROVED)
+    outcome = cast(runtime, client, request_id, user, APPROVED)
+    if outcome != "unknown_request":
+        return outcome
+    tell(client, _channel(body), user["slack_user_id"], cards.UNKNOWN_REQUEST_TEXT)
+    return "refused"
 
 
 def _channel(body: dict[str, Any]) -> str | None:
@@ -249,7 +289,7 @@ def reject_with_reason(
 ) -> str:
     """After the ack of a valid Reject submit: reject, carrying the reviewer's reason."""
     assert submission.request is not None
-    return cast(runtime, client, submission.request, _user(body), REJECTED, reason=submission.reason)
+    return cast(runtime, client, submission.request.id, _user(body), REJECTED, reason=submission.reason)
 
 
 def update_card(

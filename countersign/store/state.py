@@ -62,6 +62,15 @@ class TimedOut:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """`Store.vote` refused the voter (the caller's `refuse` check, on the locked row): nothing
+    changed but a `refused` audit event; `why` is its refusal code (e.g. `not_an_approver`)."""
+
+    request: ApprovalRequest
+    why: str
+
+
+@dataclass(frozen=True)
 class AlreadyDecided:
     """`Store.decide` lost: the request had already left `pending`; `request` shows who decided what."""
 
@@ -289,17 +298,21 @@ class Store:
         body: Callable[[ApprovalRequest], dict[str, Any]],
         *,
         reason: str | None = None,
-        grant_ttl: int = 900,
-    ) -> Decided | AlreadyDecided | Counted | TimedOut:
+        refuse: Callable[[ApprovalRequest], dict[str, Any] | None] | None = None,
+    ) -> Decided | AlreadyDecided | Counted | TimedOut | Refused:
         """Count one approver's vote (`approved` | `rejected`), deciding when it settles the request.
 
         The request row is locked first (`SELECT ... FOR UPDATE` on PostgreSQL; SQLite's
         `BEGIN IMMEDIATE` already serialises writers), so concurrent votes are counted one after the
-        other: none is lost and none counted twice. A vote after the request's `expires_at` (database
-        clock) is refused (`TimedOut`): the timeout decides, even before the sweep runs. One rejection
-        rejects; `required_approvals`
-        distinct approvals approve (`decided_by` lists them all). A second vote by the same approver
-        is not counted again (`Counted.repeated`). Raises `LookupError` for an unknown request id.
+        other: none is lost and none counted twice. `refuse(request)`, given the locked row, returns
+        the audit detail of a refusal (`{"why": code, ...}`) or None: so whether the voter may vote
+        is decided on the row as it is when the vote counts, not as it was read before (an
+        escalation in between changes the approvers), in the same transaction. A vote after the
+        request's `expires_at` (database clock) is refused (`TimedOut`): the timeout decides, even
+        before the sweep runs. One rejection rejects; `required_approvals` distinct approvals
+        approve (`decided_by` lists them all), with a grant valid for the request's `grant_ttl`
+        rule (seconds, default 900). A second vote by the same approver is not counted again
+        (`Counted.repeated`). Raises `LookupError` for an unknown request id.
         """
         with self._write() as session:
             found = session.execute(
@@ -310,6 +323,10 @@ class Store:
             if found is None:
                 raise LookupError(f"no approval request {request_id!r}")
             request, on_time = found
+            refusal = refuse(request) if refuse is not None else None
+            if refusal is not None:
+                self._audit(session, request_id, "refused", voter["slack_user_id"], **refusal)
+                return Refused(request, refusal["why"])
             if request.status != PENDING:
                 return AlreadyDecided(request)
             if not on_time:
@@ -325,6 +342,7 @@ class Store:
                 return Counted(request, self._approvals(session, request_id), repeated=True)
             self._audit(session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason)
             approvals = self._approvals(session, request_id)
+            grant_ttl = request.rules.get("grant_ttl", 900)
             if vote == REJECTED:
                 verdict = _verdict(REJECTED, [voter], "slack", reason, grant_ttl)
             elif len(approvals) >= request.required_approvals:
