@@ -29,7 +29,6 @@ from pathlib import Path
 
 from redis import Redis
 from rq import Worker
-from sqlalchemy import func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -37,6 +36,7 @@ from bench.common import (
     PYTHON_M,
     Child,
     bench_database,
+    cards_stored,
     countersign_env,
     percentile,
     print_table,
@@ -45,7 +45,7 @@ from bench.common import (
 )
 from countersign import ApprovalClient
 from countersign.sandbox import Sandbox, serve
-from countersign.store import ApprovalRequest, Store, create_db_engine
+from countersign.store import Store, create_db_engine
 
 BUSY = "C0BUSY"
 OTHER_CHANNELS = 10
@@ -82,14 +82,16 @@ def main() -> int:
                 worker.start()
             wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
             alone = _trickle(client, args, "alone")
-            wait_until(lambda: _cards(engine, list(alone)) >= len(alone), 120)
+            wait_until(lambda: cards_stored(engine, list(alone)) >= len(alone), 120)
             runs_before = _job_runs(redis)
             start = time.time()
             busy = {_request(client, "busy", f"busy-{n}"): start for n in range(args.busy)}
             mixed = _trickle(client, args, "mixed")
-            wait_until(lambda: _cards(engine, [*busy, *mixed]) >= len(busy) + len(mixed), 60 + 3 * args.busy)
+            wait_until(
+                lambda: cards_stored(engine, [*busy, *mixed]) >= len(busy) + len(mixed), 60 + 3 * args.busy
+            )
             runs = _job_runs(redis) - runs_before
-            stored = _cards(engine, [*busy, *mixed])
+            stored = cards_stored(engine, [*busy, *mixed])
             engine.dispose()
     finally:
         for worker in workers:
@@ -147,15 +149,6 @@ def _trickle(client: ApprovalClient, args: argparse.Namespace, tag: str) -> dict
         now = time.time()
         sent[_request(client, f"other{n % OTHER_CHANNELS}", f"{tag}-{n}")] = now
     return sent
-
-
-def _cards(engine: object, ids: list[str]) -> int:
-    with engine.connect() as connection:  # type: ignore[attr-defined]
-        return connection.execute(
-            select(func.count())
-            .select_from(ApprovalRequest)
-            .where(ApprovalRequest.id.in_(ids), ApprovalRequest.card_ts.is_not(None))
-        ).scalar_one()
 
 
 def _job_runs(redis: Redis) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from redis import Redis
+from sqlalchemy import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON_M = [sys.executable, "-m"]
@@ -211,3 +212,16 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def cards_stored(engine: Engine, ids: Sequence[str] | None = None) -> int:
+    """How many approval requests (those of `ids`, or all) have their card's `ts` stored."""
+    from sqlalchemy import func, select
+
+    from countersign.store import ApprovalRequest
+
+    stmt = select(func.count()).select_from(ApprovalRequest).where(ApprovalRequest.card_ts.is_not(None))
+    if ids is not None:
+        stmt = stmt.where(ApprovalRequest.id.in_(ids))
+    with engine.connect() as connection:
+        return connection.execute(stmt).scalar_one()

@@ -40,7 +40,7 @@ from pathlib import Path
 from redis import Redis
 from rq.utils import utcparse
 from slack_sdk.signature import SignatureVerifier
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -50,6 +50,7 @@ from bench.common import (
     ROOT,
     Child,
     bench_database,
+    cards_stored,
     countersign_env,
     percentile,
     print_table,
@@ -281,7 +282,7 @@ def _pending_cards(client: ApprovalClient, engine: object, count: int) -> list[t
             idempotency_key=f"latency-{n}",
             resume={"queue": AGENT_QUEUE, "func": "bench.noop.noop"},
         )
-    wait_until(lambda: _cards(engine) >= count, 600, "cards were not all posted")
+    wait_until(lambda: cards_stored(engine) >= count, 600, "cards were not all posted")
     with engine.connect() as connection:  # type: ignore[attr-defined]
         rows = connection.execute(
             select(
@@ -293,13 +294,6 @@ def _pending_cards(client: ApprovalClient, engine: object, count: int) -> list[t
         ).all()
     by_key = {key: (request_id, channel, ts) for key, request_id, channel, ts in rows}
     return [by_key[f"latency-{n}"] for n in range(count)]
-
-
-def _cards(engine: object) -> int:
-    with engine.connect() as connection:  # type: ignore[attr-defined]
-        return connection.execute(
-            select(func.count()).select_from(ApprovalRequest).where(ApprovalRequest.card_ts.is_not(None))
-        ).scalar_one()
 
 
 def _enqueued_at(redis: Redis, request_ids: list[str]) -> list[float | None]:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from redis import Redis
 from rq import Worker
-from sqlalchemy import func, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -29,6 +28,7 @@ from bench.common import (
     PYTHON_M,
     Child,
     bench_database,
+    cards_stored,
     countersign_env,
     print_table,
     start_redis,
@@ -37,7 +37,7 @@ from bench.common import (
 from countersign import ApprovalClient
 from countersign.router.runtime import json_queue
 from countersign.sandbox import Sandbox, serve
-from countersign.store import ApprovalRequest, Store, create_db_engine
+from countersign.store import Store, create_db_engine
 
 
 def policy(classes: int) -> str:
@@ -122,19 +122,12 @@ def _intake_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str],
                 idempotency_key=f"bench-{n}",
                 resume={"queue": "agent", "func": "bench.x.y"},
             )
-        wait_until(lambda: _cards(engine) >= args.requests, 900)
+        wait_until(lambda: cards_stored(engine) >= args.requests, 900)
         return time.monotonic() - start
     finally:
         for worker in workers:
             worker.kill()
         engine.dispose()
-
-
-def _cards(engine: object) -> int:
-    with engine.connect() as connection:  # type: ignore[attr-defined]
-        return connection.execute(
-            select(func.count()).select_from(ApprovalRequest).where(ApprovalRequest.card_ts.is_not(None))
-        ).scalar_one()
 
 
 if __name__ == "__main__":
