@@ -38,6 +38,7 @@ from bench.common import (
     bench_database,
     cards_stored,
     countersign_env,
+    exit_on_sigterm,
     percentile,
     print_table,
     start_redis,
@@ -64,6 +65,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
     args = parser.parse_args()
+    exit_on_sigterm()
 
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
     redis_server, redis_url = start_redis(tmp)

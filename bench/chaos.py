@@ -5,7 +5,8 @@ restarts empty; then a check in the spirit of Jepsen's total-queue test.
 
 Runs real processes (`countersign web` under gunicorn, `countersign worker`, an RQ agent worker
 running `bench.chaos_agent.execute` through `approved_action`), a private `redis-server` and the
-Slack sandbox, against SQLite (or `--database-url`). Reviewers click Approve (duplicates, concurrent
+Slack sandbox, against a SQLite file (or a scratch database on the PostgreSQL server of
+`--database-url`). Reviewers click Approve (duplicates, concurrent
 quorum votes and non-approvers included) and click again when a card stays pending, as people do;
 the agent sends a request again (same idempotency key) when the router has not stored it after a
 while, as `RouterUnavailable` tells it to. Afterwards every request must be in exactly one terminal
@@ -36,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (
     PYTHON_M,
     Child,
+    bench_database,
     countersign_env,
+    exit_on_sigterm,
     print_table,
     start_redis,
     wait_for_redis,
@@ -45,7 +48,7 @@ from countersign import ApprovalClient, RouterUnavailable
 from countersign.router.cards import APPROVE_ACTION
 from countersign.sandbox import Sandbox, serve
 from countersign.stack import free_port
-from countersign.store import ApprovalRequest, Store, create_db_engine, upgrade
+from countersign.store import ApprovalRequest, Store
 
 POLICY = """\
 version: 1
@@ -71,12 +74,13 @@ class Chaos:
         self.redis_restarts = 0
         self.submitted: dict[str, float] = {}
         self.lock = threading.Lock()
+        self.children: dict[str, Child] = {}
+        self.servers: list[Child] = []  # what `run` stops besides the children
 
     # -- set-up ---------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, database_url: str) -> None:
         self.redis_server, self.redis_url = start_redis(self.tmp)
-        database_url = self.args.database_url or f"sqlite:///{self.tmp / 'chaos.db'}"
-        upgrade(create_db_engine(database_url))
+        self.servers.append(self.redis_server)
         self.store = Store.from_url(database_url)
         self.sandbox = Sandbox(signing_secret=secrets.token_hex(16))
         self.sandbox_server = serve(self.sandbox)
@@ -220,24 +224,26 @@ class Chaos:
                 child.restart_if_dead()
 
     # -- run and check ----------------------------------------------------------------------------
-    def run(self) -> int:
-        self.start()
-        threads = [threading.Thread(target=f) for f in (self.review, self.resend, self.supervise)]
-        for thread in threads:
-            thread.start()
-        faults = threading.Thread(target=self.faults, daemon=True)
-        faults.start()
-        self.submit_all()
-        faults.join()
-        deadline = time.monotonic() + self.args.settle_seconds
-        while time.monotonic() < deadline and not self.settled():
-            time.sleep(2)
-        self.stop.set()
-        for thread in threads:
-            thread.join()
-        for child in self.children.values():
-            child.kill()
-        self.redis_server.kill()
+    def run(self, database_url: str) -> int:
+        threads: list[threading.Thread] = []
+        try:
+            self.start(database_url)
+            threads += [threading.Thread(target=f) for f in (self.review, self.resend, self.supervise)]
+            for thread in threads:
+                thread.start()
+            faults = threading.Thread(target=self.faults, daemon=True)
+            faults.start()
+            self.submit_all()
+            faults.join()
+            deadline = time.monotonic() + self.args.settle_seconds
+            while time.monotonic() < deadline and not self.settled():
+                time.sleep(2)
+        finally:
+            self.stop.set()
+            for thread in threads:
+                thread.join()
+            for child in [*self.children.values(), *self.servers]:
+                child.kill()
         return self.report()
 
     def rows(self) -> list[ApprovalRequest]:
@@ -306,9 +312,13 @@ def main() -> int:
         "--submit-seconds", type=float, default=60.0, help="spread the requests over this long"
     )
     parser.add_argument("--settle-seconds", type=float, default=240.0, help="then wait at most this long")
-    parser.add_argument("--database-url", help="default: a new SQLite file")
+    parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
     parser.add_argument("--seed", type=int, default=None)
-    return Chaos(parser.parse_args()).run()
+    args = parser.parse_args()
+    exit_on_sigterm()
+    chaos = Chaos(args)
+    with bench_database(args.database_url, chaos.tmp) as database_url:
+        return chaos.run(database_url)
 
 
 if __name__ == "__main__":

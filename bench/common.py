@@ -151,6 +151,7 @@ def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
     None. Yields its URL."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
 
     from countersign.store import create_db_engine, upgrade
 
@@ -159,11 +160,22 @@ def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
         upgrade(create_db_engine(fresh))
         yield fresh
         return
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        raise SystemExit(
+            f"--database-url: {parsed.drivername} is not a PostgreSQL server URL "
+            "(postgresql://user@host:port/db); leave it out to use a SQLite file"
+        )
     name = f"countersign_bench_{secrets.token_hex(4)}"
-    server = create_engine(make_url(url).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
-    with server.connect() as connection:
-        connection.execute(text(f"CREATE DATABASE {name}"))
-    fresh = make_url(url).set(database=name).render_as_string(hide_password=False)
+    server = create_engine(parsed.set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+    try:
+        with server.connect() as connection:
+            connection.execute(text(f"CREATE DATABASE {name}"))
+    except OperationalError as exc:
+        raise SystemExit(
+            f"--database-url: cannot create a scratch database on {parsed.host}:{parsed.port}: {exc.orig}"
+        ) from None
+    fresh = parsed.set(database=name).render_as_string(hide_password=False)
     engine = create_db_engine(fresh)
     try:
         upgrade(engine)
@@ -173,6 +185,12 @@ def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
         with server.connect() as connection:
             connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         server.dispose()
+
+
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM (a CI cancel, `timeout`) into `SystemExit` in the main thread, so that a bench's
+    `finally` blocks stop its processes and drop its scratch database, as they do on Ctrl-C."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 def session_cpu_seconds(session_id: int) -> float:

@@ -52,6 +52,7 @@ from bench.common import (
     bench_database,
     cards_stored,
     countersign_env,
+    exit_on_sigterm,
     percentile,
     print_table,
     session_cpu_seconds,
@@ -159,6 +160,7 @@ def main() -> int:
         "--profile", type=Path, help="record the web processes with py-spy (raw format) into this file"
     )
     args = parser.parse_args()
+    exit_on_sigterm()
 
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
     redis_server, redis_url = start_redis(tmp)

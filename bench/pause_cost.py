@@ -55,6 +55,7 @@ from bench.common import (
     Child,
     bench_database,
     countersign_env,
+    exit_on_sigterm,
     percentile,
     print_table,
     process_tree,
@@ -111,6 +112,7 @@ def main() -> int:
         "--profile", type=Path, help="write a py-spy profile (raw, collapsed) of the expiry sweep"
     )
     args = parser.parse_args()
+    exit_on_sigterm()
 
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
     redis_server, redis_url = start_redis(tmp)

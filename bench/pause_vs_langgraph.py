@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -58,6 +59,7 @@ from bench.common import (
     Child,
     bench_database,
     countersign_env,
+    exit_on_sigterm,
     print_table,
     start_redis,
     wait_until,
@@ -249,9 +251,18 @@ def policy(channels: int) -> str:
 
 
 def drain(redis: Redis, queue: str) -> None:
-    """Run every job on `queue` in this process (RQ SimpleWorker, burst, JSON serializer)."""
+    """Run every job on `queue` in this process (RQ SimpleWorker, burst, JSON serializer). RQ installs
+    its own SIGINT/SIGTERM handlers (a warm shutdown that only ends the burst); ours come back after,
+    so Ctrl-C stops the benchmark instead of skipping jobs and printing wrong figures."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     worker = SimpleWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
-    worker.work(burst=True, logging_level="WARNING")
+    try:
+        worker.work(burst=True, logging_level="WARNING")
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if worker._stop_requested:  # a signal arrived while RQ's handlers were in place
+        raise KeyboardInterrupt
 
 
 def click(request_id: str, channel: str) -> dict[str, Any]:
@@ -450,6 +461,7 @@ def main() -> int:
         "--database-url", required=True, help="the PostgreSQL server to create scratch databases on"
     )
     args = parser.parse_args()
+    exit_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
     (tmp / "langgraph").mkdir()
     countersign = countersign_side(args, tmp)
