@@ -62,7 +62,7 @@ def main() -> int:
     parser.add_argument("--busy", type=int, default=300, help="requests to the busy channel")
     parser.add_argument("--others", type=int, default=30, help="requests spread over 10 other channels")
     parser.add_argument("--other-rate", type=float, default=2.0, help="other requests per second")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="router workers (default 2)")
     parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
     args = parser.parse_args()
     exit_on_sigterm()

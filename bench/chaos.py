@@ -306,7 +306,7 @@ class Chaos:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--requests", type=int, default=300, help="approval requests (default 300)")
     parser.add_argument("--kills", type=int, default=12)
     parser.add_argument(
         "--submit-seconds", type=float, default=60.0, help="spread the requests over this long"

@@ -58,8 +58,8 @@ def run_workers(count: int, argv: list[str], env: dict[str, str], log: Path) -> 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--requests", type=int, default=1000, help="approval requests (default 1000)")
+    parser.add_argument("--workers", type=int, default=2, help="RQ workers on each side (default 2)")
     parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
     args = parser.parse_args()
     exit_on_sigterm()

@@ -101,10 +101,14 @@ CLONED = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pending", type=int, default=100_000)
-    parser.add_argument("--due", type=int, default=10_000)
-    parser.add_argument("--clicks", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--pending", type=int, default=100_000, help="pending requests (default 100000)")
+    parser.add_argument(
+        "--due", type=int, default=10_000, help="requests made due per expiry round (default 10000)"
+    )
+    parser.add_argument(
+        "--clicks", type=int, default=20, help="requests approved by signed clicks (default 20)"
+    )
+    parser.add_argument("--repeats", type=int, default=200, help="listings timed per reviewer (default 200)")
     parser.add_argument(
         "--database-url", required=True, help="a PostgreSQL server to create a scratch database on"
     )

@@ -450,8 +450,8 @@ def langgraph_side(args: argparse.Namespace, tmp: Path) -> Side:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=200, help="measured runs each way (default 200)")
+    parser.add_argument("--warmup", type=int, default=20, help="runs not measured, first (default 20)")
     parser.add_argument(
         "--profile",
         choices=["countersign", "langgraph"],
