@@ -311,7 +311,12 @@ def main() -> int:
     parser.add_argument(
         "--submit-seconds", type=float, default=60.0, help="spread the requests over this long"
     )
-    parser.add_argument("--settle-seconds", type=float, default=240.0, help="then wait at most this long")
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=600.0,
+        help="then wait at most this long for everything to settle",
+    )
     parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
