@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from redis import Redis
 from rq import Queue
@@ -19,7 +20,9 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, S
 
 from ..config import Settings, load_settings
 from ..store import Store
-from .policy import Policy, PolicyHolder, holder
+
+if TYPE_CHECKING:  # the policy (and its CEL engine) is imported when first needed, not by agents
+    from .policy import Policy, PolicyHolder
 
 INTAKE_QUEUE = "countersign"
 SLACK_TIMEOUT_SECONDS = 10
@@ -58,6 +61,8 @@ class Runtime:
         is invalid at first load."""
         self.settings.require("COUNTERSIGN_POLICY", needed_by="routing by policy")
         assert self.settings.COUNTERSIGN_POLICY is not None
+        from .policy import holder
+
         return holder(self.settings.COUNTERSIGN_POLICY)
 
     @property

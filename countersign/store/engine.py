@@ -10,14 +10,13 @@ Use PostgreSQL as soon as processes run on more than one machine.
 from __future__ import annotations
 
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 WRITE = {"countersign_write": True}
@@ -60,6 +59,9 @@ class SchemaOutOfDate(Exception):
 
 
 def _config() -> Config:
+    # Alembic is imported only here: agents import countersign in every forked RQ job, and never migrate.
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(files("countersign.store") / "migrations"))
     return config
@@ -67,6 +69,8 @@ def _config() -> Config:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply the Alembic migrations shipped in `countersign/store/migrations` up to `revision`."""
+    from alembic import command
+
     config = _config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
@@ -76,6 +80,9 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 def check_schema(engine: Engine) -> None:
     """Raise `SchemaOutOfDate` (one line, naming the fix) unless the database is at the latest
     migration. Connection errors propagate as SQLAlchemy's `OperationalError`."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_config()).get_current_head()
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
