@@ -15,7 +15,7 @@ from redis import Redis
 from sqlalchemy import update
 
 from countersign import execute_approved
-from countersign.router import timeouts
+from countersign.router import decision, timeouts
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.client import ApprovalClient
 from countersign.router.runtime import Runtime, json_queue
@@ -329,7 +329,8 @@ def test_a_click_after_the_deadline_is_refused_even_before_the_sweep(
     age(store, request_id, expires_at=-1)
     sb.click("C0APPROVALS", card["ts"], APPROVE_ACTION, "U0LEAD")
     wait_for(lambda: "timed_out" in [e.detail.get("why") for e in store.audit_trail(request_id)])
-    assert status(store, request_id) == "pending" and "timed out" in sb.ephemerals("U0LEAD")[0]["text"]
+    assert status(store, request_id) == "pending"
+    assert "timed out" in wait_for(lambda: sb.ephemerals("U0LEAD"))[0]["text"]  # told after the audit
     timeouts.sweep(runtime)
     assert status(store, request_id) == "expired"
 
@@ -464,14 +465,14 @@ def test_a_request_that_cannot_expire_does_not_hold_up_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ids = vendor_requests(client, redis, store, 3)
-    real = timeouts.decision_of
+    real = decision.decision_of
 
     def broken(row: ApprovalRequest, secret: str) -> dict[str, Any]:
         if row.id == ids[1]:
             raise ValueError("this request's decision cannot be built")
         return real(row, secret)
 
-    monkeypatch.setattr(timeouts, "decision_of", broken)
+    monkeypatch.setattr(decision, "decision_of", broken)
     assert timeouts.sweep(runtime) == 2
     assert [status(store, i) for i in ids] == ["expired", "pending", "expired"]
     assert "expired" not in events(store, ids[1]) and store.outbox_event(ids[1]) is None

@@ -215,9 +215,7 @@ def _mentions(users: list[str], limit: int = 10, joiner: str = " or ") -> str:
 def _pending_note(request: ApprovalRequest, approvals: list[dict[str, str]]) -> str:
     """Why it needs review, who may decide, the quorum, the deadline (mrkdwn: the mentioned ids come
     from the policy and from Slack)."""
-    eligible = [
-        u for u in request.approvers if u != request.on_behalf_of or request.rules.get("self_approval")
-    ]
+    eligible = request.eligible_approvers
     if request.required_approvals > 1:
         parts = [f"Needs {request.required_approvals} approvals from {_mentions(eligible, joiner=', ')}"]
     else:

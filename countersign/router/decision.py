@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..store import APPROVED, EXPIRED, ApprovalRequest, ExecutionRefused
 from .schema import payload_sha256
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 GRANT_VERSION = "countersign-grant-v1"
 
@@ -99,3 +103,10 @@ def decision_of(request: ApprovalRequest, secret: str) -> dict[str, Any]:
         "timeout_result": request.timeout_result,
         "grant": _grant(request, secret),
     }
+
+
+def decision_body(runtime: Runtime) -> Callable[[ApprovalRequest], dict[str, Any]]:
+    """What the store writes into the outbox for a row it has just decided (`Store.decide`, `vote`,
+    `expire`): `decision_of(row, COUNTERSIGN_SECRET)`."""
+    secret = runtime.settings.COUNTERSIGN_SECRET or ""
+    return lambda row: decision_of(row, secret)

@@ -34,7 +34,7 @@ from ..store import (
     TimedOut,
 )
 from . import cards, relay
-from .decision import decision_of
+from .decision import decision_body
 from .edits import EditCheck, check
 from .runtime import Runtime, current
 
@@ -75,9 +75,7 @@ def _refused(request: ApprovalRequest | None, user_id: str, step: str) -> dict[s
         why = "unknown_request"
     elif user_id not in request.approvers:
         why = "not_an_approver"
-    elif (
-        step in APPROVING_STEPS and user_id == request.on_behalf_of and not request.rules.get("self_approval")
-    ):
+    elif step in APPROVING_STEPS and user_id not in request.eligible_approvers:
         why = "self_approval"
     elif request.status != PENDING:
         return {"why": "already_decided", "step": step, "status": request.status}
@@ -99,11 +97,6 @@ def _refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False
         "edit_needs_single_approver": lambda: cards.NO_EDIT_UNDER_QUORUM_TEXT,
     }
     return texts[why]()
-
-
-def _body(runtime: Runtime) -> Callable[[ApprovalRequest], dict[str, Any]]:
-    secret = runtime.settings.COUNTERSIGN_SECRET or ""
-    return lambda row: decision_of(row, secret)
 
 
 def _settle(
@@ -144,13 +137,19 @@ def cast(
     reason: str | None = None,
 ) -> str:
     """Count a reviewer's approval or rejection (quorum rules in `Store.vote`) and act on it:
-    `decided` | `counted` | `refused`. Whether the reviewer may vote is checked on the request row
-    as the vote locks it (`_refused`), so one transaction both authorises and counts."""
+    `decided` | `counted` | `refused`, or `unknown_request` (audited; the caller answers the reviewer,
+    since only it knows where). Whether the reviewer may vote is checked on the request row as the
+    vote locks it (`_refused`), so one transaction both authorises and counts."""
     user_id = user["slack_user_id"]
     step = "approve" if vote == APPROVED else "reject"
     try:
         result = runtime.store.vote(
-            request_id, user, vote, _body(runtime), reason=reason, refuse=lambda r: _refused(r, user_id, step)
+            request_id,
+            user,
+            vote,
+            decision_body(runtime),
+            reason=reason,
+            refuse=lambda r: _refused(r, user_id, step),
         )
     except LookupError:
         runtime.store.record(request_id, "refused", user_id, why="unknown_request", step=step)
@@ -276,7 +275,7 @@ def approve_edited(runtime: Runtime, client: WebClient, body: dict[str, Any], su
         APPROVED,
         [user],
         via="slack",
-        body=_body(runtime),
+        body=decision_body(runtime),
         approved_payload=submission.edit.payload,
         edits=submission.edit.edits,
         grant_ttl=submission.request.rules.get("grant_ttl", 900),

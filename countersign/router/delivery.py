@@ -163,9 +163,7 @@ def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> Approval
     Raises the original `SlackApiError` when there is nobody to send it to: a DM already, or no
     approver but the human the agent acts for.
     """
-    users = [u for u in request.approvers if u != request.on_behalf_of or request.rules.get("self_approval")][
-        :8
-    ]
+    users = request.eligible_approvers[:8]
     if request.channel.startswith(("U", "W", "D")) or not users:
         raise SlackApiError(f"cannot deliver to {request.channel} ({error})", {"ok": False, "error": error})
     direct = (

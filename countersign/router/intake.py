@@ -16,10 +16,10 @@ from typing import Any
 from rq import Retry, get_current_job
 from slack_sdk.errors import SlackApiError
 
-from ..store import APPROVED, AlreadyDecided, ApprovalRequest
+from ..store import APPROVED, AlreadyDecided, ApprovalRequest, eligible_approvers
 from . import directory, relay
 from .client import remember_key
-from .decision import decision_of
+from .decision import decision_body
 from .delivery import CLOCK_SLACK_SECONDS, RetryLater, post_card
 from .policy import Gate, PolicyError, Route
 from .runtime import Runtime, current
@@ -120,7 +120,7 @@ def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequ
         raise PolicyError(
             f"approvers of {route.channel}: usergroups.users.list failed ({exc.response.get('error')})"
         ) from None
-    eligible = [u for u in found if u != request.on_behalf_of or route.rules.get("self_approval")]
+    eligible = eligible_approvers(found, request.on_behalf_of, route.rules)
     if len(eligible) < gate.approvals:
         raise PolicyError(
             f"the policy asks for {gate.approvals} approval(s) but names {len(eligible)} approver(s) who may "
@@ -130,13 +130,12 @@ def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequ
 
 
 def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> str:
-    secret = runtime.settings.COUNTERSIGN_SECRET or ""
     result = runtime.store.decide(
         row.id,
         APPROVED,
         [],
         via="policy",
-        body=lambda r: decision_of(r, secret),
+        body=decision_body(runtime),
         reason=rule,
         grant_ttl=row.rules.get("grant_ttl", 900),
     )

@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError
 
 from ..store import ApprovalRequest
 from . import cards, decisions, directory, relay
-from .decision import decision_of
+from .decision import decision_body
 from .delivery import RetryLater, post_card
 from .runtime import Runtime
 
@@ -84,9 +84,8 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, str]]) -> int:
     alone, so one bad request cannot hold the others up. Returns how many were expired."""
     if not due:
         return 0
-    secret = runtime.settings.COUNTERSIGN_SECRET or ""
     try:
-        decided = runtime.store.expire(due, lambda row: decision_of(row, secret))
+        decided = runtime.store.expire(due, decision_body(runtime))
     except Exception:
         if len(due) == 1:
             log.exception("request %s: expiry failed; retrying later", due[0][0].id)

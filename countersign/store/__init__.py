@@ -1,7 +1,7 @@
 """Persistence: the request state machine, audit log, outbox and migrations (the database only)."""
 
 from .engine import SchemaOutOfDate, check_schema, create_db_engine, upgrade
-from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent, Vote
+from .models import ApprovalRequest, AuditEvent, DeadLetter, OutboxEvent, Vote, eligible_approvers
 from .state import (
     APPROVED,
     EXECUTED,
@@ -43,6 +43,7 @@ __all__ = [
     "Vote",
     "check_schema",
     "create_db_engine",
+    "eligible_approvers",
     "resume_job_id",
     "upgrade",
 ]

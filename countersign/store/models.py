@@ -186,6 +186,17 @@ class ApprovalRequest(Base):
         ).ddl_if(dialect="postgresql"),
     )
 
+    @property
+    def eligible_approvers(self) -> list[str]:
+        """The current level's approvers who may approve (see `eligible_approvers`)."""
+        return eligible_approvers(self.approvers, self.on_behalf_of, self.rules)
+
+
+def eligible_approvers(approvers: list[str], on_behalf_of: str | None, rules: dict[str, Any]) -> list[str]:
+    """`approvers` (Slack user ids) but the human the agent acts for (`on_behalf_of`), who may not
+    approve their own request unless the policy's `rules` set `self_approval: true`."""
+    return [user for user in approvers if user != on_behalf_of or rules.get("self_approval")]
+
 
 class Vote(Base):
     """One approver's vote on a request that needs a quorum; one row per approver and request."""
