@@ -21,11 +21,14 @@ run: install
 
 test: install
 	$(BIN)/ruff check countersign tests examples bench
+	$(BIN)/ruff format --check countersign tests examples bench
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint: install
 	$(BIN)/ruff check countersign tests examples bench
 	$(BIN)/ruff format --check countersign tests examples bench
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format countersign tests examples bench
