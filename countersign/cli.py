@@ -16,12 +16,19 @@ from typing import Any
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
-from .config import ConfigError, Settings, load_settings
-from .router.client import ApprovalClient, IdempotencyConflict, RouterUnavailable
-from .router.policy import PolicyError
-from .router.schema import InvalidRequest
-from .stack import port_is_free
-from .store import SchemaOutOfDate
+from .agent import ApprovalClient
+from .config import Settings, load_settings
+from .exceptions import (
+    ConfigError,
+    IdempotencyConflict,
+    InvalidRequest,
+    PolicyError,
+    RouterUnavailable,
+    SchemaOutOfDate,
+    StackError,
+    UsageError,
+)
+from .ports import port_is_free
 
 REQUEST_FLAGS = {
     "action": str,
@@ -34,10 +41,6 @@ REQUEST_FLAGS = {
     "idempotency_key": str,
     "confidence": float,
 }
-
-
-class UsageError(Exception):
-    """A command-line value is malformed (e.g. `--payload` is not JSON)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,7 +186,7 @@ def _show(args: argparse.Namespace) -> None:
 def _pending(args: argparse.Namespace) -> None:
     """Print `[{request_id, action, summary, channel, card_ts, level, required_approvals,
     created_at, expires_at}]`, newest first; times are ISO 8601 UTC (`expires_at` null: no deadline)."""
-    from .router.decision import iso
+    from .schema import iso
     from .store import Store
 
     if args.limit < 1:
@@ -258,7 +261,7 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .stack import StackError, run_stack
+    from .stack import run_stack
 
     try:
         return run_stack(load_settings(), agent_queues=args.agent_queue or ["refund-agent"])

@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from .exceptions import ConfigError
+
 SLACK_API_URL = "https://slack.com/api/"
 # Never echoed in errors or logs: tokens, secrets, and URLs that may carry a password.
 _SECRET_NAMES = {
@@ -26,10 +28,6 @@ _SECRET_NAMES = {
     "DATABASE_URL",
     "REDIS_URL",
 }
-
-
-class ConfigError(Exception):
-    """A setting is missing or malformed; `str(err)` is one line naming the variable."""
 
 
 class Settings(BaseSettings):

@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,28 +24,12 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from .config import Settings
+from .exceptions import StackError
+from .ports import free_port, port_is_free, port_open
 from .store import create_db_engine, upgrade
 
 EXAMPLE_POLICY = Path("examples/policy.yml")
 STARTUP_TIMEOUT_SECONDS = 10.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """True if a TCP server could bind `host:port` now."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def _redis_answers(url: str) -> bool:
@@ -62,10 +45,6 @@ def _wait_for(predicate: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise StackError(f"{what} did not start within {STARTUP_TIMEOUT_SECONDS:.0f} s")
         time.sleep(0.05)
-
-
-class StackError(Exception):
-    """A part of the local stack could not start; the message says which."""
 
 
 class Stack:
@@ -198,10 +177,5 @@ def _ensure_slack(settings: Settings, stack: Stack) -> str | None:
         "--interactivity-url",
         f"http://127.0.0.1:{settings.PORT}/slack/events",
     )
-    _wait_for(lambda: _port_open(port), "the Slack sandbox")
+    _wait_for(lambda: port_open(port), "the Slack sandbox")
     return url + "/"
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0

@@ -24,7 +24,7 @@ from typing import Any
 from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 
-from ..router import decisions
+from ..router import review
 from ..router.cards import (
     APPROVE_ACTION,
     DETAILS_ACTION,
@@ -34,6 +34,7 @@ from ..router.cards import (
     REJECT_CALLBACK,
 )
 from ..router.runtime import Runtime
+from . import modals, payload
 
 log = logging.getLogger(__name__)
 
@@ -84,28 +85,33 @@ def _logged(work: Callable[..., object], *args: Any) -> None:
 
 
 def on_approve(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
-    """Approve button: ack, then decide."""
+    """Approve button: ack, then vote."""
     ack()
-    _after_ack(context, decisions.approve_from_click, client, body)
+    click = payload.click(body)
+    _after_ack(context, review.approve, client, click.request_id, click.user, click.channel)
 
 
 def on_modal_button(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Reject / Edit / Details buttons: ack, then open the modal with the click's trigger_id."""
     ack()
-    _after_ack(context, decisions.open_modal, client, body)
+    _after_ack(context, modals.open_modal, client, payload.click(body))
 
 
 def on_edit_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Edit modal submit: inline errors, or close the modal and approve with the edits."""
-    submission = decisions.check_edit(context["runtime"], body)
-    ack(**submission.ack)
+    submitted = payload.view_submission(body)
+    user_id = submitted.user["slack_user_id"]
+    submission = review.check_edit(context["runtime"], submitted.request_id, user_id, submitted.values)
+    ack(**modals.ack_for(submission))
     if submission.ok:
-        _after_ack(context, decisions.approve_edited, client, body, submission)
+        _after_ack(context, review.approve_edited, client, submitted.user, submission)
 
 
 def on_reject_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Reject modal submit: inline errors, or close the modal and reject with the reason."""
-    submission = decisions.check_reject(context["runtime"], body)
-    ack(**submission.ack)
+    submitted = payload.view_submission(body)
+    user_id = submitted.user["slack_user_id"]
+    submission = review.check_reject(context["runtime"], submitted.request_id, user_id, submitted.values)
+    ack(**modals.ack_for(submission))
     if submission.ok:
-        _after_ack(context, decisions.reject_with_reason, client, body, submission)
+        _after_ack(context, review.reject_with_reason, client, submitted.user, submission)

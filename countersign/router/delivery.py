@@ -1,4 +1,5 @@
-"""Slack delivery of cards: one card per request, paced per channel, and what to do when Slack says no.
+"""Every call that writes to Slack: cards (posted once, paced per channel), card rewrites, ephemeral
+answers, reminders and status messages, and what to do when Slack says no.
 
 - **One card.** Posting is claimed with a lease in the store; each card carries message metadata
   with the request id and level (https://docs.slack.dev/messaging/message-metadata), because
@@ -17,18 +18,25 @@
   `not_in_channel` / `channel_not_found` / `is_archived` fall back once to a DM (a group DM for
   several approvers). What is still refused is audited as `delivery_failed` and tried again with a
   growing delay (the posting lease is pushed out), as is a `429` for its `Retry-After`.
+- **Rewrites** send both `text` and `blocks` (text alone drops the blocks:
+  https://docs.slack.dev/messaging/modifying-messages); a decided card that is gone or no longer
+  ours to edit gets a fresh status message instead. Ephemeral answers and reminders are best
+  effort: a Slack error is logged, not raised.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from redis import Redis
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from ..store import PENDING, ApprovalRequest
-from . import cards
-from .runtime import Runtime
+from ..exceptions import RetryLater
+from ..store import ApprovalRequest, Decider, Status
+from . import cards, texts
+from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
 
@@ -65,21 +73,16 @@ return {slot, tonumber(time[1]), tonumber(time[2])}
 """
 
 
-class RetryLater(Exception):
-    """Slack (or the channel's pace) asks to wait `seconds` before posting again."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"retry in {seconds:g} s")
-        self.seconds = seconds
+Posted = Literal["posted", "found", "duplicate"]
 
 
-def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
+def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
     """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
 
     Raises `RetryLater` when the channel is busy or Slack rate-limits, and `SlackApiError` or a
     network error for the rest.
     """
-    if row.card_ts is not None or row.status != PENDING:
+    if row.card_ts is not None or row.status != Status.PENDING:
         return "duplicate"
     wait = reserve_slot(runtime.redis, row)
     if wait > CLOCK_SLACK_SECONDS:
@@ -91,7 +94,7 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> str:
         return "duplicate"
     try:
         ts = _find_card(runtime, claimed) if claimed.card_attempts > 1 else None
-        outcome = "found" if ts is not None else "posted"
+        outcome: Posted = "found" if ts is not None else "posted"
         if ts is None:
             ts = _post(runtime, claimed)
     except RetryLater as later:
@@ -119,7 +122,7 @@ def reserve_slot(redis: Redis, row: ApprovalRequest) -> float:
     slot, seconds, micros = redis.register_script(_RESERVE_SLOT)(
         keys=_slot_keys(row), args=[PACE_MILLISECONDS, SLOT_KEPT_MILLISECONDS]
     )
-    return slot / 1000 - seconds - micros / 1_000_000
+    return float(slot / 1000 - seconds - micros / 1_000_000)
 
 
 def _slot_keys(row: ApprovalRequest) -> list[str]:
@@ -138,7 +141,7 @@ def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False, rer
         return str(response["ts"])
     except SlackApiError as exc:
         error = exc.response.get("error")
-        if exc.response.status_code == 429 or error in RATE_LIMITED:
+        if rate_limited(exc):
             raise RetryLater(_retry_after(exc)) from None
         if error in BAD_BLOCKS and not compact:
             log.warning("request %s: Slack refused the card (%s); posting a compact one", request.id, error)
@@ -146,6 +149,16 @@ def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False, rer
         if error in NO_CHANNEL and not rerouted:
             return _post(runtime, _reroute(runtime, request, error), compact, rerouted=True)
         raise
+
+
+def rate_limited(exc: SlackApiError) -> bool:
+    """Slack answered 429, or an error that means the same (`ratelimited`, ...)."""
+    return exc.response.status_code == 429 or exc.response.get("error") in RATE_LIMITED
+
+
+def transient(exc: SlackApiError) -> bool:
+    """Slack is busy or failing (rate-limited, or 5xx): try the same call again later."""
+    return rate_limited(exc) or exc.response.status_code >= 500
 
 
 def _retry_after(exc: SlackApiError) -> int:
@@ -192,7 +205,7 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
             channel=row.channel, oldest=f"{oldest:.6f}", limit=200, include_all_metadata=True
         )["messages"]
     except SlackApiError as exc:
-        if exc.response.status_code == 429 or exc.response.status_code >= 500:
+        if transient(exc):
             raise RetryLater(_retry_after(exc)) from None  # look again later; never post blind on a blip
         # Cannot read this conversation at all (not a member, a DM by user id, a missing scope): posting
         # again is the only way the card is seen; at worst it shows twice, and either copy works.
@@ -208,3 +221,75 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
         }:
             return str(message["ts"])
     return None
+
+
+def update_card(client: WebClient, request: ApprovalRequest, approvals: list[Decider] | None = None) -> None:
+    """Rewrite a request's card: the decided card (no buttons), or the pending card with the
+    approvals counted so far. A Slack error is logged; a decided card that is gone gets a status
+    message instead."""
+    if request.card_ts is None:
+        return
+    card = (
+        cards.request_card(request, approvals or [])
+        if request.status == Status.PENDING
+        else cards.decided_card(request)
+    )
+    try:
+        client.chat_update(channel=request.channel, ts=request.card_ts, **card.message())
+    except SlackApiError as exc:
+        error = exc.response.get("error")
+        log.warning("request %s: card not updated (%s)", request.id, error)
+        if error in ("message_not_found", "cant_update_message") and request.status != Status.PENDING:
+            _post_status(client, request, card)
+
+
+def _post_status(client: WebClient, request: ApprovalRequest, card: cards.Card) -> None:
+    """The card is gone or not ours to edit: say how the request ended in a fresh message instead."""
+    try:
+        client.chat_postMessage(channel=request.channel, **card.message())
+    except SlackApiError as exc:
+        log.warning(
+            "request %s: status message not posted either (%s)", request.id, exc.response.get("error")
+        )
+
+
+def refresh_card(request_id: str) -> None:
+    """RQ job (router worker, `jobs.REFRESH_CARD_JOB`): rewrite a decided request's card, e.g. after
+    the agent reported its outcome."""
+    runtime = current()
+    request = runtime.store.get(request_id)
+    if request is not None and request.status != Status.PENDING:
+        update_card(runtime.slack, request)
+
+
+def mark_escalated(client: WebClient, old: ApprovalRequest, to_channel: str) -> None:
+    """Rewrite the card of the level `old` was at to say where the request went; errors are logged."""
+    if old.card_ts is None:
+        return
+    try:
+        client.chat_update(
+            channel=old.channel, ts=old.card_ts, **cards.escalated_card(old, to_channel).message()
+        )
+    except SlackApiError as exc:
+        log.warning("request %s: old card not updated (%s)", old.id, exc.response.get("error"))
+
+
+def remind(client: WebClient, request: ApprovalRequest) -> None:
+    """Post the reminder as a thread reply under the card; errors are logged."""
+    try:
+        client.chat_postMessage(
+            channel=request.channel, thread_ts=request.card_ts, text=texts.reminder_text(request)
+        )
+    except SlackApiError as exc:
+        log.warning("request %s: reminder not posted (%s)", request.id, exc.response.get("error"))
+
+
+def tell(client: WebClient, channel: str | None, user_id: str, text: str) -> None:
+    """Post an ephemeral message to `user_id` in `channel`; a Slack error is logged, not raised."""
+    if channel is None:
+        log.warning("ephemeral answer not delivered (no channel to answer in)")
+        return
+    try:
+        client.chat_postEphemeral(channel=channel, user=user_id, text=text)
+    except SlackApiError as exc:
+        log.warning("ephemeral answer not delivered (%s)", exc.response.get("error"))

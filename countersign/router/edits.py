@@ -16,7 +16,9 @@ from typing import Any
 
 import cel
 
-from ..store import ApprovalRequest
+from ..exceptions import CountersignError
+from ..store import ApprovalRequest, Edit, EditableField
+from . import texts
 
 _DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$", re.ASCII)
 _INTEGER = re.compile(r"^-?[0-9]+$", re.ASCII)
@@ -35,48 +37,47 @@ class EditCheck:
 
     errors: dict[str, str] = field(default_factory=dict)
     payload: dict[str, Any] = field(default_factory=dict)
-    edits: list[dict[str, Any]] = field(default_factory=list)
+    edits: list[Edit] = field(default_factory=list)
 
 
-def _number(raw: str, spec: dict[str, Any]) -> tuple[Decimal | None, str | None]:
-    pattern = _INTEGER if spec["type"] == "integer" else _DECIMAL
+def _number(raw: str, spec: EditableField) -> tuple[Decimal | None, str | None]:
+    pattern = _INTEGER if spec.type == "integer" else _DECIMAL
     if not pattern.match(raw):
-        kind = "a whole number" if spec["type"] == "integer" else "a number like 1234.56"
-        return None, f"Enter {kind}: digits and at most one point, no commas or exponents."
+        return None, texts.not_a_number(spec.type == "integer")
     value = Decimal(raw)
     if len(value.as_tuple().digits) > MAX_DIGITS:
-        return None, f"Use at most {MAX_DIGITS} digits."
-    places = spec.get("places")
+        return None, texts.too_many_digits(MAX_DIGITS)
+    places = spec.places
     if places is not None and -value.normalize().as_tuple().exponent > places:  # type: ignore[operator]
-        return None, f"Use at most {places} decimal places."
-    if "min" in spec and value < Decimal(spec["min"]):
-        return None, f"Must be at least {spec['min']}."
-    if "max" in spec and value > Decimal(spec["max"]):
-        return None, f"Must be at most {spec['max']}."
+        return None, texts.too_many_places(places)
+    if spec.min is not None and value < Decimal(spec.min):
+        return None, texts.below_min(spec.min)
+    if spec.max is not None and value > Decimal(spec.max):
+        return None, texts.above_max(spec.max)
     return value, None
 
 
-def _typed(value: Decimal, original: Any, spec: dict[str, Any]) -> Any:
+def _typed(value: Decimal, original: Any, spec: EditableField) -> Any:
     """`value` in the JSON type the agent used for the original (string or number)."""
-    if spec.get("places") is not None:
-        value = value.quantize(Decimal(1).scaleb(-spec["places"]), context=Context(prec=MAX_DIGITS + 20))
+    if spec.places is not None:
+        value = value.quantize(Decimal(1).scaleb(-spec.places), context=Context(prec=MAX_DIGITS + 20))
     if isinstance(original, str):
         return str(value)
-    return int(value) if spec["type"] == "integer" else float(value)
+    return int(value) if spec.type == "integer" else float(value)
 
 
-def _parse(raw: str | None, original: Any, spec: dict[str, Any]) -> tuple[Any, str | None]:
+def _parse(raw: str | None, original: Any, spec: EditableField) -> tuple[Any, str | None]:
     text = (raw or "").strip()
     if not text:
-        return None, "Enter a value."
-    if spec["type"] == "text":
-        limit = spec.get("max_length", 3000)
-        return (text, None) if len(text) <= limit else (None, f"Use at most {limit} characters.")
+        return None, texts.ENTER_A_VALUE
+    if spec.type == "text":
+        limit = spec.max_length
+        return (text, None) if len(text) <= limit else (None, texts.too_long(limit))
     number, error = _number(text, spec)
     return (None, error) if number is None else (_typed(number, original, spec), None)
 
 
-class InexactNumber(ValueError):
+class InexactNumber(CountersignError, ValueError):
     """A number CEL would see as a different double than the decimal the reviewer typed."""
 
 
@@ -91,34 +92,32 @@ def _exact_double(value: Any) -> float:
     return double
 
 
-def _for_cel(payload: dict[str, Any], editable: dict[str, Any]) -> dict[str, Any]:
+def _for_cel(payload: dict[str, Any], editable: dict[str, EditableField]) -> dict[str, Any]:
     """The payload as CEL sees it: decimal and integer fields as exact doubles (CEL has no decimal)."""
     converted = dict(payload)
     for name, spec in editable.items():
-        if spec["type"] != "text" and isinstance(converted.get(name), (str, int, float)):
+        if spec.type != "text" and isinstance(converted.get(name), (str, int, float)):
             converted[name] = _exact_double(converted[name])
     return converted
 
 
 def _rule_error(
-    rule: str, original: dict[str, Any], edited: dict[str, Any], editable: dict[str, Any]
+    rule: str, original: dict[str, Any], edited: dict[str, Any], editable: dict[str, EditableField]
 ) -> str | None:
     try:
         allowed = cel.evaluate(
             rule, {"original": _for_cel(original, editable), "edited": _for_cel(edited, editable)}
         )
     except InexactNumber:
-        return (
-            "This number has too many digits for the policy's edit rule to check exactly, so it is refused."
-        )
+        return texts.EDIT_RULE_INEXACT
     except Exception as exc:
-        return f"The policy's edit rule could not be checked ({type(exc).__name__}), so the edit is refused."
-    return None if allowed is True else f"The policy does not allow this edit ({rule})."
+        return texts.edit_rule_failed(type(exc).__name__)
+    return None if allowed is True else texts.edit_not_allowed(rule)
 
 
 def check(request: ApprovalRequest, values: dict[str, str | None]) -> EditCheck:
     """Validate the Edit modal's `values` (`{block_id: typed text or None}`) for `request`."""
-    editable: dict[str, Any] = request.rules.get("editable", {})
+    editable = request.rules.editable
     original = request.payload
     result = EditCheck(payload=dict(original))
     for name, spec in editable.items():
@@ -134,7 +133,7 @@ def check(request: ApprovalRequest, values: dict[str, str | None]) -> EditCheck:
         for name in editable
         if result.payload[name] != original.get(name)
     ]
-    rule = request.rules.get("edit_rule")
+    rule = request.rules.edit_rule
     if rule and (error := _rule_error(rule, original, result.payload, editable)):
         changed = [e["field"] for e in result.edits] or list(editable)
         result.errors = {block_id(name): error for name in changed}

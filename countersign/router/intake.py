@@ -11,37 +11,41 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any
+from typing import Any, Literal
 
 from rq import Retry, get_current_job
 from slack_sdk.errors import SlackApiError
 
-from ..store import APPROVED, AlreadyDecided, ApprovalRequest, eligible_approvers
+from ..exceptions import InvalidRequest, PolicyError, RetryLater
+from ..idempotency import remember_key
+from ..schema import ApprovalRequestV1, IntakeMessage, parse
+from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
 from . import directory, relay
-from .client import remember_key
-from .decision import decision_body
-from .delivery import CLOCK_SLACK_SECONDS, RetryLater, post_card
-from .policy import Gate, PolicyError, Route
+from .delivery import CLOCK_SLACK_SECONDS, post_card
+from .policy import Gate, Route
 from .runtime import Runtime, current
-from .schema import ApprovalRequestV1, IntakeMessage, InvalidRequest, parse
 
 log = logging.getLogger(__name__)
 
 MAX_RESCHEDULES = 5
 
 
-def intake(message: Any) -> str | Retry:
-    """RQ entry point. Returns what happened: `posted` | `found` | `auto_approved` | `duplicate` |
-    `dead_letter`, or an RQ `Retry` when Slack rate-limits (the job is rescheduled, no worker sleeps)."""
+Taken = Literal["posted", "found", "auto_approved", "duplicate", "dead_letter"]
+
+
+def intake(message: Any) -> Taken | Retry:
+    """RQ job (router worker, `jobs.INTAKE_JOB`). Returns what happened: `posted` | `found` |
+    `auto_approved` | `duplicate` | `dead_letter`, or an RQ `Retry` when the channel's pace or Slack
+    asks to wait (the job is rescheduled, no worker sleeps)."""
     return handle(current(), message)
 
 
-def handle(runtime: Runtime, message: Any) -> str | Retry:
+def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     """Turn one intake message (`IntakeMessage` as JSON) into a stored request, then either a card
     for its approvers or, when the policy's gate allows it, an approval by policy (no card)."""
     policy = runtime.policy  # one version for the whole intake, even if the file changes meanwhile
     try:
-        parsed: IntakeMessage = parse(IntakeMessage, message)
+        parsed = parse(IntakeMessage, message)
         route = policy.route(parsed.request.action)
         request = parsed.request
         gate = policy.gate(
@@ -106,7 +110,8 @@ def _retry_in(seconds: float) -> Retry:
     """
     now = time.time()
     second = math.ceil(now + seconds - CLOCK_SLACK_SECONDS)
-    return Retry(max=MAX_RESCHEDULES, interval=[second - now + 0.001])
+    interval: Any = [second - now + 0.001]  # RQ annotates whole seconds; its scheduler takes floats
+    return Retry(max=MAX_RESCHEDULES, interval=interval)
 
 
 def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequestV1) -> list[str]:
@@ -129,24 +134,24 @@ def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequ
     return found
 
 
-def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> str:
+def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> Taken:
     result = runtime.store.decide(
         row.id,
-        APPROVED,
+        Outcome.APPROVED,
         [],
-        via="policy",
-        body=decision_body(runtime),
+        via=Via.POLICY,
+        resume=runtime.resume_event,
         reason=rule,
-        grant_ttl=row.rules.get("grant_ttl", 900),
+        grant_ttl=row.rules.grant_ttl_seconds,
     )
-    if isinstance(result, AlreadyDecided):
+    if not isinstance(result, Decided):  # decided already (a policy decision is never late)
         return "duplicate"
     relay.try_publish(runtime.redis, result.event)
     log.info("request %s approved by policy (%s)", row.id, rule)
     return "auto_approved"
 
 
-def _dead_letter(runtime: Runtime, message: Any, reason: str) -> str:
+def _dead_letter(runtime: Runtime, message: Any, reason: str) -> Taken:
     letter_id = _letter_id(message)
     runtime.store.dead_letter(letter_id, reason, message)
     log.error("dead-lettered intake message %s: %s", letter_id, reason)

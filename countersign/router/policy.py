@@ -1,9 +1,12 @@
-"""The policy file: which channel an action class goes to and who may approve it.
+"""The policy file (DESIGN.md, "Policy file"): which channel an action class goes to, who may
+approve it, when no human is needed, and the rules its reviewers work under.
 
-This version reads `version`, `defaults` and `actions.<class>` with `channel`, `approvers.users`,
-`editable`, `edit_rule`, `reject_reason`, `grant_ttl` and `self_approval` (DESIGN.md, "Policy
-file"). Any other key is refused at load rather than ignored, so a policy that asks for a rule this
-version does not enforce fails loudly instead of silently approving less carefully than it says.
+The file has `version`, `defaults` and `actions.<class>`; each action class takes the keys of
+`ActionPolicy` (channel, approvers, self_approval, auto_approve, review_when, always_review, require,
+editable, edit_rule, reject_reason, grant_ttl, timeout, on_timeout, escalate, reminders), falling
+back to `defaults` key by key. Any other key is refused at load rather than ignored, so a policy
+that asks for a rule this version does not enforce fails loudly instead of silently approving less
+carefully than it says.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,13 +31,16 @@ from pydantic import (
     model_validator,
 )
 
-from .schema import SLACK_USER_ID, one_line
+from ..defaults import GRANT_TTL_SECONDS
+from ..exceptions import PolicyError
+from ..schema import SLACK_USER_ID, one_line
+from ..store import EditableField, Level, Rules
+from ..store.rules import OnTimeout
 
 log = logging.getLogger(__name__)
 
 SLACK_CONVERSATION_ID = r"^[CGDU][A-Z0-9]{2,31}$"
 SLACK_USERGROUP_ID = r"^S[A-Z0-9]{2,31}$"
-DEFAULT_GRANT_TTL_SECONDS = 15 * 60
 _DURATION = re.compile(r"^(\d+)(s|m|h|d)$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -56,23 +61,8 @@ def _cel(expression: str) -> str:
     return expression
 
 
-def _decimal(text: str) -> str:
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise ValueError(f"{text!r} is not a decimal number") from None
-    if not value.is_finite():
-        raise ValueError(f"{text!r} is not a finite decimal number")
-    return text
-
-
 Duration = Annotated[str, AfterValidator(lambda v: duration_seconds(v) and v)]
 CelExpression = Annotated[str, AfterValidator(_cel)]
-DecimalText = Annotated[str, AfterValidator(_decimal)]
-
-
-class PolicyError(ValueError):
-    """The policy file cannot be used; `str(err)` names the file, and the action class and field."""
 
 
 class Approvers(BaseModel):
@@ -112,31 +102,6 @@ class EscalationLevel(BaseModel):
     on_timeout: Literal["deny", "allow", "escalate"] = "deny"
 
 
-class EditableField(BaseModel):
-    """A payload field a reviewer may change in the Edit modal.
-
-    `decimal`: a decimal string (money), with at most `places` decimal places and within
-    `min`/`max` (decimal strings). `integer`: a whole number within `min`/`max`. `text`: a string of
-    at most `max_length` characters.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    type: Literal["decimal", "integer", "text"]
-    places: Annotated[int, Field(ge=0, le=18)] | None = None
-    min: DecimalText | None = None
-    max: DecimalText | None = None
-    max_length: Annotated[int, Field(ge=1, le=3000)] = 3000
-
-    @model_validator(mode="after")
-    def _consistent(self) -> EditableField:
-        if self.type == "text" and (self.min, self.max, self.places) != (None, None, None):
-            raise ValueError("min, max and places apply to decimal and integer fields only")
-        if self.min is not None and self.max is not None and Decimal(self.min) > Decimal(self.max):
-            raise ValueError(f"min {self.min} is above max {self.max}")
-        return self
-
-
 class ActionPolicy(BaseModel):
     """Rules for one action class; unset fields fall back to `defaults`."""
 
@@ -174,16 +139,13 @@ class Route:
     """Where one request goes and the rules its reviewers work under, snapshotted at intake.
 
     `channel`: channel id (or user id, for a DM); `approvers`: who may decide at the first level
-    (user ids and user groups, resolved by the caller). `rules` is JSON-ready: `{"editable":
-    {field: EditableField as dict}, "edit_rule": str | None, "reject_reason": "required" |
-    "optional", "grant_ttl": seconds, "self_approval": bool, "reminders": [seconds], "levels":
-    [{"channel", "users", "usergroups", "timeout": seconds | None, "on_timeout"}]}`; `levels[0]`
-    is the first card, each later one an escalation.
+    (user ids and user groups, resolved by the caller); `rules`: what the store keeps with the
+    request (`rules.levels[0]` is the first card, each later level an escalation).
     """
 
     channel: str
     approvers: Approvers
-    rules: dict[str, Any]
+    rules: Rules
 
 
 @dataclass(frozen=True)
@@ -240,22 +202,23 @@ class Policy:
         if approvers is None:
             raise PolicyError(f"{self.path}: no approvers for action class {action!r}")
         editable = pick("editable") or {}
-        rules = {
-            "editable": {name: spec.model_dump(exclude_none=True) for name, spec in editable.items()},
-            "edit_rule": pick("edit_rule"),
-            "reject_reason": pick("reject_reason") or "optional",
-            "grant_ttl": duration_seconds(pick("grant_ttl") or f"{DEFAULT_GRANT_TTL_SECONDS}s"),
-            "self_approval": bool(pick("self_approval")),
-            "reminders": [duration_seconds(r) for r in pick("reminders") or []],
-            "levels": self._levels(action, channel, approvers, pick),
-        }
+        grant_ttl = pick("grant_ttl")
+        rules = Rules(
+            editable=editable,
+            edit_rule=pick("edit_rule"),
+            reject_reason=pick("reject_reason") or "optional",
+            grant_ttl_seconds=duration_seconds(grant_ttl) if grant_ttl else GRANT_TTL_SECONDS,
+            self_approval=bool(pick("self_approval")),
+            reminders_seconds=[duration_seconds(r) for r in pick("reminders") or []],
+            levels=self._levels(action, channel, approvers, pick),
+        )
         return Route(channel=channel, approvers=approvers, rules=rules)
 
     def _levels(
         self, action: str, channel: str, approvers: Approvers, pick: Callable[[str], Any]
-    ) -> list[dict[str, Any]]:
-        """The escalation chain as JSON-ready levels, each inheriting channel and approvers from the
-        one before. Raises `PolicyError` for a chain that cannot work as written."""
+    ) -> list[Level]:
+        """The escalation chain, each level inheriting channel and approvers from the one before.
+        Raises `PolicyError` for a chain that cannot work as written."""
         timeout = pick("timeout")
         levels = [
             _level(
@@ -271,26 +234,26 @@ class Policy:
         self._check_chain(action, levels, max((r.approvals for r in pick("require") or []), default=1))
         return levels
 
-    def _check_chain(self, action: str, levels: list[dict[str, Any]], quorum: int) -> None:
+    def _check_chain(self, action: str, levels: list[Level], quorum: int) -> None:
         def fail(message: str) -> PolicyError:
             return PolicyError(f"{self.path}: actions.{action}: {message}")
 
-        if levels[0]["timeout"] is None and (levels[0]["on_timeout"] != "deny" or len(levels) > 1):
+        if levels[0].timeout_seconds is None and (levels[0].on_timeout != "deny" or len(levels) > 1):
             raise fail("on_timeout and escalate need a timeout")
         for number, level in enumerate(levels):
             at = "" if number == 0 else f"escalate[{number - 1}]."
-            if not level["usergroups"] and len(level["users"]) < quorum:
+            if not level.usergroups and len(level.users) < quorum:
                 raise fail(
-                    f"{at}approvers names {len(level['users'])} user(s) but require asks for up to {quorum} "
+                    f"{at}approvers names {len(level.users)} user(s) but require asks for up to {quorum} "
                     "approvals"
                 )
             last = number + 1 == len(levels)
-            if level["on_timeout"] == "escalate" and last:
+            if level.on_timeout == "escalate" and last:
                 raise fail(f"{at}on_timeout is escalate, but no escalate level follows")
-            if level["on_timeout"] != "escalate" and not last:
+            if level.on_timeout != "escalate" and not last:
                 raise fail(
                     f"escalate levels after level {number} are never reached (its on_timeout is "
-                    f"{level['on_timeout']})"
+                    f"{level.on_timeout})"
                 )
 
     def gate(self, action: str, facts: dict[str, Any]) -> Gate:
@@ -356,25 +319,25 @@ class Policy:
         """A human-readable summary of every action class's route (for `countersign policy check`)."""
         lines = [f"{self.path}: policy version {self.version}, sha256 {self.sha256[:12]}…"]
         for action in sorted(self.file.actions):
-            levels = " → ".join(_describe(level) for level in self.route(action).rules["levels"])
+            levels = " → ".join(_describe(level) for level in self.route(action).rules.levels)
             lines.append(f"  {action}: {levels}")
         return "\n".join(lines)
 
 
-def _level(channel: str, approvers: Approvers, timeout: int | None, on_timeout: str) -> dict[str, Any]:
-    return {
-        "channel": channel,
-        "users": approvers.users,
-        "usergroups": approvers.usergroups,
-        "timeout": timeout,
-        "on_timeout": on_timeout,
-    }
+def _level(channel: str, approvers: Approvers, timeout: int | None, on_timeout: OnTimeout) -> Level:
+    return Level(
+        channel=channel,
+        users=approvers.users,
+        usergroups=approvers.usergroups,
+        timeout_seconds=timeout,
+        on_timeout=on_timeout,
+    )
 
 
-def _describe(level: dict[str, Any]) -> str:
-    who = ", ".join(level["users"] + level["usergroups"])
-    clock = "" if level["timeout"] is None else f"; after {level['timeout']} s: {level['on_timeout']}"
-    return f"{level['channel']} ({who}{clock})"
+def _describe(level: Level) -> str:
+    who = ", ".join(level.users + level.usergroups)
+    clock = "" if level.timeout_seconds is None else f"; after {level.timeout_seconds} s: {level.on_timeout}"
+    return f"{level.channel} ({who}{clock})"
 
 
 class _StrictLoader(yaml.SafeLoader):

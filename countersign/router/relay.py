@@ -16,37 +16,15 @@ from collections.abc import Sequence
 
 from redis import Redis
 from redis.exceptions import RedisError
-from rq import Retry
-from rq.exceptions import DuplicateJobError
 from rq.job import Job
 
 from ..store import OutboxEvent, Store
-from .runtime import json_queue
+from .jobs import enqueue_resume
 
 log = logging.getLogger(__name__)
 
-RESUME_RESULT_TTL_SECONDS = 7 * 24 * 3600
-HEAL_WINDOW_SECONDS = 24 * 3600  # well inside RESUME_RESULT_TTL_SECONDS
-# A resume job whose worker died (RQ moves it to the failed registry as abandoned) runs again;
-# `execute_approved` still lets the payload run at most once.
-RESUME_RETRY = Retry(max=3, interval=[10, 60, 300])
-RESUME_TIMEOUT_SECONDS = 600
-
-
-def _enqueue(redis: Redis, event: OutboxEvent) -> None:
-    try:
-        json_queue(event.queue, redis).enqueue(
-            event.func,
-            event.body,
-            job_id=event.job_id,
-            unique=True,
-            result_ttl=RESUME_RESULT_TTL_SECONDS,
-            job_timeout=RESUME_TIMEOUT_SECONDS,
-            retry=RESUME_RETRY,
-            description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
-        )
-    except DuplicateJobError:
-        log.debug("resume job %s was already enqueued", event.job_id)
+HEAL_WINDOW_SECONDS = 24 * 3600
+"""How far back `heal` looks for lost resume jobs: well inside `RESUME_RESULT_TTL_SECONDS`."""
 
 
 def try_publish(redis: Redis, event: OutboxEvent) -> bool:
@@ -56,7 +34,7 @@ def try_publish(redis: Redis, event: OutboxEvent) -> bool:
     in one transaction: the decision path makes no second database transaction. Returns False, and
     leaves the event to the sweep, when Redis is unreachable."""
     try:
-        _enqueue(redis, event)
+        enqueue_resume(redis, event)
     except RedisError as exc:
         log.warning("resume %s not published yet (%s); the relay sweep will retry", event.job_id, exc)
         return False
@@ -71,7 +49,7 @@ def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> in
     enqueued: list[int] = []
     try:
         for event in events:
-            _enqueue(redis, event)
+            enqueue_resume(redis, event)
             enqueued.append(event.id)
     except RedisError as exc:
         log.warning(
@@ -103,7 +81,7 @@ def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, 
         present = pipeline.execute()
     lost = [event for event, exists in zip(events, present, strict=True) if not exists]
     for event in lost:
-        _enqueue(redis, event)
+        enqueue_resume(redis, event)
         store.record(
             event.request_id, "resume_republished", "relay", why="resume_job_lost", job_id=event.job_id
         )

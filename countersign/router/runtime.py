@@ -1,8 +1,8 @@
-"""The connections a countersign process uses, built once from `Settings` on first use.
+"""The connections a router process uses (web, worker, sweep), built once from `Settings`.
 
-RQ jobs receive only JSON arguments, so a job finds its database, Redis, Slack client and policy
-through `current()`. Queues always use RQ's JSON serializer: nothing read from Redis is unpickled
-(DESIGN.md, invariant 9).
+`Runtime` adds to the database and Redis (`countersign.connections`) the Slack Web API client,
+the policy, and the resume event a decision writes to the outbox. RQ jobs find it through
+`current()`.
 """
 
 from __future__ import annotations
@@ -12,37 +12,24 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from redis import Redis
-from rq import Queue
-from rq.serializers import JSONSerializer
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, ServerErrorRetryHandler
 
-from ..config import Settings, load_settings
-from ..store import Store
+from ..config import load_settings
+from ..connections import Connections
+from ..decision import decision_of
+from ..defaults import SLACK_TIMEOUT_SECONDS
+from ..store import ApprovalRequest, ResumeEvent
+from .jobs import resume_job_id
 
-if TYPE_CHECKING:  # the policy (and its CEL engine) is imported when first needed, not by agents
+if TYPE_CHECKING:  # the policy (and its CEL engine) is imported when first needed
     from .policy import Policy, PolicyHolder
-
-INTAKE_QUEUE = "countersign"
-SLACK_TIMEOUT_SECONDS = 10
 
 
 @dataclass
-class Runtime:
-    """Lazily built clients for one process. Each property raises `ConfigError` if its setting is missing."""
-
-    settings: Settings
-
-    @cached_property
-    def store(self) -> Store:
-        """The database (`DATABASE_URL`)."""
-        return Store.from_url(self.settings.DATABASE_URL)
-
-    @cached_property
-    def redis(self) -> Redis:
-        """The RQ transport (`REDIS_URL`)."""
-        return Redis.from_url(self.settings.REDIS_URL, socket_connect_timeout=5, socket_timeout=10)
+class Runtime(Connections):
+    """Lazily built clients for one router process. Each property raises `ConfigError` if its
+    setting is missing."""
 
     @cached_property
     def slack(self) -> WebClient:
@@ -70,14 +57,11 @@ class Runtime:
         """The policy in force now (see `PolicyHolder.current`)."""
         return self.policies.current()
 
-    def queue(self, name: str = INTAKE_QUEUE) -> Queue:
-        """The RQ queue `name` on this process's Redis."""
-        return json_queue(name, self.redis)
-
-
-def json_queue(name: str, redis: Redis) -> Queue:
-    """The RQ queue `name` with the JSON serializer."""
-    return Queue(name, connection=redis, serializer=JSONSerializer)
+    def resume_event(self, request: ApprovalRequest) -> ResumeEvent:
+        """The outbox row of a request the store has just decided (`Store.decide`, `vote`,
+        `expire`): its resume job id and its decision, the grant signed with `COUNTERSIGN_SECRET`."""
+        decision = decision_of(request, self.settings.COUNTERSIGN_SECRET or "")
+        return ResumeEvent(resume_job_id(request.id), decision.to_json())
 
 
 @functools.cache

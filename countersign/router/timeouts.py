@@ -10,6 +10,7 @@ share one transaction (one commit per batch); a backlog is drained within one ti
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -17,10 +18,10 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from ..store import ApprovalRequest
-from . import cards, decisions, directory, relay
-from .decision import decision_body
-from .delivery import RetryLater, post_card
+from ..exceptions import RetryLater
+from ..store import ApprovalRequest, Level, TimeoutResult
+from . import delivery, directory, relay
+from .delivery import post_card, transient
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -65,27 +66,28 @@ def _each(step: Callable[[Runtime, ApprovalRequest], Any], runtime: Runtime, req
 def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
     """Escalate the due requests whose policy says so (one by one: each asks Slack for its next
     approvers); expire the rest together. Returns how many changed state."""
-    expiring: list[tuple[ApprovalRequest, str]] = []
+    expiring: list[tuple[ApprovalRequest, TimeoutResult]] = []
     changed = 0
     for request in due:
-        levels = request.rules.get("levels") or [{"on_timeout": "deny"}]
-        on_timeout = levels[min(request.level, len(levels) - 1)]["on_timeout"]
+        levels = request.rules.levels
+        on_timeout = request.rules.level(request.level).on_timeout
         if on_timeout == "escalate" and request.level + 1 < len(levels):
             next_level = levels[request.level + 1]
-            changed += _each(lambda rt, r, level=next_level: _escalate(rt, r, level), runtime, request)
+            changed += _each(functools.partial(_escalate, level=next_level), runtime, request)
         else:
-            expiring.append((request, "allow" if on_timeout == "allow" else "deny"))
+            result = TimeoutResult.ALLOW if on_timeout == "allow" else TimeoutResult.DENY
+            expiring.append((request, result))
     return changed + _expire(runtime, expiring)
 
 
-def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, str]]) -> int:
+def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) -> int:
     """Expire `(request, result)`s in one store transaction, publish their resume events together
     (one more transaction), then rewrite each card. If the batch fails, each request is tried
     alone, so one bad request cannot hold the others up. Returns how many were expired."""
     if not due:
         return 0
     try:
-        decided = runtime.store.expire(due, decision_body(runtime))
+        decided = runtime.store.expire(due, runtime.resume_event)
     except Exception:
         if len(due) == 1:
             log.exception("request %s: expiry failed; retrying later", due[0][0].id)
@@ -105,15 +107,15 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, str]]) -> int:
             one.request.level,
             one.request.timeout_result,
         )
-        _each(lambda rt, r: decisions.update_card(rt.slack, r), runtime, one.request)
+        _each(lambda rt, r: delivery.update_card(rt.slack, r), runtime, one.request)
     return len(decided)
 
 
-def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, Any]) -> int:
+def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
     try:
-        approvers = directory.approvers(runtime.slack, level["users"], level["usergroups"])
+        approvers = directory.approvers(runtime.slack, level.users, level.usergroups)
     except SlackApiError as exc:
-        if exc.response.status_code == 429 or exc.response.status_code >= 500:
+        if transient(exc):
             raise RetryLater(5) from None  # Slack is busy: the next tick tries again
         approvers = []  # Slack refused for good (e.g. the user group is gone): nobody can decide
     if len(approvers) < request.required_approvals:  # a user group shrank below the quorum
@@ -126,20 +128,12 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, Any])
         runtime.store.record(
             request.id, "escalation_failed", "policy", why="too_few_approvers", approvers=approvers
         )
-        return _expire(runtime, [(request, "deny")])
-    row = runtime.store.escalate(request, level["channel"], approvers, level["timeout"])
+        return _expire(runtime, [(request, TimeoutResult.DENY)])
+    row = runtime.store.escalate(request, level.channel, approvers, level.timeout_seconds)
     if row is None:
         return 0
     log.info("request %s escalated to level %s in %s", request.id, row.level, row.channel)
-    if request.card_ts is not None:
-        try:
-            runtime.slack.chat_update(
-                channel=request.channel,
-                ts=request.card_ts,
-                **cards.escalated_card(request, row.channel).message(),
-            )
-        except SlackApiError as exc:
-            log.warning("request %s: old card not updated (%s)", request.id, exc.response.get("error"))
+    delivery.mark_escalated(runtime.slack, request, row.channel)
     try:
         post_card(runtime, row)
     except (SlackApiError, RetryLater) as exc:  # the sweep's due_for_card posts it a little later
@@ -148,11 +142,5 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: dict[str, Any])
 
 
 def _remind(runtime: Runtime, request: ApprovalRequest) -> None:
-    if not runtime.store.claim_reminder(request):
-        return
-    try:
-        runtime.slack.chat_postMessage(
-            channel=request.channel, thread_ts=request.card_ts, text=cards.reminder_text(request)
-        )
-    except SlackApiError as exc:
-        log.warning("request %s: reminder not posted (%s)", request.id, exc.response.get("error"))
+    if runtime.store.claim_reminder(request):
+        delivery.remind(runtime.slack, request)

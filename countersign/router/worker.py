@@ -39,8 +39,9 @@ from rq.serializers import JSONSerializer
 from ..config import Settings
 from ..store import check_schema
 from . import relay, timeouts
+from .jobs import INTAKE_QUEUE, json_queue
 from .policy import PolicyHolder
-from .runtime import INTAKE_QUEUE, Runtime, current
+from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     sweeper.start()
     try:
         worker = RouterWorker(
-            [runtime.queue(INTAKE_QUEUE)],
+            [json_queue(INTAKE_QUEUE, runtime.redis)],
             connection=runtime.redis,
             serializer=JSONSerializer,
             maintenance_interval=MAINTENANCE_INTERVAL_SECONDS,

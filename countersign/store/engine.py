@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
+from ..exceptions import SchemaOutOfDate
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -52,10 +54,6 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_begin(conn: Any) -> None:
     write = conn.get_execution_options().get("countersign_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-class SchemaOutOfDate(Exception):
-    """The database is not at the schema this version of countersign needs."""
 
 
 def _config() -> Config:

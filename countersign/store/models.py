@@ -8,11 +8,13 @@ invariant 10).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
     DateTime,
+    Enum,
     Float,
     ForeignKey,
     Index,
@@ -27,8 +29,75 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.functions import FunctionElement
+from typing_extensions import TypedDict  # pydantic validates these (typing's needs Python 3.12)
+
+from .rules import Rules, RulesType
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Status(StrEnum):
+    """Where a request is: `pending` until one decision (an `Outcome`) ends it."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+class Outcome(StrEnum):
+    """How a request ended: the decision's `outcome`."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+class Via(StrEnum):
+    """Who decided: a reviewer in Slack, a policy rule, or the policy's timeout."""
+
+    SLACK = "slack"
+    POLICY = "policy"
+    TIMEOUT = "timeout"
+
+
+class TimeoutResult(StrEnum):
+    """What an expired request's timeout decided (`on_timeout`): nothing runs, or the payload runs."""
+
+    DENY = "deny"
+    ALLOW = "allow"
+
+
+class Execution(StrEnum):
+    """How the approved action went: `started`, then `executed` or `failed`, at most once."""
+
+    STARTED = "started"
+    EXECUTED = "executed"
+    FAILED = "failed"
+
+
+class Decider(TypedDict):
+    """A reviewer who decided: the Slack user id and the name Slack gave with the click."""
+
+    slack_user_id: str
+    name: str
+
+
+Edit = TypedDict("Edit", {"field": str, "from": Any, "to": Any})
+"""One field a reviewer changed in the Edit modal: its name, the agent's value and the reviewer's."""
+
+
+def may_run(outcome: str | None, timeout_result: str | None) -> bool:
+    """True for the decisions that let the payload run: approved, or expired with the policy's
+    `on_timeout: allow`. The one rule for it, used by the store, the decision and the agent."""
+    return outcome == Outcome.APPROVED or (
+        outcome == Outcome.EXPIRED and timeout_result == TimeoutResult.ALLOW
+    )
+
+
+def _enum(kind: type[StrEnum], length: int) -> Enum:
+    """A `StrEnum` column stored as its values in a VARCHAR (no database enum type, no CHECK)."""
+    return Enum(kind, native_enum=False, length=length, values_callable=lambda e: [m.value for m in e])
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -121,8 +190,8 @@ class ApprovalRequest(Base):
     conditional UPDATE). `required_approvals` distinct approvers must approve (quorum, in `votes`);
     `expires_at` is when the current escalation `level` times out (database clock), and
     `timeout_result` (`deny` | `allow`) is the policy's answer when it does. `approvers` (Slack
-    user ids of the current level) and `rules` (`policy.Route.rules`) are the policy's,
-    snapshotted at intake. `payload` never changes; `approved_payload` is what may run (the
+    user ids of the current level) and `rules` (`Rules`) are the policy's, snapshotted at intake.
+    `payload` never changes; `approved_payload` is what may run (the
     payload, or the reviewer's edit, with the diff in `edits`). `execution` is `started` →
     `executed` | `failed`, at most once.
     """
@@ -144,7 +213,7 @@ class ApprovalRequest(Base):
     confidence: Mapped[float | None] = mapped_column(Float)
     resume_queue: Mapped[str] = mapped_column(String(255))
     resume_func: Mapped[str] = mapped_column(String(255))
-    status: Mapped[str] = mapped_column(String(16), index=True)
+    status: Mapped[Status] = mapped_column(_enum(Status, 16), index=True)
     channel: Mapped[str] = mapped_column(String(32))
     approvers: Mapped[list[Any]]
     policy_version: Mapped[int] = mapped_column(Integer)
@@ -152,14 +221,14 @@ class ApprovalRequest(Base):
     card_ts: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(server_default=utcnow())
     decided_at: Mapped[datetime | None]
-    decided_by: Mapped[list[Any] | None]
-    decided_via: Mapped[str | None] = mapped_column(String(16))
+    decided_by: Mapped[list[Decider] | None] = mapped_column(JSONType)
+    decided_via: Mapped[Via | None] = mapped_column(_enum(Via, 16))
     decision_reason: Mapped[str | None] = mapped_column(Text)
-    rules: Mapped[dict[str, Any]] = mapped_column(JSONType, server_default="{}")
+    rules: Mapped[Rules] = mapped_column(RulesType(), server_default="{}")
     approved_payload: Mapped[dict[str, Any] | None]
-    edits: Mapped[list[Any] | None]
+    edits: Mapped[list[Edit] | None] = mapped_column(JSONType)
     grant_expires_at: Mapped[datetime | None]
-    execution: Mapped[str | None] = mapped_column(String(16))
+    execution: Mapped[Execution | None] = mapped_column(_enum(Execution, 16))
     execution_detail: Mapped[str | None] = mapped_column(Text)
     executed_at: Mapped[datetime | None]
     review_reason: Mapped[str | None] = mapped_column(Text)
@@ -168,7 +237,7 @@ class ApprovalRequest(Base):
     level: Mapped[int] = mapped_column(Integer, server_default="0")
     level_started_at: Mapped[datetime | None]
     reminders_sent: Mapped[int] = mapped_column(Integer, server_default="0")
-    timeout_result: Mapped[str | None] = mapped_column(String(8))
+    timeout_result: Mapped[TimeoutResult | None] = mapped_column(_enum(TimeoutResult, 8))
     next_reminder_at: Mapped[datetime | None]
     card_lease_until: Mapped[datetime | None]
     card_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
@@ -191,11 +260,16 @@ class ApprovalRequest(Base):
         """The current level's approvers who may approve (see `eligible_approvers`)."""
         return eligible_approvers(self.approvers, self.on_behalf_of, self.rules)
 
+    @property
+    def payload_to_run(self) -> dict[str, Any]:
+        """The payload that runs if the decision lets it: the reviewer's edit, else the frozen payload."""
+        return self.approved_payload if self.approved_payload is not None else self.payload
 
-def eligible_approvers(approvers: list[str], on_behalf_of: str | None, rules: dict[str, Any]) -> list[str]:
+
+def eligible_approvers(approvers: list[str], on_behalf_of: str | None, rules: Rules) -> list[str]:
     """`approvers` (Slack user ids) but the human the agent acts for (`on_behalf_of`), who may not
     approve their own request unless the policy's `rules` set `self_approval: true`."""
-    return [user for user in approvers if user != on_behalf_of or rules.get("self_approval")]
+    return [user for user in approvers if user != on_behalf_of or rules.self_approval]
 
 
 class Vote(Base):
@@ -206,7 +280,7 @@ class Vote(Base):
     request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), primary_key=True)
     slack_user_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(255))
-    vote: Mapped[str] = mapped_column(String(16))
+    vote: Mapped[Outcome] = mapped_column(_enum(Outcome, 16))
     at: Mapped[datetime] = mapped_column(server_default=utcnow())
 
 

@@ -1,4 +1,5 @@
-"""The approval request, schema version 1 (DESIGN.md, "Approval request"), and its intake message.
+"""The approval request, schema version 1 (DESIGN.md, "Approval request"), and its intake message:
+what an agent sends, checked the same way by the agent's client and by the router's intake.
 
 Validation is strict: no type coercion (`"0.9"` is not a confidence, `7` is not a summary) and no
 unknown fields, so an agent's mistake is an error at `request()` instead of a surprising card.
@@ -8,19 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
 
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .exceptions import InvalidRequest
+
+M = TypeVar("M", bound=BaseModel)
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_DEPTH = 32
 SLACK_USER_ID = r"^[UW][A-Z0-9]{2,31}$"
 FUNC_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
-
-
-class InvalidRequest(ValueError):
-    """An approval request that does not match schema v1; `str(err)` is one line naming each field."""
 
 
 def payload_sha256(payload: dict[str, Any]) -> str:
@@ -135,7 +136,13 @@ class IntakeMessage(BaseModel):
     request: ApprovalRequestV1
 
 
-def parse(model: type[BaseModel], data: Any) -> Any:
+def iso(moment: datetime | None) -> str | None:
+    """ISO 8601 UTC with a `Z`, e.g. `2026-11-29T08:00:00.123456Z`, as times are written in the
+    decision and the CLI's JSON; None stays None."""
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def parse(model: type[M], data: Any) -> M:
     """Validate `data` as `model`, raising `InvalidRequest` with every problem on one line."""
     try:
         return model.model_validate(data)

@@ -20,18 +20,23 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..store import ExecutionRefused
-from .decision import may_run, verify_grant
-from .runtime import INTAKE_QUEUE, Runtime, current
+from ..connections import Connections, current
+from ..decision import Decision
+from ..exceptions import ExecutionRefused
+from ..grant import verify_grant
+from ..router.jobs import enqueue_refresh_card
+from ..store import NotExecutable, may_run
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 AGENT = "agent"
-DETAIL_MAX = 2000
+MAX_DETAIL = 2000  # characters of an outcome's detail kept in the audit trail and shown on the card
 
 
 def execute_approved(
-    decision: dict[str, Any], fn: Callable[[dict[str, Any]], T], runtime: Runtime | None = None
+    decision: dict[str, Any] | Decision,
+    fn: Callable[[dict[str, Any]], T],
+    runtime: Connections | None = None,
 ) -> T:
     """Run `fn(decision["payload"])` if, and only if, the decision's grant allows it; once.
 
@@ -43,6 +48,8 @@ def execute_approved(
     """
     runtime = runtime or current()
     runtime.settings.require("COUNTERSIGN_SECRET", needed_by="execute_approved in the agent's worker")
+    if isinstance(decision, Decision):
+        decision = decision.to_json()
     if not isinstance(decision, dict):
         raise ExecutionRefused("?", "malformed_decision")
     request_id = str(decision.get("request_id"))
@@ -51,7 +58,9 @@ def execute_approved(
     except ExecutionRefused as refused:
         runtime.store.record(request_id, "execution_refused", AGENT, why=refused.why)
         raise
-    runtime.store.claim_execution(request_id, AGENT)
+    claimed = runtime.store.claim_execution(request_id, AGENT)
+    if isinstance(claimed, NotExecutable):
+        raise ExecutionRefused(request_id, claimed.why)
     _refresh_card(runtime, request_id)  # the card says the action started, until its outcome comes
     try:
         result = fn(decision["payload"])
@@ -63,12 +72,12 @@ def execute_approved(
 
 
 def report_outcome(
-    request_id: str, ok: bool, detail: str | None = None, runtime: Runtime | None = None
+    request_id: str, ok: bool, detail: str | None = None, runtime: Connections | None = None
 ) -> bool:
     """Record how an approved action went (`ok`, with an optional `detail`), once, and queue the card
     update. For agents that execute elsewhere than `execute_approved`. True if recorded now."""
     runtime = runtime or current()
-    detail = detail[:DETAIL_MAX] if detail else None
+    detail = detail[:MAX_DETAIL] if detail else None
     if runtime.store.record_outcome(request_id, ok, detail, AGENT) is None:
         log.warning("request %s: outcome already recorded or request not approved", request_id)
         return False
@@ -76,10 +85,8 @@ def report_outcome(
     return True
 
 
-def _refresh_card(runtime: Runtime, request_id: str) -> None:
-    runtime.queue(INTAKE_QUEUE).enqueue(
-        "countersign.router.decisions.refresh_card", request_id, description=f"refresh card {request_id}"
-    )
+def _refresh_card(runtime: Connections, request_id: str) -> None:
+    enqueue_refresh_card(runtime.redis, request_id)
 
 
 def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, Any]], T | None]:
@@ -91,7 +98,7 @@ def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, An
 
     @functools.wraps(fn)
     def resume(decision: dict[str, Any]) -> T | None:
-        if not may_run(decision):
+        if not may_run(decision.get("outcome"), decision.get("timeout_result")):
             log.info("request %s was %s; nothing to run", decision.get("request_id"), decision.get("outcome"))
             return None
         return execute_approved(decision, fn)

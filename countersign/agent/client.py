@@ -1,0 +1,137 @@
+"""The agent side: ask for approval and exit; look a request up later.
+
+    client = ApprovalClient.from_env()
+    request_id = client.request(action="issue_refund", payload={"amount": "120.00"}, ...)
+
+`request()` answers before any worker has run: idempotency is decided at once in Redis
+(`countersign.idempotency`), then the intake job is enqueued for the router worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from redis import Redis
+from redis.exceptions import RedisError
+
+from ..config import Settings, load_settings
+from ..connections import Connections
+from ..exceptions import RouterUnavailable, UnknownRequest
+from ..idempotency import claim_key
+from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue
+from ..schema import ApprovalRequestV1, IntakeMessage, parse
+from ..store import ApprovalRequest, Store
+
+
+@dataclass(frozen=True)
+class RequestState:
+    """A request as the router knows it now.
+
+    `status`: `queued` (accepted, intake not run yet) | `pending` | `approved` | `rejected` |
+    `expired` | `dead_letter` (intake refused it: see `reason`). `decision` is the resume decision
+    once decided. Times are ISO 8601 UTC.
+    """
+
+    request_id: str
+    status: str
+    request: dict[str, Any] | None = None
+    card: dict[str, Any] | None = None
+    decision: dict[str, Any] | None = None
+    reason: str | None = None
+    audit: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field (what `countersign show` prints)."""
+        return asdict(self)
+
+
+class ApprovalClient:
+    """Enqueue approval requests and read their state. Thread-safe; cheap to keep for a process."""
+
+    def __init__(self, redis: Redis, store: Store) -> None:
+        self._redis = redis
+        self._store = store
+        self._intake = json_queue(INTAKE_QUEUE, redis)
+
+    @classmethod
+    def from_env(cls, settings: Settings | None = None) -> ApprovalClient:
+        """A client on `REDIS_URL` and `DATABASE_URL` from the environment (or `settings`)."""
+        connections = Connections(settings or load_settings())
+        return cls(connections.redis, connections.store)
+
+    def request(self, request: dict[str, Any] | ApprovalRequestV1 | None = None, **fields: Any) -> str:
+        """Enqueue an approval request and return its request id (a ULID string).
+
+        Give the request as a dict (schema v1, DESIGN.md) or as keyword arguments. Raises
+        `InvalidRequest` (one line naming each bad field), `IdempotencyConflict`, or
+        `RouterUnavailable` when Redis is unreachable (then nothing or the same request was
+        enqueued: calling again with the same key is safe).
+        """
+        if not isinstance(request, ApprovalRequestV1):
+            request = parse(ApprovalRequestV1, {**(request or {}), **fields})
+        try:
+            request_id = claim_key(self._redis, request.key, request.payload_sha256)
+            message = IntakeMessage(request_id=request_id, request=request)
+            enqueue_intake(self._redis, request_id, request.action, message.model_dump(mode="json"))
+        except RedisError as exc:
+            raise RouterUnavailable(
+                f"Redis is unreachable ({type(exc).__name__}); retry with the same key"
+            ) from exc
+        return request_id
+
+    def get(self, request_id: str) -> RequestState:
+        """The current state of `request_id`. Raises `UnknownRequest` (a `LookupError`) if the router
+        never saw it."""
+        store = self._store
+        row = store.get(request_id)
+        audit = [
+            {"at": e.at.isoformat(), "event": e.event, "actor": e.actor, "detail": e.detail}
+            for e in store.audit_trail(request_id)
+        ]
+        if row is not None:
+            return RequestState(
+                request_id=row.id,
+                status=row.status,
+                request=_request_view(row),
+                card={"channel": row.channel, "ts": row.card_ts} if row.card_ts else None,
+                decision=event.body if (event := store.outbox_event(request_id)) else None,
+                audit=audit,
+            )
+        original = next(
+            (e.detail["original"] for e in store.audit_trail(request_id) if e.event == "duplicate_of"), None
+        )
+        if original is not None:
+            return self.get(original)
+        letter = store.get_dead_letter(request_id)
+        if letter is not None:
+            return RequestState(
+                request_id, "dead_letter", reason=letter.reason, request=letter.received, audit=audit
+            )
+        if self._intake.fetch_job(intake_job_id(request_id)) is not None:
+            return RequestState(request_id, "queued")
+        raise UnknownRequest(request_id)
+
+
+def _request_view(row: ApprovalRequest) -> dict[str, Any]:
+    names = (
+        "action",
+        "payload",
+        "payload_sha256",
+        "summary",
+        "reason",
+        "context",
+        "requester",
+        "on_behalf_of",
+        "run_id",
+        "step",
+        "idempotency_key",
+        "confidence",
+        "channel",
+        "approvers",
+        "policy_version",
+    )
+    view = {name: getattr(row, name) for name in names}
+    view["resume"] = {"queue": row.resume_queue, "func": row.resume_func}
+    view["created_at"] = row.created_at.isoformat()
+    return view

@@ -1,0 +1,77 @@
+"""Every error countersign raises, under one base, `CountersignError`.
+
+Each message is one line a person can act on. The classes that are also a built-in kind keep it as a
+second base (`InvalidRequest` is a `ValueError`, `UnknownRequest` a `LookupError`), so callers that
+caught the built-in keep working.
+"""
+
+from __future__ import annotations
+
+
+class CountersignError(Exception):
+    """The base of every countersign error."""
+
+
+class ConfigError(CountersignError):
+    """A setting is missing or malformed; `str(err)` is one line naming the variable."""
+
+
+class SchemaOutOfDate(CountersignError):
+    """The database is not at the schema this version of countersign needs."""
+
+
+class InvalidRequest(CountersignError, ValueError):
+    """An approval request that does not match schema v1; `str(err)` is one line naming each field."""
+
+
+class UnknownRequest(CountersignError, LookupError):
+    """No approval request (nor dead letter, nor queued intake) has this id."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"no approval request {request_id!r}")
+        self.request_id = request_id
+
+
+class IdempotencyConflict(CountersignError):
+    """The idempotency key was already used with a different payload; nothing was enqueued."""
+
+    def __init__(self, key: str, request_id: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was already used with a different payload (request {request_id})"
+        )
+        self.key = key
+        self.request_id = request_id
+
+
+class RouterUnavailable(CountersignError):
+    """Redis could not be reached; retry later with the same idempotency key (it is safe)."""
+
+
+class ExecutionRefused(CountersignError):
+    """An approved action may not run (again): `why` is `malformed_decision` | `unknown_request` |
+    `not_approved` | `already_executed` | `grant_expired` | `bad_signature` | `payload_mismatch`."""
+
+    def __init__(self, request_id: str, why: str) -> None:
+        super().__init__(f"request {request_id}: execution refused ({why})")
+        self.request_id = request_id
+        self.why = why
+
+
+class PolicyError(CountersignError, ValueError):
+    """The policy file cannot be used; `str(err)` names the file, and the action class and field."""
+
+
+class RetryLater(CountersignError):
+    """Slack (or the channel's pace) asks to wait `seconds` before posting again."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"retry in {seconds:g} s")
+        self.seconds = seconds
+
+
+class UsageError(CountersignError):
+    """A command-line value is malformed (e.g. `--payload` is not JSON)."""
+
+
+class StackError(CountersignError):
+    """A part of the local stack (`countersign run`) could not start; the message says which."""

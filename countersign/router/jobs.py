@@ -1,0 +1,101 @@
+"""Every RQ queue, job and job id countersign uses, named once.
+
+Jobs are enqueued by import path, so the process that enqueues never imports the job's module:
+the agent's client enqueues intake and card refreshes without importing the router (Bolt, CEL),
+and the router enqueues an agent's resume function without importing agent code. This module
+imports nothing of the router; the agent imports it. Every queue uses RQ's JSON serializer:
+nothing read from Redis is unpickled (DESIGN.md, invariant 9). Job ids are
+`<kind>-<request id>`, within the `[A-Za-z0-9_-]` RQ allows in custom ids, and enqueued with
+`unique=True` (https://python-rq.org/docs/, "Unique Jobs"), so a second enqueue of the same job
+is refused by RQ rather than run twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from redis import Redis
+from rq import Queue, Retry
+from rq.exceptions import DuplicateJobError
+from rq.serializers import JSONSerializer
+
+from ..defaults import RESUME_RESULT_TTL_SECONDS
+from ..store import OutboxEvent
+
+log = logging.getLogger(__name__)
+
+INTAKE_QUEUE = "countersign"
+"""The router worker's queue: intake jobs and card refreshes."""
+
+INTAKE_JOB = "countersign.router.intake.intake"
+"""`intake(message)`: an `IntakeMessage` as JSON becomes a stored request and a card."""
+INTAKE_RETRY = Retry(max=5, interval=[1, 5, 30, 60, 300])
+INTAKE_TIMEOUT_SECONDS = 60
+
+REFRESH_CARD_JOB = "countersign.router.delivery.refresh_card"
+"""`refresh_card(request_id)`: rewrite a decided request's card (e.g. after the agent reported)."""
+
+RESUME_RETRY = Retry(max=3, interval=[10, 60, 300])
+"""A resume job whose worker died (RQ moves it to the failed registry as abandoned) runs again;
+`execute_approved` still lets the payload run at most once."""
+RESUME_TIMEOUT_SECONDS = 600
+
+JOB_PATHS = (INTAKE_JOB, REFRESH_CARD_JOB)
+"""Every job function of ours, by import path (a test imports each)."""
+
+
+def json_queue(name: str, redis: Redis) -> Queue:
+    """The RQ queue `name` with the JSON serializer."""
+    return Queue(name, connection=redis, serializer=JSONSerializer)
+
+
+def intake_job_id(request_id: str) -> str:
+    """The RQ job id of a request's intake job."""
+    return f"intake-{request_id}"
+
+
+def resume_job_id(request_id: str) -> str:
+    """The RQ job id of a request's resume job."""
+    return f"resume-{request_id}"
+
+
+def enqueue_intake(redis: Redis, request_id: str, action: str, message: dict[str, Any]) -> None:
+    """Enqueue the intake job of `request_id` (`message`: the `IntakeMessage` as JSON), once: while
+    the same request's job is queued or running, nothing is added. Raises redis-py's `RedisError`."""
+    with contextlib.suppress(DuplicateJobError):
+        json_queue(INTAKE_QUEUE, redis).enqueue(
+            INTAKE_JOB,
+            message,
+            job_id=intake_job_id(request_id),
+            unique=True,
+            retry=INTAKE_RETRY,
+            job_timeout=INTAKE_TIMEOUT_SECONDS,
+            description=f"intake {action} {request_id}",
+        )
+
+
+def enqueue_refresh_card(redis: Redis, request_id: str) -> None:
+    """Enqueue a rewrite of the request's card on the router worker. Raises redis-py's `RedisError`."""
+    json_queue(INTAKE_QUEUE, redis).enqueue(
+        REFRESH_CARD_JOB, request_id, description=f"refresh card {request_id}"
+    )
+
+
+def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
+    """Enqueue an outbox event's resume job `func(decision)` on the agent's queue, once (its job id
+    is unique). Raises redis-py's `RedisError`."""
+    try:
+        json_queue(event.queue, redis).enqueue(
+            event.func,
+            event.body,
+            job_id=event.job_id,
+            unique=True,
+            result_ttl=RESUME_RESULT_TTL_SECONDS,
+            job_timeout=RESUME_TIMEOUT_SECONDS,
+            retry=RESUME_RETRY,
+            description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
+        )
+    except DuplicateJobError:
+        log.debug("resume job %s was already enqueued", event.job_id)

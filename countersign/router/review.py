@@ -1,0 +1,253 @@
+"""Review: what a reviewer's approval, rejection or edit does — authorise, vote, settle.
+
+Called by the bot's listeners with the values they read from Slack's payload. Authorisation is
+against the approvers the policy named at intake and against the request's state: a refused action
+changes nothing, is audited, and is answered ephemerally or inline (DESIGN.md, invariant 4). A vote
+is authorised on the request row it locks (`Store.vote(refuse=...)`), so one transaction both
+authorises and counts. A modal submit must carry its field errors in the ack itself
+(https://docs.slack.dev/surfaces/modals), so `check_edit` / `check_reject` read the request (one
+primary-key read, no write) before the ack; the decision is written after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from slack_sdk import WebClient
+
+from ..exceptions import UnknownRequest
+from ..store import (
+    AlreadyDecided,
+    ApprovalRequest,
+    Counted,
+    Decided,
+    Decider,
+    Outcome,
+    Refused,
+    Status,
+    TimedOut,
+    Via,
+)
+from . import cards, delivery, relay, texts
+from .edits import EditCheck, check
+from .runtime import Runtime
+
+EDIT_STEPS: frozenset[str] = frozenset({cards.EDIT_ACTION, "edit_submit"})
+APPROVING_STEPS: frozenset[str] = frozenset({"approve", *EDIT_STEPS})
+
+Settled = Literal["decided", "counted", "refused"]
+
+
+def why_refused(request: ApprovalRequest | None, user_id: str, step: str) -> dict[str, Any] | None:
+    """The audit detail of refusing `step` to `user_id` (`{"why": code, "step": step, ...}`), or
+    None when they may take it. Only approvers may act; the human the agent acts for
+    (`on_behalf_of`) may not approve or edit their own request unless the policy sets
+    `self_approval: true`; a decided request takes no action; a quorum request takes no edit."""
+    if request is None:
+        why = "unknown_request"
+    elif user_id not in request.approvers:
+        why = "not_an_approver"
+    elif step in APPROVING_STEPS and user_id not in request.eligible_approvers:
+        why = "self_approval"
+    elif request.status != Status.PENDING:
+        return {"why": "already_decided", "step": step, "status": request.status}
+    elif step in EDIT_STEPS and request.required_approvals > 1:
+        why = "edit_needs_single_approver"
+    else:
+        return None
+    return {"why": why, "step": step}
+
+
+def refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False) -> str:
+    """What the refused reviewer is told (`plain`: for a modal's inline error, no mrkdwn)."""
+    if request is None:
+        return texts.UNKNOWN_REQUEST
+    answers: dict[str, Callable[[], str]] = {
+        "not_an_approver": lambda: texts.not_an_approver_text(request, plain),
+        "self_approval": lambda: texts.SELF_APPROVAL,
+        "already_decided": lambda: texts.already_decided_text(request, plain),
+        "edit_needs_single_approver": lambda: texts.NO_EDIT_UNDER_QUORUM,
+    }
+    return answers[why]()
+
+
+def refuse(
+    runtime: Runtime, request: ApprovalRequest | None, request_id: str, user_id: str, step: str, plain: bool
+) -> str | None:
+    """Why `user_id` may not take `step` on the request now (audited `refused`), as the text to
+    show them, or None when they may."""
+    detail = why_refused(request, user_id, step)
+    if detail is None:
+        return None
+    runtime.store.record(request_id, "refused", user_id, **detail)
+    return refusal_text(request, detail["why"], plain)
+
+
+def settle(
+    runtime: Runtime,
+    client: WebClient,
+    result: Decided | AlreadyDecided | Counted | TimedOut | Refused,
+    user_id: str,
+) -> Settled:
+    """Act on a store result: publish the resume event and rewrite the card (`decided`), show the
+    quorum so far (`counted`), or refuse a late or unauthorised action (`refused`: audited,
+    answered ephemerally)."""
+    request = result.request
+    if isinstance(result, Refused):
+        delivery.tell(client, request.channel, user_id, refusal_text(request, result.why))
+        return "refused"
+    if isinstance(result, TimedOut):
+        runtime.store.record(request.id, "refused", user_id, why="timed_out")
+        delivery.tell(client, request.channel, user_id, texts.timed_out_text(request))
+        return "refused"
+    if isinstance(result, AlreadyDecided):
+        runtime.store.record(request.id, "refused", user_id, why="already_decided", status=request.status)
+        delivery.tell(client, request.channel, user_id, texts.already_decided_text(request))
+        return "refused"
+    if isinstance(result, Counted):
+        answer = texts.counted_text(request, result.approvals, result.repeated)
+        delivery.tell(client, request.channel, user_id, answer)
+        delivery.update_card(client, request, result.approvals)
+        return "counted"
+    relay.try_publish(runtime.redis, result.event)
+    delivery.update_card(client, request)
+    return "decided"
+
+
+def cast(
+    runtime: Runtime,
+    client: WebClient,
+    request_id: str,
+    user: Decider,
+    vote: Literal[Outcome.APPROVED, Outcome.REJECTED],
+    reason: str | None = None,
+) -> Settled | Literal["unknown_request"]:
+    """Count a reviewer's approval or rejection (quorum rules in `Store.vote`) and act on it:
+    `decided` | `counted` | `refused`, or `unknown_request` (audited; the caller answers the
+    reviewer, since only it knows where)."""
+    user_id = user["slack_user_id"]
+    step = "approve" if vote == Outcome.APPROVED else "reject"
+    try:
+        result = runtime.store.vote(
+            request_id,
+            user,
+            vote,
+            runtime.resume_event,
+            reason=reason,
+            refuse=lambda row: why_refused(row, user_id, step),
+        )
+    except UnknownRequest:
+        runtime.store.record(request_id, "refused", user_id, why="unknown_request", step=step)
+        return "unknown_request"
+    return settle(runtime, client, result, user_id)
+
+
+def approve(
+    runtime: Runtime, client: WebClient, request_id: str, user: Decider, channel: str | None
+) -> Settled:
+    """The Approve button: vote to approve; a click on a request countersign does not know is
+    answered in `channel`, where the click came from."""
+    outcome = cast(runtime, client, request_id, user, Outcome.APPROVED)
+    if outcome != "unknown_request":
+        return outcome
+    delivery.tell(client, channel, user["slack_user_id"], texts.UNKNOWN_REQUEST)
+    return "refused"
+
+
+MODALS: dict[str, tuple[str, Callable[[ApprovalRequest], dict[str, Any]]]] = {
+    cards.EDIT_ACTION: ("Edit and approve", cards.edit_view),
+    cards.REJECT_ACTION: ("Reject request", cards.reject_view),
+    cards.DETAILS_ACTION: ("Request details", cards.details_view),
+}
+"""The modal each button opens: its title and its view."""
+
+
+def modal_view(runtime: Runtime, request_id: str, user_id: str, action_id: str) -> dict[str, Any]:
+    """The view the Edit / Reject / Details button opens for `user_id`: the form, or a notice of why
+    they may not (audited). Anyone may read the details of a request countersign knows."""
+    title, render = MODALS[action_id]
+    request = runtime.store.get(request_id)
+    refusal = None
+    if action_id != cards.DETAILS_ACTION or request is None:
+        refusal = refuse(runtime, request, request_id, user_id, action_id, plain=False)
+    if refusal is not None or request is None:
+        return cards.notice_view(title, refusal or texts.UNKNOWN_REQUEST)
+    return render(request)
+
+
+@dataclass
+class Submission:
+    """A checked modal submit: `errors` (`{block_id: message}`) to show inline, or the `request`
+    (with the checked `edit`, or the rejection's `reason`) to decide once the modal has closed."""
+
+    errors: dict[str, str] = field(default_factory=dict)
+    request: ApprovalRequest | None = None
+    edit: EditCheck | None = None
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the modal closes and the decision should be written."""
+        return not self.errors and self.request is not None
+
+
+def _check_submitter(
+    runtime: Runtime, request_id: str, user_id: str, error_block: str, step: str
+) -> Submission:
+    """Refuse (inline, on `error_block`) a submit by a non-approver or on a decided request."""
+    request = runtime.store.get(request_id)
+    refusal = refuse(runtime, request, request_id, user_id, step, plain=True)
+    if refusal is not None:
+        return Submission(errors={error_block: refusal})
+    return Submission(request=request)
+
+
+def check_edit(runtime: Runtime, request_id: str, user_id: str, values: dict[str, str | None]) -> Submission:
+    """Validate the Edit modal's submit (`values`: `{block_id: typed text}`): who submits, the
+    request's state, each field and the policy's edit rule."""
+    first_input = next(iter(values), "edit")
+    submission = _check_submitter(runtime, request_id, user_id, first_input, "edit_submit")
+    if submission.request is None:
+        return submission
+    submission.edit = check(submission.request, values)
+    submission.errors = submission.edit.errors
+    return submission
+
+
+def check_reject(
+    runtime: Runtime, request_id: str, user_id: str, values: dict[str, str | None]
+) -> Submission:
+    """Validate the Reject modal's submit: who submits, the request's state, the reason."""
+    submission = _check_submitter(runtime, request_id, user_id, cards.REASON_BLOCK, "reject_submit")
+    if submission.request is None:
+        return submission
+    submission.reason = (values.get(cards.REASON_BLOCK) or "").strip() or None
+    if submission.request.rules.reject_reason == "required" and submission.reason is None:
+        submission.errors = {cards.REASON_BLOCK: texts.REJECT_REASON_REQUIRED}
+    return submission
+
+
+def approve_edited(runtime: Runtime, client: WebClient, user: Decider, submission: Submission) -> Settled:
+    """After the ack of a valid Edit submit: approve with the edited payload and its diff."""
+    assert submission.request is not None and submission.edit is not None
+    result = runtime.store.decide(
+        submission.request.id,
+        Outcome.APPROVED,
+        [user],
+        via=Via.SLACK,
+        resume=runtime.resume_event,
+        approved_payload=submission.edit.payload,
+        edits=submission.edit.edits,
+        grant_ttl=submission.request.rules.grant_ttl_seconds,
+    )
+    return settle(runtime, client, result, user["slack_user_id"])
+
+
+def reject_with_reason(
+    runtime: Runtime, client: WebClient, user: Decider, submission: Submission
+) -> Settled | Literal["unknown_request"]:
+    """After the ack of a valid Reject submit: reject, carrying the reviewer's reason."""
+    assert submission.request is not None
+    return cast(runtime, client, submission.request.id, user, Outcome.REJECTED, reason=submission.reason)

@@ -1,0 +1,189 @@
+"""Every text countersign shows a reviewer, and the rules for showing text safely.
+
+Texts come in two forms where both are needed: mrkdwn for messages (mentions and date tokens,
+which Slack renders) and `plain` for a modal's inline errors, which Slack shows as plain text.
+Everything an agent wrote is untrusted: `sanitize` it for plain text and `escape` it for mrkdwn
+(https://docs.slack.dev/messaging/formatting-message-text).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from ..store import ApprovalRequest, Decider, Status, TimeoutResult
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters (code points), ending in "…" when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack's mrkdwn parser treats as control characters (and
+    `sanitize` the rest)."""
+    return sanitize(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# Bidirectional overrides and isolates can make text display in another order than it is stored
+# ("Trojan Source", CVE-2021-42574); other control characters have no business on a card.
+_UNSAFE = {
+    c: "\ufffd"
+    for c in [
+        *range(0x00, 0x09),
+        0x0B,
+        0x0C,
+        *range(0x0E, 0x20),
+        0x7F,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+        0x200E,
+        0x200F,
+        0x061C,
+    ]
+}
+
+
+def sanitize(text: str) -> str:
+    """`text` with control and bidirectional-override characters replaced by U+FFFD."""
+    return text.translate(_UNSAFE)
+
+
+def show(value: Any) -> str:
+    """`value` as a reviewer reads it: a string as it is, anything else as compact JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def mentions(users: list[str], limit: int = 10, joiner: str = " or ") -> str:
+    """`<@U1> or <@U2>` for Slack user ids, at most `limit` of them, then "(+N more)"."""
+    more = f" (+{len(users) - limit} more)" if len(users) > limit else ""
+    return joiner.join(f"<@{user}>" for user in users[:limit]) + more
+
+
+def when(moment: datetime | None, plain: bool = False) -> str:
+    """A Slack date token (shown in the reader's time zone), or with `plain` the UTC text."""
+    if moment is None:
+        return "an unknown time"
+    fallback = moment.strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        fallback
+        if plain
+        else f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} at {{time}}|{fallback}>"
+    )
+
+
+def who(request: ApprovalRequest, plain: bool = False) -> str:
+    """Who decided, as mentions (or with `plain`, their names), or the policy rule's way (`policy
+    (timeout)`)."""
+    people = request.decided_by or []
+    names = (sanitize(p["name"]) if plain else f"<@{p['slack_user_id']}>" for p in people)
+    return ", ".join(names) or f"policy ({request.decided_via})"
+
+
+def verdict(request: ApprovalRequest, plain: bool = False) -> str:
+    """`"Approved by <@U123> at <date>"` (mrkdwn) for a decided request, or with `plain`
+    `"approved by alice at 2026-11-29 08:28 UTC"` for places that show plain text only (modal
+    errors); for an expired one, what the policy's timeout decided."""
+    at = when(request.decided_at, plain)
+    if request.status == Status.EXPIRED:
+        allowed = request.timeout_result == TimeoutResult.ALLOW
+        result = "allowed to proceed (auto-proceeded)" if allowed else "denied"
+        text = f"Expired at {at} with no decision: {result} by the policy's timeout"
+    else:
+        text = f"{request.status.capitalize()} by {who(request, plain)} at {at}"
+    return text[0].lower() + text[1:] if plain else text
+
+
+def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:
+    """Answer to a click or submit on a request that is no longer pending (mrkdwn, or `plain` for
+    a modal's inline error, which Slack shows as plain text)."""
+    return f"This request was already {verdict(request, plain)}; your action changed nothing."
+
+
+def not_an_approver_text(request: ApprovalRequest, plain: bool = False) -> str:
+    """Answer to a click by someone the policy does not name as an approver."""
+    action = request.action if plain else f"`{request.action}`"
+    return f"You are not an approver for {action} requests, so your action changed nothing."
+
+
+def reminder_text(request: ApprovalRequest) -> str:
+    """The thread reply that reminds the approvers of a pending request before it expires."""
+    deadline = f"; it expires {when(request.expires_at)}" if request.expires_at else ""
+    return (
+        f"⏰ Reminder for {mentions(request.approvers)}: this request still waits for a decision{deadline}."
+    )
+
+
+def timed_out_text(request: ApprovalRequest) -> str:
+    """Answer to a click after the request's deadline (the timeout sweep decides it any moment)."""
+    return (
+        f"This request timed out at {when(request.expires_at)}; the policy's timeout decides it, "
+        "your action changed nothing."
+    )
+
+
+def counted_text(request: ApprovalRequest, approvals: list[Decider], repeated: bool) -> str:
+    """Ephemeral answer to an approval that counts towards a quorum not reached yet."""
+    first = "You had already approved" if repeated else "Your approval is counted"
+    return f"{first}: {len(approvals)} of {request.required_approvals} approvals so far."
+
+
+UNKNOWN_REQUEST = "countersign does not know this request; your action changed nothing."
+NO_EDIT_UNDER_QUORUM = (
+    "This request needs more than one approval, so it cannot be edited: reject it with a reason and "
+    "let the agent ask again."
+)
+SELF_APPROVAL = (
+    "The agent is acting on your behalf, so another approver has to approve or edit this request; "
+    "your action changed nothing."
+)
+REJECT_REASON_REQUIRED = "A reason is required to reject this action class."
+
+
+# Inline errors under the Edit modal's fields (plain text).
+ENTER_A_VALUE = "Enter a value."
+EDIT_RULE_INEXACT = (
+    "This number has too many digits for the policy's edit rule to check exactly, so it is refused."
+)
+
+
+def not_a_number(integer: bool) -> str:
+    """The value typed is not a number in the strict format the field takes."""
+    kind = "a whole number" if integer else "a number like 1234.56"
+    return f"Enter {kind}: digits and at most one point, no commas or exponents."
+
+
+def too_many_digits(limit: int) -> str:
+    """The number typed has more than `limit` digits."""
+    return f"Use at most {limit} digits."
+
+
+def too_many_places(places: int) -> str:
+    """The number typed has more decimal places than the field's `places`."""
+    return f"Use at most {places} decimal places."
+
+
+def below_min(minimum: str) -> str:
+    """The number typed is below the field's `min`."""
+    return f"Must be at least {minimum}."
+
+
+def above_max(maximum: str) -> str:
+    """The number typed is above the field's `max`."""
+    return f"Must be at most {maximum}."
+
+
+def too_long(limit: int) -> str:
+    """The text typed is longer than the field's `max_length`."""
+    return f"Use at most {limit} characters."
+
+
+def edit_rule_failed(error: str) -> str:
+    """The policy's `edit_rule` raised `error` (a CEL error's class name): the edit fails closed."""
+    return f"The policy's edit rule could not be checked ({error}), so the edit is refused."
+
+
+def edit_not_allowed(rule: str) -> str:
+    """The edit breaks the policy's `edit_rule`."""
+    return f"The policy does not allow this edit ({rule})."

@@ -1,0 +1,185 @@
+"""Reading the countersign database: requests, audit trails, outbox events, and what the sweeps
+find due. `Store` (state.py) adds the transitions on top."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Self
+
+from sqlalchemy import Engine, literal, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from ..exceptions import UnknownRequest
+from .engine import WRITE, create_db_engine
+from .models import (
+    ApprovalRequest,
+    AuditEvent,
+    Base,
+    DeadLetter,
+    OutboxEvent,
+    Status,
+    Vote,
+    utcnow,
+    utcnow_plus,
+)
+from .sql import approver_is, is_pending, no_live_card_lease
+
+
+class Queries:
+    """Sessions and reads over the countersign database. Safe to share between threads.
+
+    Objects returned are detached snapshots: read them, never write them back.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**WRITE)
+
+    @classmethod
+    def from_url(cls, url: str) -> Self:
+        """A store on `url` (see `create_db_engine`); the schema must already be migrated."""
+        return cls(create_db_engine(url))
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with Session(self._writer, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    def _insert(self, session: Session, model: type[Base], values: dict[str, Any]) -> bool:
+        """INSERT ... ON CONFLICT DO NOTHING; True when a row was inserted."""
+        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        stmt = dialect.insert(model).values(**values).on_conflict_do_nothing().returning(literal(1))
+        return session.execute(stmt).first() is not None
+
+    @staticmethod
+    def _audit(session: Session, request_id: str, event: str, actor: str | None, **detail: Any) -> None:
+        session.add(AuditEvent(request_id=request_id, event=event, actor=actor, detail=detail))
+
+    @staticmethod
+    def _one(session: Session, request_id: str) -> ApprovalRequest:
+        row = session.get(ApprovalRequest, request_id)
+        if row is None:
+            raise UnknownRequest(request_id)
+        return row
+
+    def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id, or None."""
+        with self._read() as session:
+            return session.get(ApprovalRequest, request_id)
+
+    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """The dead letter with this id, or None."""
+        with self._read() as session:
+            return session.get(DeadLetter, letter_id)
+
+    def audit_trail(self, request_id: str) -> list[AuditEvent]:
+        """The audit events of a request (or dead letter), oldest first."""
+        with self._read() as session:
+            stmt = select(AuditEvent).where(AuditEvent.request_id == request_id).order_by(AuditEvent.id)
+            return list(session.scalars(stmt))
+
+    def outbox_event(self, request_id: str) -> OutboxEvent | None:
+        """The resume event of a decided request (its `body` is the decision sent), or None."""
+        with self._read() as session:
+            return session.scalars(select(OutboxEvent).where(OutboxEvent.request_id == request_id)).first()
+
+    def unpublished(self, limit: int = 100) -> list[OutboxEvent]:
+        """Outbox events not yet on their RQ queue, oldest first, at most `limit`."""
+        with self._read() as session:
+            stmt = (
+                select(OutboxEvent)
+                .where(OutboxEvent.published_at.is_(None))
+                .order_by(OutboxEvent.id)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def recently_published(self, window_seconds: int, limit: int = 1000) -> list[OutboxEvent]:
+        """Outbox events published in the last `window_seconds` (database clock), newest first."""
+        with self._read() as session:
+            stmt = (
+                select(OutboxEvent)
+                .where(OutboxEvent.published_at > utcnow_plus(-window_seconds))
+                .order_by(OutboxEvent.published_at.desc())
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def votes(self, request_id: str) -> list[Vote]:
+        """The votes cast on a request, oldest first."""
+        with self._read() as session:
+            return list(session.scalars(select(Vote).where(Vote.request_id == request_id).order_by(Vote.at)))
+
+    def pending_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+        """The pending requests `user_id` (a Slack user id) may decide now, newest first (`created_at`,
+        then id), at most `limit`: those whose current level's `approvers` include the user. User
+        groups were resolved to their members at intake and at each escalation, so a group member is
+        listed, and a request that escalated is listed for its new approvers only.
+
+        PostgreSQL answers with a JSONB containment (`approvers @> '["U…"]'`) over the partial GIN
+        index `ix_approval_requests_pending_approvers` (migration 0005). SQLite scans the pending rows
+        (`json_each`): it is the one-machine option.
+        """
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    is_pending(),
+                    approver_is(session.get_bind().dialect.name, user_id),
+                )
+                .order_by(ApprovalRequest.created_at.desc(), ApprovalRequest.id.desc())
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
+        """Pending requests with no card, no live posting lease, older than `grace_seconds` at their
+        level: a card whose posting died with its process (the sweep posts or finds it). Found
+        through the partial index `ix_approval_requests_cards_due` (migration 0005), so the sweep
+        does not read every pending request each second."""
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    is_pending(),
+                    ApprovalRequest.card_ts.is_(None),
+                    no_live_card_lease(),
+                    ApprovalRequest.level_started_at <= utcnow_plus(-grace_seconds),
+                )
+                .order_by(ApprovalRequest.level_started_at)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def due_for_timeout(self, limit: int = 100) -> list[ApprovalRequest]:
+        """Pending requests whose current level has timed out by the database clock, oldest first."""
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(ApprovalRequest.status == Status.PENDING, ApprovalRequest.expires_at <= utcnow())
+                .order_by(ApprovalRequest.expires_at)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def due_for_reminder(self, limit: int = 100) -> list[ApprovalRequest]:
+        """Pending requests with a card whose next reminder is due (database clock); found through
+        the partial index `ix_approval_requests_reminders_due` (migration 0005)."""
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    is_pending(),
+                    ApprovalRequest.card_ts.is_not(None),
+                    ApprovalRequest.next_reminder_at <= utcnow(),
+                )
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))

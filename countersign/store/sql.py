@@ -1,0 +1,102 @@
+"""The SQL pieces the store's queries and transitions share: conditions on a request's state and the
+one conditional UPDATE every transition is made of. Times are the database's clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, literal, or_, select, type_coerce, update
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Session
+
+from .models import (
+    ApprovalRequest,
+    Decider,
+    Edit,
+    Outcome,
+    Status,
+    TimeoutResult,
+    Via,
+    may_run,
+    utcnow,
+    utcnow_plus,
+)
+from .results import NotExecutableWhy
+from .rules import Rules
+
+
+def verdict(
+    outcome: Outcome,
+    decided_by: list[Decider],
+    via: Via,
+    reason: str | None,
+    grant_ttl: int,
+    approved_payload: dict[str, Any] | None = None,
+    edits: list[Edit] | None = None,
+    timeout_result: TimeoutResult | None = None,
+) -> dict[str, Any]:
+    """The column values of a decision. What may run (`approved_payload`, and a grant expiring
+    `grant_ttl` seconds after the database's now) is set for approvals and for timeouts that
+    `allow`."""
+    values: dict[str, Any] = {
+        "status": Status(outcome.value),
+        "decided_by": decided_by,
+        "decided_via": via,
+        "decision_reason": reason,
+        "decided_at": utcnow(),
+        "edits": edits or [],
+        "timeout_result": timeout_result,
+    }
+    if may_run(outcome, timeout_result):
+        values["approved_payload"] = (
+            approved_payload if approved_payload is not None else ApprovalRequest.payload
+        )
+        values["grant_expires_at"] = utcnow_plus(grant_ttl)
+    return values
+
+
+def update_request(session: Session, where: tuple[Any, ...], **values: Any) -> ApprovalRequest | None:
+    """One conditional UPDATE of a request: the updated row, or None when `where` did not hold
+    (someone else got there first)."""
+    stmt = update(ApprovalRequest).where(*where).values(**values).returning(ApprovalRequest)
+    return session.scalars(stmt).one_or_none()
+
+
+def is_pending() -> Any:
+    """`status = 'pending'` with the literal in the SQL text, not a bound parameter, so that the
+    partial indexes `WHERE status = 'pending'` (migration 0005) match it on both backends, also in
+    a prepared statement's generic plan."""
+    return ApprovalRequest.status == literal(Status.PENDING.value, literal_execute=True)
+
+
+def approver_is(dialect: str, user_id: str) -> Any:
+    """The request's current `approvers` (a JSON array of Slack user ids) include `user_id`."""
+    if dialect == "postgresql":
+        return type_coerce(ApprovalRequest.approvers, JSONB).contains([user_id])
+    each = func.json_each(ApprovalRequest.approvers).table_valued("value")
+    return select(each.c.value).where(each.c.value == user_id).exists()
+
+
+def not_timed_out() -> Any:
+    """The request has no deadline, or it has not passed (database clock)."""
+    return or_(ApprovalRequest.expires_at.is_(None), ApprovalRequest.expires_at > utcnow())
+
+
+def no_live_card_lease() -> Any:
+    """Nobody holds an unexpired lease on posting the request's card (database clock)."""
+    return or_(ApprovalRequest.card_lease_until.is_(None), ApprovalRequest.card_lease_until <= utcnow())
+
+
+def first_reminder(rules: Rules) -> utcnow_plus | None:
+    """When the first reminder of a level that starts now is due, or None without reminders."""
+    offsets = rules.reminders_seconds
+    return utcnow_plus(offsets[0]) if offsets else None
+
+
+def why_not_executable(request: ApprovalRequest | None) -> NotExecutableWhy:
+    """Why `Store.claim_execution` found nothing to claim."""
+    if request is None:
+        return "unknown_request"
+    if request.approved_payload is None:
+        return "not_approved"
+    return "already_executed" if request.execution is not None else "grant_expired"
