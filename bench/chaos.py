@@ -45,9 +45,9 @@ from bench.common import (
     wait_for_redis,
 )
 from countersign import ApprovalClient, RouterUnavailable
+from countersign.ports import free_port
 from countersign.router.cards import APPROVE_ACTION
 from countersign.sandbox import Sandbox, serve
-from countersign.stack import free_port
 from countersign.store import ApprovalRequest, Store
 
 POLICY = """\

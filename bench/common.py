@@ -71,7 +71,7 @@ class Child:
 
 def start_redis(tmp: Path) -> tuple[Child, str]:
     """A private `redis-server` on a free port, keeping nothing on disk: (its `Child`, its URL)."""
-    from countersign.stack import free_port
+    from countersign.ports import free_port
 
     port = free_port()
     server = Child(

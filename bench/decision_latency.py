@@ -60,12 +60,12 @@ from bench.common import (
     wait_until,
 )
 from countersign import ApprovalClient
+from countersign.ports import free_port
 from countersign.router.cards import APPROVE_ACTION
-from countersign.router.runtime import json_queue
+from countersign.router.jobs import json_queue, resume_job_id
 from countersign.sandbox import Sandbox, serve
 from countersign.sandbox.interactivity import encode_payload
-from countersign.stack import free_port
-from countersign.store import ApprovalRequest, Store, create_db_engine, resume_job_id
+from countersign.store import ApprovalRequest, Store, create_db_engine
 
 CHANNELS = 200
 APPROVER = "U0LEAD"

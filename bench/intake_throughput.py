@@ -36,7 +36,7 @@ from bench.common import (
     wait_until,
 )
 from countersign import ApprovalClient
-from countersign.router.runtime import json_queue
+from countersign.router.jobs import json_queue
 from countersign.sandbox import Sandbox, serve
 from countersign.store import Store, create_db_engine
 

@@ -65,10 +65,10 @@ from bench.common import (
 )
 from countersign import ApprovalClient
 from countersign.config import load_settings
+from countersign.ports import free_port
 from countersign.router import cards, timeouts
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox, serve
-from countersign.stack import free_port
 from countersign.store import ApprovalRequest, OutboxEvent, Store, create_db_engine
 
 REVIEWERS = 1000

@@ -8,7 +8,7 @@ times after `--warmup` unmeasured runs, in two phases: pause every run, then res
 
 - countersign, in this process: `ApprovalClient.request` → the intake job (RQ `SimpleWorker`, burst,
   JSON serializer) posts the card → [paused] → the Approve click's domain call
-  (`decisions.approve_from_click`: authorise, vote, decide, audit, outbox, publish the resume job,
+  (`review.approve`: authorise, vote, decide, audit, outbox, publish the resume job,
   rewrite the card) → the resume job (RQ burst: `approved_action` verifies the grant, claims the
   execution, runs the refund, records the outcome) → the card refresh jobs it queues. Slack is the
   sandbox in a separate process, so its CPU is not counted (shown for information); Redis is a
@@ -64,12 +64,14 @@ from bench.common import (
     start_redis,
     wait_until,
 )
-from countersign import ApprovalClient, approved_action
-from countersign.router import decisions
+from countersign import ApprovalClient, approved_action, connections
+from countersign.bot import payload
+from countersign.ports import free_port
+from countersign.router import review
 from countersign.router import runtime as runtime_module
 from countersign.router.cards import APPROVE_ACTION
-from countersign.router.runtime import INTAKE_QUEUE, Runtime, json_queue
-from countersign.stack import free_port
+from countersign.router.jobs import INTAKE_QUEUE, json_queue
+from countersign.router.runtime import Runtime
 
 AGENT_QUEUE = "refund-agent"
 RESUME_FUNC = "bench.pause_vs_langgraph.execute_refund"  # imported by path, as an agent worker would
@@ -295,7 +297,8 @@ def countersign_runs(
     clicks = [click(row.id, row.channel) for row in rows]
     with metered(database, pids, runtime.redis) as decide:
         for body in clicks:
-            decisions.approve_from_click(runtime, runtime.slack, body)
+            approval = payload.click(body)
+            review.approve(runtime, runtime.slack, approval.request_id, approval.user, approval.channel)
     with metered(database, pids, runtime.redis) as execute:
         drain(runtime.redis, AGENT_QUEUE)
         drain(runtime.redis, INTAKE_QUEUE)  # the card refreshes that the resume jobs queued
@@ -342,6 +345,7 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
             )
             os.environ.update(env)
             runtime_module.current.cache_clear()
+            connections.current.cache_clear()
             runtime = runtime_module.current()  # the one the jobs run in this process use too
             event.listen(runtime.store.engine, "before_cursor_execute", count_statement)
             database = Database(database_url)

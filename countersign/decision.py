@@ -72,7 +72,7 @@ def decision_of(request: ApprovalRequest, secret: str) -> Decision:
         request_id=request.id,
         idempotency_key=request.idempotency_key,
         action=request.action,
-        outcome=Outcome(request.status.value),
+        outcome=Outcome(request.status),
         payload=request.payload_to_run,
         original_payload=request.payload,
         edits=request.edits or [],

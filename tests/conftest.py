@@ -23,12 +23,13 @@ from redis import Redis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from countersign import connections
+from countersign.agent import ApprovalClient
+from countersign.ports import free_port
 from countersign.router import directory
 from countersign.router import runtime as runtime_module
-from countersign.router.client import ApprovalClient
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox, serve
-from countersign.stack import free_port
 from countersign.store import Store, create_db_engine, upgrade
 from countersign.store.models import Base
 
@@ -198,9 +199,11 @@ def env(
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     runtime_module.current.cache_clear()
+    connections.current.cache_clear()
     directory.clear_cache()
     yield values
     runtime_module.current.cache_clear()
+    connections.current.cache_clear()
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from redis import Redis
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
-from countersign.router.runtime import json_queue
+from countersign.router.jobs import json_queue, resume_job_id
+from countersign.store import ApprovalRequest, ResumeEvent
 
 T = TypeVar("T")
 
@@ -38,3 +39,8 @@ def drain(redis: Redis, queue: str = "countersign") -> None:
     """Run every job on `queue` in this process with RQ's SimpleWorker (JSON serializer), then return."""
     worker = SimpleWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
     worker.work(burst=True)
+
+
+def empty_resume(row: ApprovalRequest) -> ResumeEvent:
+    """An outbox row with an empty decision, for tests that look only at the state a vote leaves."""
+    return ResumeEvent(resume_job_id(row.id), {})

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from redis import Redis
 from slack_sdk.signature import SignatureVerifier
 
+from countersign.agent import ApprovalClient
 from countersign.bot.app import DECISION_THREADS
 from countersign.router.cards import APPROVE_ACTION
-from countersign.router.client import ApprovalClient
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from countersign.store.engine import WRITE

@@ -16,7 +16,7 @@ from slack_sdk import WebClient
 
 from countersign.router import cards
 from countersign.sandbox import Sandbox, serve
-from countersign.store import ApprovalRequest
+from countersign.store import ApprovalRequest, Rules
 
 HOSTILE = "<!channel> pay <@U0ADMIN> & <https://example.com|click>"
 
@@ -59,7 +59,10 @@ def request(**overrides: Any) -> ApprovalRequest:
         "review_reason": "policy v1 reviews every issue_refund",
         "timeout_result": None,
     }
-    return ApprovalRequest(**{**values, **overrides})
+    values.update(overrides)
+    if isinstance(values["rules"], dict):  # the stored JSON form
+        values["rules"] = Rules.model_validate(values["rules"])
+    return ApprovalRequest(**values)
 
 
 def trusted_markup_removed(text: str) -> str:
@@ -134,9 +137,9 @@ def test_long_agent_text_is_cut_with_an_ellipsis_and_fits(slack: WebClient, leng
     text = ("é" * (length - 1)) + "😀"  # multi-byte, and an emoji that must not be split
     card = cards.request_card(request(summary=text, reason=text, payload={"note": text}))
     header = card.blocks[0]["text"]["text"]
-    assert len(header) <= cards.HEADER_MAX
-    assert header.endswith("…") == (length > cards.HEADER_MAX)
-    assert header == text if length <= cards.HEADER_MAX else text.startswith(header[:-1])
+    assert len(header) <= cards.MAX_HEADER_TEXT
+    assert header.endswith("…") == (length > cards.MAX_HEADER_TEXT)
+    assert header == text if length <= cards.MAX_HEADER_TEXT else text.startswith(header[:-1])
     assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
 
 
@@ -144,9 +147,9 @@ def test_many_and_huge_payload_fields_stay_within_a_message(slack: WebClient) ->
     payload = {f"field_{i:03}": "x" * 5000 for i in range(200)}
     card = cards.request_card(request(payload=payload, reason="r" * 50_000, summary="s" * 1000))
     fields = [f for b in card.blocks for f in b.get("fields", [])]
-    assert sum(len(t) for t in texts(card.blocks, "plain_text")) <= cards.MESSAGE_TEXT_BUDGET
+    assert sum(len(t) for t in texts(card.blocks, "plain_text")) <= cards.MAX_BLOCKS_TOTAL_TEXT
     assert any(f["text"].startswith("… 191 more fields") for f in fields)
-    assert len(card.blocks) <= cards.MESSAGE_BLOCKS_MAX
+    assert len(card.blocks) <= cards.MAX_BLOCKS_PER_MESSAGE
     assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
 
 
@@ -156,24 +159,24 @@ def details_sections(total: int) -> list[dict[str, Any]]:
     The part reads "Payload:\n" + json.dumps({"k": value}, indent=2): 22 characters around the value.
     """
     view = cards.details_view(request(payload={"k": "v" * (total - 22)}, context=None, reason=None))
-    assert len(view["blocks"]) <= cards.MODAL_BLOCKS_MAX and len(json.dumps(view)) <= 250_000
+    assert len(view["blocks"]) <= cards.MAX_BLOCKS_PER_VIEW and len(json.dumps(view)) <= 250_000
     return view["blocks"][2:]  # after the header and the facts
 
 
 @pytest.mark.parametrize(("total", "sections"), [(3000, 1), (3001, 2), (6000, 2), (6001, 3)])
 def test_details_modal_splits_text_into_sections_of_3000(total: int, sections: int) -> None:
     blocks = details_sections(total)
-    assert [len(b["text"]["text"]) for b in blocks][-1] == total - (sections - 1) * cards.SECTION_TEXT_MAX
+    assert [len(b["text"]["text"]) for b in blocks][-1] == total - (sections - 1) * cards.MAX_SECTION_TEXT
     assert len(blocks) == sections
 
 
 def test_details_modal_says_how_much_did_not_fit() -> None:
-    total = 100 * cards.SECTION_TEXT_MAX  # more than 100 blocks or 250 kB could hold
+    total = 100 * cards.MAX_SECTION_TEXT  # more than 100 blocks or 250 kB could hold
     blocks = details_sections(total)
     kept = len(blocks) - 1
-    assert all(len(b["text"]["text"]) == cards.SECTION_TEXT_MAX for b in blocks[:kept])
+    assert all(len(b["text"]["text"]) == cards.MAX_SECTION_TEXT for b in blocks[:kept])
     assert blocks[-1]["text"]["text"] == (
-        f"… {total - kept * cards.SECTION_TEXT_MAX} more characters not shown "
+        f"… {total - kept * cards.MAX_SECTION_TEXT} more characters not shown "
         "(countersign show <request id> prints everything)"
     )
 
@@ -182,7 +185,8 @@ def test_details_modal_of_a_huge_multibyte_payload_stays_under_250_kb() -> None:
     view = cards.details_view(request(payload={"k": "😀é" * 150_000}, context=None, reason=None))
     assert len(json.dumps(view)) <= 250_000
     assert (
-        view["blocks"][-1]["text"]["text"].startswith("… ") and len(view["blocks"]) < cards.MODAL_BLOCKS_MAX
+        view["blocks"][-1]["text"]["text"].startswith("… ")
+        and len(view["blocks"]) < cards.MAX_BLOCKS_PER_VIEW
     )
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
+from countersign.agent import ApprovalClient
 from countersign.cli import main
 from countersign.config import ConfigError, load_settings
-from countersign.router.client import ApprovalClient
 
 from .helpers import README_REQUEST, drain
 

@@ -11,14 +11,16 @@ from typing import Any
 from redis import Redis
 from rq.registry import ScheduledJobRegistry
 
-from countersign.router import decisions
-from countersign.router.client import ApprovalClient, RouterUnavailable, intake_job_id
-from countersign.router.delivery import CLOCK_SLACK_SECONDS, PACE_MILLISECONDS, RetryLater, post_card
-from countersign.router.runtime import Runtime, json_queue
+from countersign.agent import ApprovalClient, RouterUnavailable
+from countersign.exceptions import RetryLater
+from countersign.router import delivery
+from countersign.router.delivery import CLOCK_SLACK_SECONDS, PACE_MILLISECONDS, post_card
+from countersign.router.jobs import intake_job_id, json_queue
+from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 
-from .helpers import drain, wait_for
+from .helpers import drain, empty_resume, wait_for
 from .test_flow import refund
 
 
@@ -179,9 +181,9 @@ def test_a_vanished_card_gets_a_fresh_status_message(
     drain(redis)
     request = store.get(request_id)
     assert request is not None
-    store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", lambda r: {})
+    store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", empty_resume)
     sb.inject("chat.update", error="message_not_found")
-    decisions.update_card(runtime.slack, store.get(request_id))  # type: ignore[arg-type]
+    delivery.update_card(runtime.slack, store.get(request_id))  # type: ignore[arg-type]
     messages: list[dict[str, Any]] = sb.messages("C0FINANCE")
     assert len(messages) == 2 and "Approved by <@U0LEAD>" in str(messages[1]["blocks"])
 
@@ -216,7 +218,7 @@ def test_a_post_slower_than_the_client_timeout_is_found_not_posted_twice(
 
 
 def test_the_agent_is_told_clearly_when_redis_is_unreachable(store: Store) -> None:
-    from countersign.stack import free_port
+    from countersign.ports import free_port
 
     down = ApprovalClient(
         Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1), store

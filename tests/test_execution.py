@@ -10,8 +10,8 @@ import pytest
 from redis import Redis
 
 from countersign import ExecutionRefused, approved_action, execute_approved, report_outcome
-from countersign.router.decision import decision_of
-from countersign.router.runtime import Runtime, json_queue
+from countersign.router.jobs import json_queue
+from countersign.router.runtime import Runtime
 from countersign.store import Store
 
 from .test_store import new_request
@@ -20,13 +20,12 @@ from .test_store import new_request
 def approve(runtime: Runtime, grant_ttl: int = 60, **kwargs: Any) -> dict[str, Any]:
     """A stored, approved request; returns the decision its resume job would receive."""
     row = new_request(runtime.store)
-    secret = runtime.settings.COUNTERSIGN_SECRET or ""
     result = runtime.store.decide(
         row.id,
         "approved",
         [{"slack_user_id": "U0LEAD", "name": "lee"}],
         via="slack",
-        body=lambda r: decision_of(r, secret),
+        resume=runtime.resume_event,
         grant_ttl=grant_ttl,
         **kwargs,
     )

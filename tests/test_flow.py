@@ -8,12 +8,12 @@ from typing import Any
 
 from redis import Redis
 
+from countersign.agent import ApprovalClient
 from countersign.router import relay
 from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION, EDIT_ACTION, REJECT_ACTION
-from countersign.router.client import ApprovalClient
-from countersign.router.runtime import json_queue
+from countersign.router.jobs import json_queue, resume_job_id
 from countersign.sandbox import Sandbox
-from countersign.store import Store, resume_job_id
+from countersign.store import Store
 
 from . import agent
 from .helpers import drain, wait_for

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from countersign.router.client import ApprovalClient, IdempotencyConflict, intake_job_id
-from countersign.router.runtime import Runtime, json_queue
-from countersign.router.schema import InvalidRequest
+from countersign.agent import ApprovalClient, IdempotencyConflict
+from countersign.router.jobs import intake_job_id, json_queue
+from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
+from countersign.schema import InvalidRequest
 from countersign.store import Store
 
 from .helpers import drain

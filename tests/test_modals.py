@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from redis import Redis
 
+from countersign.agent import ApprovalClient
 from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION, EDIT_ACTION, REASON_BLOCK, REJECT_ACTION
-from countersign.router.client import ApprovalClient
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from countersign.router.policy import Gate, PolicyError, PolicyHolder, load_policy
+from countersign.exceptions import PolicyError
+from countersign.router.policy import Gate, PolicyHolder, load_policy
 
 
 def load(tmp_path: Path, text: str) -> object:
@@ -103,7 +104,7 @@ def test_route_takes_the_action_class_over_the_defaults() -> None:
     policy = load_policy(Path(__file__).parent.parent / "examples" / "policy.yml")
     refund = policy.route("issue_refund")
     assert (refund.channel, refund.approvers.users) == ("C0FINANCE", ["U0LEAD", "U0ALICE"])
-    assert refund.rules == {
+    assert refund.rules.to_json() == {  # the stored form
         "editable": {"amount": {"type": "decimal", "places": 2, "min": "0.01", "max_length": 3000}},
         "edit_rule": "double(edited.amount) <= double(original.amount)",
         "reject_reason": "required",
@@ -128,12 +129,12 @@ def test_route_takes_the_action_class_over_the_defaults() -> None:
         ],
     }
     other = policy.route("send_email")
-    assert (other.channel, other.approvers.users, other.rules["reject_reason"]) == (
+    assert (other.channel, other.approvers.users, other.rules.reject_reason) == (
         "C0APPROVALS",
         ["U0LEAD"],
         "optional",
     )
-    assert other.rules["levels"][0]["timeout"] == 24 * 3600
+    assert other.rules.level(0).timeout_seconds == 24 * 3600
     assert len(policy.sha256) == 64 and policy.version == 1
 
 

@@ -15,16 +15,19 @@ from redis import Redis
 from sqlalchemy import update
 
 from countersign import execute_approved
-from countersign.router import decision, timeouts
+from countersign.agent import ApprovalClient
+from countersign.decision import Decision
+from countersign.router import runtime as runtime_module
+from countersign.router import timeouts
 from countersign.router.cards import APPROVE_ACTION
-from countersign.router.client import ApprovalClient
-from countersign.router.runtime import Runtime, json_queue
+from countersign.router.jobs import json_queue
+from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, Store
 from countersign.store.models import utcnow_plus
 
 from . import agent
-from .helpers import drain, wait_for
+from .helpers import drain, empty_resume, wait_for
 from .test_flow import post_card, refund, status
 
 POLICY = """\
@@ -185,7 +188,7 @@ def test_votes_racing_for_a_quorum_are_neither_lost_nor_double_counted(
     def vote(user: str) -> None:
         start.wait()
         results.append(
-            store.vote(request_id, {"slack_user_id": user, "name": user}, "approved", lambda r: {})
+            store.vote(request_id, {"slack_user_id": user, "name": user}, "approved", empty_resume)
         )
 
     threads = [threading.Thread(target=vote, args=(u,)) for u in ("U0LEAD", "U0ALICE")]
@@ -206,9 +209,9 @@ def test_a_reject_during_a_quorum_rejects(
     sandbox: tuple[Sandbox, str],
 ) -> None:
     request_id, _ = post_card(client, redis, sandbox[0], payload={"amount": "25000.00", "currency": "USD"})
-    store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", lambda r: {})
+    store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", empty_resume)
     result = store.vote(
-        request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "rejected", lambda r: {}, reason="too much"
+        request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "rejected", empty_resume, reason="too much"
     )
     assert type(result).__name__ == "Decided" and status(store, request_id) == "rejected"
     assert store.get(request_id).decision_reason == "too much"  # type: ignore[union-attr]
@@ -300,7 +303,7 @@ def test_click_racing_the_sweep_and_two_sweepers_end_in_one_terminal_state(
 
     def click() -> None:
         start.wait()
-        store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", lambda r: {})
+        store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", empty_resume)
 
     threads = [threading.Thread(target=f) for f in (sweeper, sweeper, click)]
     for thread in threads:
@@ -344,7 +347,7 @@ def test_escalating_to_fewer_approvers_than_the_quorum_denies(
     sandbox: tuple[Sandbox, str],
 ) -> None:
     request_id, _ = post_card(client, redis, sandbox[0], payload={"amount": "25000.00", "currency": "USD"})
-    store.vote(request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "approved", lambda r: {})
+    store.vote(request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "approved", empty_resume)
     age(store, request_id, expires_at=-1)
     timeouts.sweep(runtime)
     row = store.get(request_id)  # S0FINLEADS has one member, fewer than the quorum of 2: fail closed
@@ -362,7 +365,7 @@ def test_a_new_escalation_level_votes_afresh(
 ) -> None:
     sandbox[0].usergroups["S0FINLEADS"] = ["U0LEAD", "U0BOB"]
     request_id, _ = post_card(client, redis, sandbox[0], payload={"amount": "25000.00", "currency": "USD"})
-    store.vote(request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "approved", lambda r: {})
+    store.vote(request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "approved", empty_resume)
     age(store, request_id, expires_at=-1)
     timeouts.sweep(runtime)
     row = store.get(request_id)
@@ -422,7 +425,7 @@ def test_pending_for_lists_what_a_reviewer_may_decide_now(
     vendor, _ = post_card(client, redis, sandbox[0], "C0AP", action="pay_vendor", step="vendor")
     refund_id, _ = post_card(client, redis, sandbox[0], step="refund")
     decided, _ = post_card(client, redis, sandbox[0], "C0APPROVALS", action="wipe_database", step="wipe")
-    store.vote(decided, {"slack_user_id": "U0LEAD", "name": "lee.lead"}, "rejected", lambda r: {})
+    store.vote(decided, {"slack_user_id": "U0LEAD", "name": "lee.lead"}, "rejected", empty_resume)
 
     def listed(user_id: str, limit: int = 50) -> list[str]:
         return [row.id for row in store.pending_for(user_id, limit)]
@@ -465,14 +468,14 @@ def test_a_request_that_cannot_expire_does_not_hold_up_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ids = vendor_requests(client, redis, store, 3)
-    real = decision.decision_of
+    real = runtime_module.decision_of
 
-    def broken(row: ApprovalRequest, secret: str) -> dict[str, Any]:
+    def broken(row: ApprovalRequest, secret: str) -> Decision:
         if row.id == ids[1]:
             raise ValueError("this request's decision cannot be built")
         return real(row, secret)
 
-    monkeypatch.setattr(decision, "decision_of", broken)
+    monkeypatch.setattr(runtime_module, "decision_of", broken)
     assert timeouts.sweep(runtime) == 2
     assert [status(store, i) for i in ids] == ["expired", "pending", "expired"]
     assert "expired" not in events(store, ids[1]) and store.outbox_event(ids[1]) is None

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from countersign.router.schema import ApprovalRequestV1, InvalidRequest, parse
 from countersign.sandbox import Sandbox
+from countersign.schema import ApprovalRequestV1, InvalidRequest, parse
 
 from .test_flow import refund
 

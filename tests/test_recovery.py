@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from redis import Redis
 
+from countersign.agent import ApprovalClient
 from countersign.router import relay
-from countersign.router.client import ApprovalClient
-from countersign.router.decision import decision_of
-from countersign.router.runtime import Runtime, json_queue
+from countersign.router.jobs import json_queue, resume_job_id
+from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import Store, resume_job_id
+from countersign.store import Store
 
 from . import agent
 from .helpers import drain
@@ -21,10 +21,7 @@ def decided_without_publishing(client: ApprovalClient, redis: Redis, store: Stor
     """A request approved in the database whose web process died before publishing the resume."""
     request_id = client.request(refund(resume={"queue": agent.QUEUE, "func": agent.EXECUTE_FUNC}))
     drain(redis)
-    secret = runtime.settings.COUNTERSIGN_SECRET or ""
-    store.vote(
-        request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", lambda r: decision_of(r, secret)
-    )
+    store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", runtime.resume_event)
     return request_id
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from redis import Redis
 
-from countersign.stack import free_port
+from countersign.ports import free_port
 
 from .conftest import RedisServer
 from .helpers import README_REQUEST, wait_for

@@ -5,15 +5,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
 from ulid import ULID
 
-from countersign.router.decision import decision_of
-from countersign.store import AlreadyDecided, Decided, ExecutionRefused, Store, resume_job_id
+from countersign.decision import decision_of
+from countersign.router.jobs import resume_job_id
+from countersign.store import AlreadyDecided, Decided, NotExecutable, ResumeEvent, Rules, Store
 
 
-def body(row: Any) -> dict[str, Any]:
-    return decision_of(row, "test-secret")
+def resume(row: Any) -> ResumeEvent:
+    """The outbox row of a decided request, as the router writes it (grant signed with a test secret)."""
+    return ResumeEvent(resume_job_id(row.id), decision_of(row, "test-secret").to_json())
 
 
 def new_request(store: Store, request_id: str | None = None, key: str | None = None) -> Any:
@@ -40,7 +41,7 @@ def new_request(store: Store, request_id: str | None = None, key: str | None = N
             "approvers": ["U0LEAD"],
             "policy_version": 1,
             "policy_sha256": "b" * 64,
-            "rules": {"grant_ttl": 60},
+            "rules": Rules(grant_ttl_seconds=60),
         }
     )
     assert created
@@ -62,7 +63,7 @@ def _values(row: Any) -> dict[str, Any]:
 def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
     row = new_request(store)
     result = store.decide(
-        row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", body=body
+        row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", resume=resume
     )
     assert isinstance(result, Decided)
     assert result.request.status == "approved" and result.request.decided_at is not None
@@ -74,9 +75,9 @@ def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
 
 def test_second_decision_loses_and_changes_nothing(store: Store) -> None:
     row = new_request(store)
-    store.decide(row.id, "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", body=body)
+    store.decide(row.id, "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", resume=resume)
     late = store.decide(
-        row.id, "approved", [{"slack_user_id": "U0ALICE", "name": "alice"}], via="slack", body=body
+        row.id, "approved", [{"slack_user_id": "U0ALICE", "name": "alice"}], via="slack", resume=resume
     )
     assert isinstance(late, AlreadyDecided)
     assert late.request.status == "rejected" and late.request.decided_by[0]["slack_user_id"] == "U0LEAD"
@@ -93,7 +94,7 @@ def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
         outcome = "approved" if n % 2 else "rejected"
         results.append(
             store.decide(
-                row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack", body=body
+                row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack", resume=resume
             )
         )
 
@@ -111,7 +112,7 @@ def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
 
 def test_publish_is_marked_once(store: Store) -> None:
     row = new_request(store)
-    event = store.decide(row.id, "approved", [], via="policy", body=body).event
+    event = store.decide(row.id, "approved", [], via="policy", resume=resume).event
     assert store.mark_all_published([event.id]) == 1
     assert store.mark_all_published([event.id]) == 0
     assert store.unpublished() == []
@@ -142,17 +143,18 @@ def test_times_are_utc_aware(store: Store) -> None:
 
 def test_execution_is_claimed_once_even_under_a_race(store: Store) -> None:
     row = new_request(store)
-    store.decide(row.id, "approved", [], via="policy", body=body, grant_ttl=60)
+    store.decide(row.id, "approved", [], via="policy", resume=resume, grant_ttl=60)
     start = threading.Barrier(6)
     claimed: list[Any] = []
     refused: list[str] = []
 
     def claim() -> None:
         start.wait()
-        try:
-            claimed.append(store.claim_execution(row.id, "agent"))
-        except ExecutionRefused as exc:
-            refused.append(exc.why)
+        claim = store.claim_execution(row.id, "agent")
+        if isinstance(claim, NotExecutable):
+            refused.append(claim.why)
+        else:
+            claimed.append(claim)
 
     threads = [threading.Thread(target=claim) for _ in range(6)]
     for thread in threads:
@@ -166,21 +168,17 @@ def test_execution_is_claimed_once_even_under_a_race(store: Store) -> None:
 
 def test_expired_or_unapproved_grants_cannot_be_claimed(store: Store) -> None:
     expired = new_request(store)
-    store.decide(expired.id, "approved", [], via="policy", body=body, grant_ttl=0)
-    with pytest.raises(ExecutionRefused) as raised:
-        store.claim_execution(expired.id, "agent")
-    assert raised.value.why == "grant_expired"
+    store.decide(expired.id, "approved", [], via="policy", resume=resume, grant_ttl=0)
+    assert store.claim_execution(expired.id, "agent") == NotExecutable("grant_expired")
 
     rejected = new_request(store, "01J00000000000000000000002", key="k2")
-    store.decide(rejected.id, "rejected", [], via="policy", body=body)
-    with pytest.raises(ExecutionRefused) as raised:
-        store.claim_execution(rejected.id, "agent")
-    assert raised.value.why == "not_approved"
+    store.decide(rejected.id, "rejected", [], via="policy", resume=resume)
+    assert store.claim_execution(rejected.id, "agent") == NotExecutable("not_approved")
 
 
 def test_outcome_is_recorded_once(store: Store) -> None:
     row = new_request(store)
-    store.decide(row.id, "approved", [], via="policy", body=body)
+    store.decide(row.id, "approved", [], via="policy", resume=resume)
     store.claim_execution(row.id, "agent")
     recorded = store.record_outcome(row.id, False, "card declined", "agent")
     assert recorded is not None and (recorded.execution, recorded.execution_detail) == (
@@ -193,7 +191,8 @@ def test_outcome_is_recorded_once(store: Store) -> None:
 
 def test_publishing_many_marks_each_once(store: Store) -> None:
     events = [
-        store.decide(new_request(store).id, "approved", [], via="policy", body=body).event for _ in range(3)
+        store.decide(new_request(store).id, "approved", [], via="policy", resume=resume).event
+        for _ in range(3)
     ]
     assert store.mark_all_published([events[0].id]) == 1
     assert store.mark_all_published([e.id for e in events]) == 2  # the first one was already published

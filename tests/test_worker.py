@@ -13,7 +13,7 @@ import pytest
 from redis import Redis
 from rq import Worker
 
-from countersign.router.client import ApprovalClient
+from countersign.agent import ApprovalClient
 from countersign.sandbox import Sandbox
 
 from .helpers import wait_for

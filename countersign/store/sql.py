@@ -39,7 +39,7 @@ def verdict(
     `grant_ttl` seconds after the database's now) is set for approvals and for timeouts that
     `allow`."""
     values: dict[str, Any] = {
-        "status": Status(outcome.value),
+        "status": Status(outcome),
         "decided_by": decided_by,
         "decided_via": via,
         "decision_reason": reason,
