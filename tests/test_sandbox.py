@@ -46,7 +46,7 @@ from countersign.sandbox.limits import (
     MAX_VIEW_STACK,
     MAX_VIEW_SUBMIT,
     MAX_VIEW_TITLE,
-    TRIGGER_TTL_S,
+    TRIGGER_TTL_SECONDS,
     check_view,
 )
 
@@ -716,14 +716,14 @@ def test_trigger_ids_are_single_use_and_expire(
     assert error(used) == "exchanged_trigger_id"
 
     late = trigger()
-    clock.advance(TRIGGER_TTL_S + 0.001)
+    clock.advance(TRIGGER_TTL_SECONDS + 0.001)
     assert error(late) == "expired_trigger_id"
 
     just_in_time = trigger()
-    clock.advance(TRIGGER_TTL_S)
+    clock.advance(TRIGGER_TTL_SECONDS)
     client.views_open(trigger_id=just_in_time, view=payment_modal())
 
-    sb.trigger_ttl_s = 60.0
+    sb.trigger_ttl_seconds = 60.0
     patient = trigger()
     clock.advance(30)
     client.views_open(trigger_id=patient, view=payment_modal())
@@ -1004,7 +1004,7 @@ def test_bad_or_late_answers_keep_the_view_open(
         assert record["response_error"], (status, body)
         assert record["view"]["title"]["text"] == "Approve payment"
 
-    sb.ack_timeout_s = 0.0
+    sb.ack_timeout_seconds = 0.0
     receiver.reply = None
     sb.submit_view(opened["id"], "U0ALICE", {"amount": "1"})
     [record] = sb.views("U0ALICE")
@@ -1099,7 +1099,7 @@ def test_injected_delay_times_out_the_client_but_the_call_still_runs(
     server: SandboxServer, sb: Sandbox
 ) -> None:
     impatient = WebClient(token="xoxb-1", base_url=server.url + "/api/", timeout=0.15, retry_handlers=[])
-    sb.inject("chat.postMessage", delay_s=0.4)
+    sb.inject("chat.postMessage", delay_seconds=0.4)
     with pytest.raises((TimeoutError, urllib.error.URLError)):
         impatient.chat_postMessage(channel=CHANNEL, text="slow")
     deadline = time.monotonic() + 5
