@@ -1,5 +1,6 @@
 """The fixed names of the sandbox workspace: its bot, team, app, default people and user groups, and the
-addresses its payloads point at."""
+addresses its payloads point at.
+"""
 
 from __future__ import annotations
 

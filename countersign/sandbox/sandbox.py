@@ -1,9 +1,8 @@
-"""``Sandbox``: the workspace plus what people do in it and what the bot is made to suffer.
+"""``Sandbox``: the workspace plus what people do in it and the Web API faults injected for the bot.
 
-People press buttons on cards and submit or close modals the way Slack's client does, and each of those
-reaches the bot as a signed interactivity payload (``interactivity``); the bot's answer to a
-view_submission is applied to the modal. Faults injected into Web API methods (``inject``) are played
-by ``webapi.dispatch``.
+People press buttons on cards and submit or close modals the way Slack's client does; each of those
+reaches the bot as a signed interactivity payload (``interactivity``), and the bot's answer to a
+view_submission is applied to the modal. Faults queued by ``inject`` are played by ``webapi.dispatch``.
 """
 
 from __future__ import annotations
