@@ -7,8 +7,9 @@ HTTP: the Slack Web API at ``<url>/api/<method>`` (usable by ``slack_sdk.WebClie
 "/api/")``) and a card viewer page with working buttons and modals at ``<url>/``.
 """
 
-from countersign.sandbox.core import DEFAULT_USERS, Sandbox
+from countersign.sandbox.identity import DEFAULT_USERS
 from countersign.sandbox.modals import SubmissionRefused
+from countersign.sandbox.sandbox import Sandbox
 from countersign.sandbox.server import SandboxServer, serve
 
 __all__ = ["DEFAULT_USERS", "Sandbox", "SandboxServer", "SubmissionRefused", "serve"]

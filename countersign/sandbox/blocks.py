@@ -6,6 +6,8 @@ import copy
 import secrets
 import string
 
+from countersign.sandbox.types import Json
+
 _ID_ALPHABET = string.ascii_letters + string.digits
 
 
@@ -17,7 +19,7 @@ def _random_id(taken: set[str]) -> str:
             return candidate
 
 
-def elements(block: dict) -> list[dict]:
+def elements(block: Json) -> list[Json]:
     """Interactive elements of a block: an actions block's ``elements``, a section's ``accessory`` or an
     input block's ``element``."""
     if block.get("type") == "actions":
@@ -26,7 +28,7 @@ def elements(block: dict) -> list[dict]:
     return [single] if isinstance(single, dict) and "type" in single else []
 
 
-def fill_ids(blocks: list[dict]) -> list[dict]:
+def fill_ids(blocks: list[Json]) -> list[Json]:
     """Deep copy of ``blocks`` with a ``block_id`` on every block and an ``action_id`` on every element.
 
     Slack generates these when the sender leaves them out, and the stored message or view (and so every
@@ -46,7 +48,7 @@ def fill_ids(blocks: list[dict]) -> list[dict]:
     return blocks
 
 
-def find_button(blocks: list[dict], action_id: str) -> tuple[dict, dict]:
+def find_button(blocks: list[Json], action_id: str) -> tuple[Json, Json]:
     """Return ``(block, button)`` for the first button whose ``action_id`` matches; raise LookupError."""
     for block in blocks:
         for element in elements(block):

@@ -18,12 +18,14 @@ import urllib.request
 
 from slack_sdk.signature import SignatureVerifier
 
+from countersign.sandbox.identity import API_APP_ID
+from countersign.sandbox.types import Json
+
 #: How long ``signed_post`` waits for the bot, in seconds. Slack itself gives up after 3 s
 #: (https://docs.slack.dev/tools/bolt-python/concepts/acknowledge). The sandbox waits longer so a slow
 #: bot still shows its answer; the page flags answers slower than 3 s.
-CLICK_TIMEOUT_S = 10.0
-#: App id and (deprecated) verification token carried in every payload.
-API_APP_ID = "A0SANDBOX"
+CLICK_TIMEOUT_SECONDS = 10.0
+#: The (deprecated) verification token carried in every payload, next to ``identity.API_APP_ID``.
 VERIFICATION_TOKEN = "sandboxverificationtoken"
 #: The User-Agent Slack sends on requests to apps.
 USER_AGENT = "Slackbot 1.0 (+https://api.slack.com/robots)"
@@ -41,7 +43,7 @@ def new_trigger_id() -> str:
     return f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}"
 
 
-def _user(team_id: str, user_id: str, user_name: str) -> dict:
+def _user(team_id: str, user_id: str, user_name: str) -> Json:
     return {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id}
 
 
@@ -56,16 +58,16 @@ def block_actions_payload(
     team_domain: str,
     user_id: str,
     user_name: str,
-    message: dict,
+    message: Json,
     channel_id: str,
     block_id: str,
-    button: dict,
+    button: Json,
     response_url: str,
     trigger_id: str | None = None,
-) -> dict:
+) -> Json:
     """The ``block_actions`` payload Slack sends when ``user_id`` presses ``button`` on ``message``.
 
-    ``message`` is the Slack-shaped message (see ``core.slack_message``). The action carries ``value``
+    ``message`` is the Slack-shaped message (see ``shapes.slack_message``). The action carries ``value``
     and ``style`` only when the button has them, as Slack does. ``trigger_id`` defaults to a fresh one.
     """
     action = {
@@ -98,8 +100,8 @@ def block_actions_payload(
 
 
 def view_submission_payload(
-    *, team_id: str, team_domain: str, user_id: str, user_name: str, view: dict, trigger_id: str
-) -> dict:
+    *, team_id: str, team_domain: str, user_id: str, user_name: str, view: Json, trigger_id: str
+) -> Json:
     """The ``view_submission`` payload Slack sends when ``user_id`` presses a modal's submit button.
 
     ``view`` is the Slack-shaped view (``id``, ``hash``, ``callback_id``, ``private_metadata``, ``blocks``,
@@ -121,8 +123,8 @@ def view_submission_payload(
 
 
 def view_closed_payload(
-    *, team_id: str, team_domain: str, user_id: str, user_name: str, view: dict, is_cleared: bool
-) -> dict:
+    *, team_id: str, team_domain: str, user_id: str, user_name: str, view: Json, is_cleared: bool
+) -> Json:
     """The ``view_closed`` payload Slack sends when a user dismisses a modal whose view set
     ``notify_on_close``. ``is_cleared`` is True when the whole view stack closed (``clear_on_close``)."""
     return {
@@ -138,16 +140,16 @@ def view_closed_payload(
     }
 
 
-def encode_payload(payload: dict) -> bytes:
+def encode_payload(payload: Json) -> bytes:
     """The form body Slack sends: ``payload=<url-encoded JSON>``."""
     return urllib.parse.urlencode({"payload": json.dumps(payload, separators=(",", ":"))}).encode()
 
 
-def signed_post(url: str, payload: dict, *, secret: str, timestamp: int) -> tuple[int, str]:
+def signed_post(url: str, payload: Json, *, secret: str, timestamp: int) -> tuple[int, str]:
     """POST ``payload`` form-encoded to ``url``, signed with ``secret`` at ``timestamp`` (unix seconds).
 
     Returns ``(HTTP status, body text)``, including 4xx/5xx answers. Connection failures and timeouts
-    (``CLICK_TIMEOUT_S``) raise OSError (``urllib.error.URLError`` or ``TimeoutError``).
+    (``CLICK_TIMEOUT_SECONDS``) raise OSError (``urllib.error.URLError`` or ``TimeoutError``).
     """
     body = encode_payload(payload)
     signature = SignatureVerifier(secret).generate_signature(timestamp=str(timestamp), body=body)
@@ -163,7 +165,7 @@ def signed_post(url: str, payload: dict, *, secret: str, timestamp: int) -> tupl
         },
     )
     try:
-        with _OPENER.open(request, timeout=CLICK_TIMEOUT_S) as response:
+        with _OPENER.open(request, timeout=CLICK_TIMEOUT_SECONDS) as response:
             return response.status, response.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode("utf-8", "replace")

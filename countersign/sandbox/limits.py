@@ -14,6 +14,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from countersign.sandbox.types import Json
+
 #: Blocks in one message. Modals and the Home tab allow 100. https://docs.slack.dev/reference/block-kit/blocks
 MAX_BLOCKS_PER_MESSAGE = 50
 #: Section ``text`` is 1 to 3000 characters. https://docs.slack.dev/reference/block-kit/blocks/section-block
@@ -85,10 +87,10 @@ MAX_PLACEHOLDER = 150
 MAX_TEXT_INPUT_LENGTH = 3000
 #: A ``trigger_id`` must be exchanged (views.open / views.push) within 3 seconds of the interaction that
 #: issued it, and only once. https://docs.slack.dev/tools/bolt-python/concepts/opening-modals
-TRIGGER_TTL_S = 3.0
+TRIGGER_TTL_SECONDS = 3.0
 #: Slack waits 3 seconds for the ack of an interaction payload; a later answer is ignored and the user sees
 #: an error. https://docs.slack.dev/tools/bolt-python/concepts/acknowledge
-ACK_TIMEOUT_S = 3.0
+ACK_TIMEOUT_SECONDS = 3.0
 #: chat.postMessage pacing, when a Sandbox turns it on: Slack allows about 1 message per second per channel
 #: and tolerates short bursts (https://docs.slack.dev/apis/web-api/rate-limits). Slack gives no burst size;
 #: the sandbox's default allows this many back-to-back posts per channel.
@@ -175,7 +177,7 @@ def _check_count(items: Any, pointer: str, maximum: int) -> list[str]:
     return []
 
 
-def _check_button(element: dict, pointer: str) -> list[str]:
+def _check_button(element: Json, pointer: str) -> list[str]:
     errors = _check_text(element.get("text"), f"{pointer}/text", MAX_BUTTON_TEXT, plain_only=True)
     errors += _check_length(element.get("value"), f"{pointer}/value", MAX_BUTTON_VALUE)
     errors += _check_length(element.get("url"), f"{pointer}/url", MAX_BUTTON_URL)
@@ -184,13 +186,13 @@ def _check_button(element: dict, pointer: str) -> list[str]:
     return errors
 
 
-def _check_placeholder(element: dict, pointer: str) -> list[str]:
+def _check_placeholder(element: Json, pointer: str) -> list[str]:
     if "placeholder" not in element:
         return []
     return _check_text(element["placeholder"], f"{pointer}/placeholder", MAX_PLACEHOLDER, plain_only=True)
 
 
-def _check_number_input(element: dict, pointer: str) -> list[str]:
+def _check_number_input(element: Json, pointer: str) -> list[str]:
     """https://docs.slack.dev/reference/block-kit/block-elements/number-input-element : ``is_decimal_allowed``
     is a required boolean; ``initial_value``, ``min_value`` and ``max_value`` are numbers written as strings
     (JSON numbers fail Slack's schema), and ``min_value`` may not exceed ``max_value``."""
@@ -214,7 +216,7 @@ def _check_number_input(element: dict, pointer: str) -> list[str]:
     return errors
 
 
-def _check_text_input(element: dict, pointer: str) -> list[str]:
+def _check_text_input(element: Json, pointer: str) -> list[str]:
     """https://docs.slack.dev/reference/block-kit/block-elements/plain-text-input-element : ``min_length``
     0..3000, ``max_length`` 1..3000, string ``initial_value``, boolean ``multiline``. Refusing
     ``min_length > max_length`` is the sandbox's inference (such a field could never be submitted)."""
@@ -229,7 +231,7 @@ def _check_text_input(element: dict, pointer: str) -> list[str]:
     return errors + _check_bool(element.get("multiline"), f"{pointer}/multiline")
 
 
-_ELEMENT_CHECKS: dict[str, Callable[[dict, str], list[str]]] = {
+_ELEMENT_CHECKS: dict[str, Callable[[Json, str], list[str]]] = {
     "button": _check_button,
     "number_input": _check_number_input,
     "plain_text_input": _check_text_input,
@@ -246,7 +248,7 @@ def _check_element(element: Any, pointer: str) -> list[str]:
     return errors + (check(element, pointer) if check else [])
 
 
-def _check_section(block: dict, pointer: str) -> list[str]:
+def _check_section(block: Json, pointer: str) -> list[str]:
     if "text" not in block and "fields" not in block:
         return [_error("must provide text or fields", pointer)]
     errors = []
@@ -261,11 +263,11 @@ def _check_section(block: dict, pointer: str) -> list[str]:
     return errors
 
 
-def _check_header(block: dict, pointer: str) -> list[str]:
+def _check_header(block: Json, pointer: str) -> list[str]:
     return _check_text(block.get("text"), f"{pointer}/text", MAX_HEADER_TEXT, plain_only=True)
 
 
-def _check_actions(block: dict, pointer: str) -> list[str]:
+def _check_actions(block: Json, pointer: str) -> list[str]:
     elements = block.get("elements")
     errors = _check_count(elements, f"{pointer}/elements", MAX_ACTIONS_ELEMENTS)
     seen: set[str] = set()
@@ -279,11 +281,11 @@ def _check_actions(block: dict, pointer: str) -> list[str]:
     return errors
 
 
-def _check_context(block: dict, pointer: str) -> list[str]:
+def _check_context(block: Json, pointer: str) -> list[str]:
     return _check_count(block.get("elements"), f"{pointer}/elements", MAX_CONTEXT_ELEMENTS)
 
 
-def _check_input(block: dict, pointer: str) -> list[str]:
+def _check_input(block: Json, pointer: str) -> list[str]:
     """https://docs.slack.dev/reference/block-kit/blocks/input-block : a plain_text ``label`` and an
     ``element`` are required; ``hint`` is optional; ``optional`` and ``dispatch_action`` are booleans."""
     errors = []
@@ -302,7 +304,7 @@ def _check_input(block: dict, pointer: str) -> list[str]:
     return errors
 
 
-_BLOCK_CHECKS: dict[str, Callable[[dict, str], list[str]]] = {
+_BLOCK_CHECKS: dict[str, Callable[[Json, str], list[str]]] = {
     "section": _check_section,
     "header": _check_header,
     "actions": _check_actions,
@@ -326,7 +328,7 @@ def _check_block(block: Any, pointer: str, seen_ids: set[str]) -> list[str]:
 
 
 def check_blocks(
-    blocks: list[Any], *, maximum: int = MAX_BLOCKS_PER_MESSAGE, pointer: str = "/blocks"
+    blocks: object, *, maximum: int = MAX_BLOCKS_PER_MESSAGE, pointer: str = "/blocks"
 ) -> list[str]:
     """Return Slack-style ``[ERROR] ...`` messages for every Block Kit rule ``blocks`` breaks; [] if valid.
 
@@ -343,7 +345,7 @@ def check_blocks(
     return errors
 
 
-def _check_label(view: dict, key: str, maximum: int, *, required: bool = False) -> list[str]:
+def _check_label(view: Json, key: str, maximum: int, *, required: bool = False) -> list[str]:
     if key not in view:
         return [_missing(key, "/view")] if required else []
     return _check_text(view[key], f"/view/{key}", maximum, plain_only=True)

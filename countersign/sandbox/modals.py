@@ -3,7 +3,7 @@
 ``decode_view`` validates a ``view`` argument; ``state_values`` builds the ``view.state.values`` of a
 submission; ``client_errors`` applies the checks Slack's client makes before it sends a submission;
 ``carry_state`` keeps typed input across ``views.update``; ``parse_answer`` reads the bot's answer to a
-``view_submission``. The view store itself (ids, hashes, stacks) lives in ``core.State``.
+``view_submission``. The open views themselves (ids, hashes, stacks) are kept by ``viewstore.ViewStore``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from countersign.sandbox.blocks import fill_ids
 from countersign.sandbox.limits import MAX_VIEW_BYTES, check_view, parse_number
+from countersign.sandbox.types import Json
 
 #: Input elements whose state is ``{"type", "value"}``; the sandbox can submit values only for these.
 #: https://docs.slack.dev/reference/interaction-payloads/view-interactions-payload
@@ -43,7 +44,7 @@ class SubmissionRefused(ValueError):
         self.errors = errors
 
 
-def decode_view(raw: Any) -> dict:
+def decode_view(raw: Any) -> Json:
     """The ``view`` argument of views.open / views.update / views.push, validated, with ids filled in.
 
     ``raw`` is a dict or its JSON string (form-encoded calls carry JSON that way). Raises ViewError:
@@ -71,7 +72,7 @@ def decode_view(raw: Any) -> dict:
     return {**copy.deepcopy(view), "blocks": fill_ids(view["blocks"])}
 
 
-def input_blocks(view: dict) -> list[tuple[dict, dict]]:
+def input_blocks(view: Json) -> list[tuple[Json, Json]]:
     """``(block, element)`` for every input block of a (filled-in) view, in order."""
     return [(b, b["element"]) for b in view.get("blocks", []) if b.get("type") == "input"]
 
@@ -81,7 +82,7 @@ def _typed(values: dict[str, str | None], block_id: str) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def state_values(view: dict, values: dict[str, str | None]) -> dict[str, dict[str, dict]]:
+def state_values(view: Json, values: dict[str, str | None]) -> dict[str, dict[str, Json]]:
     """``view.state.values`` of a submission: ``{block_id: {action_id: {"type": element type, "value":
     str | None}}}`` for every input block, ``None`` where ``values`` has nothing (or ``""``) for it.
 
@@ -93,9 +94,9 @@ def state_values(view: dict, values: dict[str, str | None]) -> dict[str, dict[st
     unknown = sorted(set(values) - set(inputs))
     if unknown:
         raise ValueError(f"not input blocks of view {view.get('id')}: {unknown}")
-    state: dict[str, dict[str, dict]] = {}
+    state: dict[str, dict[str, Json]] = {}
     for block_id, element in inputs.items():
-        entry: dict[str, Any] = {"type": element["type"]}
+        entry: Json = {"type": element["type"]}
         if element["type"] in VALUE_ELEMENTS:
             entry["value"] = _typed(values, block_id)
         elif _typed(values, block_id) is not None:
@@ -104,7 +105,7 @@ def state_values(view: dict, values: dict[str, str | None]) -> dict[str, dict[st
     return state
 
 
-def _number_error(element: dict, text: str) -> str | None:
+def _number_error(element: Json, text: str) -> str | None:
     number = parse_number(text)
     if number is None:
         return "Enter a number."
@@ -118,7 +119,7 @@ def _number_error(element: dict, text: str) -> str | None:
     return None
 
 
-def _length_error(element: dict, text: str) -> str | None:
+def _length_error(element: Json, text: str) -> str | None:
     low, high = element.get("min_length"), element.get("max_length")
     if low is not None and len(text) < low:
         return f"Enter at least {low} characters."
@@ -127,7 +128,7 @@ def _length_error(element: dict, text: str) -> str | None:
     return None
 
 
-def client_errors(view: dict, values: dict[str, str | None]) -> dict[str, str]:
+def client_errors(view: Json, values: dict[str, str | None]) -> dict[str, str]:
     """The errors Slack's client shows instead of submitting: ``{block_id: message}``; {} when it submits.
 
     Documented client checks: an input block is required unless ``optional`` is true
@@ -153,13 +154,13 @@ def client_errors(view: dict, values: dict[str, str | None]) -> dict[str, str]:
     return errors
 
 
-def carry_state(old_values: dict[str, dict], blocks: list[dict]) -> dict[str, dict]:
+def carry_state(old_values: dict[str, dict[str, Json]], blocks: list[Json]) -> dict[str, dict[str, Json]]:
     """The part of ``old_values`` (a ``state.values``) that survives an update to ``blocks``.
 
     Slack keeps what the user typed into an input whose ``block_id`` and ``action_id`` stay the same across
     views.update (https://docs.slack.dev/reference/views/modal-views); other input is dropped.
     """
-    kept: dict[str, dict] = {}
+    kept: dict[str, dict[str, Json]] = {}
     for block in blocks:
         if block.get("type") != "input":
             continue
@@ -170,7 +171,7 @@ def carry_state(old_values: dict[str, dict], blocks: list[dict]) -> dict[str, di
     return kept
 
 
-def parse_answer(body: str) -> dict:
+def parse_answer(body: str) -> Json:
     """The bot's answer to a view_submission as a dict: ``{}`` for an empty body (close the view).
 
     Otherwise ``{"response_action": "errors" | "update" | "push" | "clear", ...}`` as documented at

@@ -2,22 +2,22 @@
 
 Routes:
 
-- ``GET|POST /api/<method>``: Slack Web API (``webapi.handle``); point
+- ``GET|POST /api/<method>``: Slack Web API (``webapi.dispatch.handle``); point
   ``WebClient(base_url=server.url + "/api/")`` here.
 - ``GET /``: the card viewer page (``page.html``).
 - ``GET /_sandbox/state``: ``Sandbox.snapshot()``; ``GET /_sandbox/messages?channel=C``,
   ``GET /_sandbox/ephemerals?user=U`` and ``GET /_sandbox/views?user=U``: the ``Sandbox.messages`` /
   ``Sandbox.ephemerals`` / ``Sandbox.views`` lists.
 - ``POST /_sandbox/click`` with JSON ``{channel, ts, action_id, user}``: ``Sandbox.click``, answered as
-  ``{"status": <bot HTTP status>, "body": <bot body>, "elapsed_ms": <int>}`` (status 0 when the bot is
-  unreachable or no Request URL is set); 404 ``{"error"}`` for an unknown message or button.
+  ``{"status": <bot HTTP status>, "body": <bot body>, "elapsed_milliseconds": <int>}`` (status 0 when the
+  bot is unreachable or no Request URL is set); 404 ``{"error"}`` for an unknown message or button.
 - ``POST /_sandbox/submit`` with JSON ``{view_id, user, values: {block_id: text | null}}``:
   ``Sandbox.submit_view``, answered like a click; when Slack's client checks refuse the submission,
   ``{"status": 0, "body": "", "refused": {block_id: message}}``. 404 for a view not on the user's screen,
   400 for values naming blocks that are not inputs.
 - ``POST /_sandbox/close`` with JSON ``{view_id, user}``: ``Sandbox.close_view``, answered as
   ``{"status", "body"}`` of the ``view_closed`` delivery (``null`` for both when none was sent).
-- ``POST /_sandbox/response/<key>``: the ``response_url`` of a click (``webapi.respond``).
+- ``POST /_sandbox/response/<key>``: the ``response_url`` of a click (``webapi.response_urls.respond``).
 """
 
 from __future__ import annotations
@@ -36,12 +36,16 @@ from importlib import resources
 from types import TracebackType
 from typing import Any
 
-from countersign.sandbox import webapi
-from countersign.sandbox.core import RESPONSE_URL_PATH, Sandbox
+from countersign.sandbox.identity import RESPONSE_URL_PATH
 from countersign.sandbox.modals import SubmissionRefused
+from countersign.sandbox.sandbox import Sandbox
+from countersign.sandbox.webapi.answers import ApiError, ApiResponse
+from countersign.sandbox.webapi.arguments import parse_params
+from countersign.sandbox.webapi.dispatch import handle
+from countersign.sandbox.webapi.response_urls import respond
 
 #: How often (seconds) a served sandbox checks for ``shutdown()``; bounds how long shutdown takes.
-SHUTDOWN_POLL_S = 0.05
+SHUTDOWN_POLL_SECONDS = 0.05
 Reply = tuple[int, str, bytes]
 """HTTP status, Content-Type, body."""
 
@@ -91,13 +95,13 @@ def _submit(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
     except LookupError as error:
         return _json_reply({"error": str(error)}, 404)
     except SubmissionRefused as refused:
-        return _json_reply({"status": 0, "body": "", "refused": refused.errors, "elapsed_ms": 0})
+        return _json_reply({"status": 0, "body": "", "refused": refused.errors, "elapsed_milliseconds": 0})
     except ValueError as error:
         return _json_reply({"error": str(error)}, 400)
     except (OSError, RuntimeError, http.client.HTTPException) as error:
         status, text = 0, f"could not deliver the submission: {error}"
-    elapsed_ms = round((time.monotonic() - started) * 1000)
-    return _json_reply({"status": status, "body": text, "elapsed_ms": elapsed_ms})
+    elapsed_milliseconds = round((time.monotonic() - started) * 1000)
+    return _json_reply({"status": status, "body": text, "elapsed_milliseconds": elapsed_milliseconds})
 
 
 def _close(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
@@ -127,8 +131,8 @@ def _click(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
         return _json_reply({"error": str(error)}, 404)
     except (OSError, RuntimeError, http.client.HTTPException) as error:
         status, text = 0, f"could not deliver the click: {error}"
-    elapsed_ms = round((time.monotonic() - started) * 1000)
-    return _json_reply({"status": status, "body": text, "elapsed_ms": elapsed_ms})
+    elapsed_milliseconds = round((time.monotonic() - started) * 1000)
+    return _json_reply({"status": status, "body": text, "elapsed_milliseconds": elapsed_milliseconds})
 
 
 Route = Callable[[Sandbox, dict[str, str], bytes], Reply]
@@ -184,8 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(*_json_reply({"error": "not_found"}, 404))
 
-    def _call_api(self, url: urllib.parse.SplitResult, body: bytes) -> webapi.ApiResponse:
-        return webapi.handle(
+    def _call_api(self, url: urllib.parse.SplitResult, body: bytes) -> ApiResponse:
+        return handle(
             self.server.sandbox,
             url.path.removeprefix("/api/"),
             content_type=self.headers.get("Content-Type", ""),
@@ -194,14 +198,14 @@ class _Handler(BaseHTTPRequestHandler):
             authorization=self.headers.get("Authorization", ""),
         )
 
-    def _respond(self, url: urllib.parse.SplitResult, body: bytes) -> webapi.ApiResponse:
+    def _respond(self, url: urllib.parse.SplitResult, body: bytes) -> ApiResponse:
         try:
-            params = webapi.parse_params(self.headers.get("Content-Type", ""), body, url.query)
-        except webapi.ApiError as error:
+            params = parse_params(self.headers.get("Content-Type", ""), body, url.query)
+        except ApiError as error:
             return error.response
-        return webapi.respond(self.server.sandbox, url.path.removeprefix(RESPONSE_URL_PATH), params)
+        return respond(self.server.sandbox, url.path.removeprefix(RESPONSE_URL_PATH), params)
 
-    def _send_api(self, response: webapi.ApiResponse) -> None:
+    def _send_api(self, response: ApiResponse) -> None:
         status, content_type, body = _json_reply(response.body, response.status)
         self._send(status, content_type, body, response.headers)
 
@@ -224,8 +228,7 @@ class SandboxServer:
     def __init__(self, httpd: _Server, thread: threading.Thread) -> None:
         self._httpd = httpd
         self._thread = thread
-        host, port = httpd.server_address[:2]
-        self.url = f"http://{host}:{port}"
+        self.url = _url(httpd)
 
     def shutdown(self) -> None:
         """Stop serving, close the socket and wait for the serving thread."""
@@ -242,10 +245,15 @@ class SandboxServer:
         self.shutdown()
 
 
+def _url(httpd: _Server) -> str:
+    """``"http://HOST:PORT"`` where ``httpd`` listens."""
+    host, port = httpd.socket.getsockname()[:2]  # an AF_INET socket's name is (str, int)
+    return f"http://{host}:{port}"
+
+
 def _bind(sb: Sandbox, host: str, port: int) -> _Server:
     httpd = _Server((host, port), sb)
-    bound_host, bound_port = httpd.server_address[:2]
-    sb.base_url = f"http://{bound_host}:{bound_port}"
+    sb.base_url = _url(httpd)
     return httpd
 
 
@@ -254,7 +262,7 @@ def serve(sb: Sandbox, host: str = "127.0.0.1", port: int = 0) -> SandboxServer:
     httpd = _bind(sb, host, port)
     thread = threading.Thread(
         target=httpd.serve_forever,
-        kwargs={"poll_interval": SHUTDOWN_POLL_S},
+        kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
         name="countersign-sandbox",
         daemon=True,
     )

@@ -1,0 +1,94 @@
+"""The workspace's mutable data: one lock-protected in-memory store for everything the sandbox keeps."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from countersign.sandbox.identity import BOT_USER_ID
+from countersign.sandbox.types import CallRecord, EphemeralRecord, Fault, Json, MessageRecord
+from countersign.sandbox.viewstore import ViewStore
+
+
+class State:
+    """The workspace's mutable data. Hold ``lock`` while reading or changing any field.
+
+    ``messages`` maps ``(channel, ts)`` to a channel message (``MessageRecord``), in post order.
+    ``ephemerals`` lists the ephemeral messages (``EphemeralRecord``). ``response_urls`` maps a
+    response_url key to the ``(channel, ts, user_id)`` it answers. ``views`` holds the trigger_ids and the
+    open modal views (``viewstore.ViewStore``).
+
+    Web API bookkeeping: ``calls`` lists the calls (``CallRecord``); ``faults`` maps a method to its queued
+    faults (``Fault``, see ``Sandbox.inject``); ``post_buckets`` maps a channel to ``(tokens, clock
+    seconds)`` for chat.postMessage pacing.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.messages: dict[tuple[str, str], MessageRecord] = {}
+        self.ephemerals: list[EphemeralRecord] = []
+        self.response_urls: dict[str, tuple[str, str, str]] = {}
+        self.views = ViewStore()
+        self.calls: list[CallRecord] = []
+        self.faults: dict[str, list[Fault]] = {}
+        self.post_buckets: dict[str, tuple[float, float]] = {}
+        self._last_microseconds = 0
+
+    def next_ts(self) -> str:
+        """A Slack message timestamp, ``"<unix seconds>.<6-digit microseconds>"``, unique and increasing."""
+        self._last_microseconds = max(time.time_ns() // 1000, self._last_microseconds + 1)
+        seconds, micros = divmod(self._last_microseconds, 1_000_000)
+        return f"{seconds}.{micros:06d}"
+
+    def add_message(
+        self,
+        channel: str,
+        text: str,
+        blocks: list[Json],
+        *,
+        user: str = BOT_USER_ID,
+        metadata: Json | None = None,
+        thread_ts: str | None = None,
+    ) -> MessageRecord:
+        """Store a new channel message and return its (live) record."""
+        ts = self.next_ts()
+        record: MessageRecord = {
+            "channel": channel,
+            "ts": ts,
+            "text": text,
+            "blocks": blocks,
+            "metadata": metadata,
+            "thread_ts": thread_ts,
+            "user": user,
+            "edited": False,
+        }
+        self.messages[(channel, ts)] = record
+        return record
+
+    def add_ephemeral(self, channel: str, user: str, text: str, blocks: list[Json]) -> str:
+        """Store a message only ``user`` sees and return its ``message_ts``."""
+        ts = self.next_ts()
+        self.ephemerals.append({"channel": channel, "user": user, "text": text, "blocks": blocks, "ts": ts})
+        return ts
+
+    # --- Web API bookkeeping -----------------------------------------------------------------------------
+
+    def record_call(self, method: str, params: Json, now: float) -> CallRecord:
+        """Append a Web API call ``{"method", "params", "time", "status": None, "error": None}``; return it.
+
+        The caller fills in ``status`` (HTTP) and ``error`` (Slack error code or None) once answered.
+        """
+        call: CallRecord = {"method": method, "params": params, "time": now, "status": None, "error": None}
+        self.calls.append(call)
+        return call
+
+    def take_fault(self, method: str) -> Fault | None:
+        """Use one of the queued faults for ``method``, oldest first; None when there is none."""
+        queue = self.faults.get(method)
+        if not queue:
+            return None
+        fault = queue[0]
+        fault["times"] -= 1
+        if fault["times"] <= 0:
+            queue.pop(0)
+        return fault.copy()

@@ -1,0 +1,47 @@
+"""Who is who: auth.test (the bot the token belongs to), users.info and usergroups.users.list."""
+
+from __future__ import annotations
+
+from countersign.sandbox.identity import BOT_ID, BOT_NAME, BOT_USER_ID, TEAM_NAME, UNSERVED_BASE_URL
+from countersign.sandbox.webapi.answers import ApiError, ApiResponse, ok
+from countersign.sandbox.webapi.arguments import Params
+from countersign.sandbox.workspace import Workspace
+
+
+def auth_test(ws: Workspace, params: Params) -> ApiResponse:
+    """auth.test: who the token belongs to. https://docs.slack.dev/reference/methods/auth.test"""
+    return ok(
+        url=f"{ws.base_url or UNSERVED_BASE_URL}/",
+        team=TEAM_NAME,
+        team_id=ws.team_id,
+        user=BOT_NAME,
+        user_id=BOT_USER_ID,
+        bot_id=BOT_ID,
+        is_enterprise_install=False,
+    )
+
+
+def users_info(ws: Workspace, params: Params) -> ApiResponse:
+    """users.info: a directory entry; unknown id → ``user_not_found``.
+
+    https://docs.slack.dev/reference/methods/users.info . The ``user`` object is
+    ``{"id", "name", "real_name", "team_id", "is_bot", "deleted", "profile": {"display_name", "real_name"}}``.
+    """
+    user_id = params.get("user")
+    if user_id not in ws.users:
+        raise ApiError("user_not_found")
+    name = ws.users[user_id]
+    profile = {"display_name": name, "real_name": name}
+    user = {"id": user_id, "name": name, "real_name": name, "team_id": ws.team_id, "profile": profile}
+    return ok(user={**user, "is_bot": False, "deleted": False})
+
+
+def usergroups_users_list(ws: Workspace, params: Params) -> ApiResponse:
+    """usergroups.users.list: the member ids of ``usergroup``; an unknown group → ``no_such_subteam``.
+
+    https://docs.slack.dev/reference/methods/usergroups.users.list
+    """
+    group = params.get("usergroup")
+    if group not in ws.usergroups:
+        raise ApiError("no_such_subteam")
+    return ok(users=list(ws.usergroups[group]))

@@ -1,0 +1,55 @@
+"""views.*: opening, pushing and updating modal views (kept by ``viewstore.ViewStore``)."""
+
+from __future__ import annotations
+
+from countersign.sandbox.modals import ViewError, decode_view
+from countersign.sandbox.webapi.answers import ApiResponse, ok
+from countersign.sandbox.webapi.arguments import Params
+from countersign.sandbox.workspace import Workspace
+
+
+def open_view(ws: Workspace, params: Params) -> ApiResponse:
+    """views.open: open a modal for the user whose interaction issued ``trigger_id``.
+
+    https://docs.slack.dev/reference/methods/views.open . ``view`` is a dict or JSON string, checked by
+    ``modals.decode_view`` (``invalid_arguments`` with ``response_metadata.messages``, ``view_too_large``)
+    before the trigger is used, so a refused view leaves the trigger usable. Then the trigger must be
+    known, unused and at most ``ws.trigger_ttl_seconds`` seconds old (``invalid_trigger_id``,
+    ``exchanged_trigger_id``, ``expired_trigger_id``;
+    https://docs.slack.dev/tools/bolt-python/concepts/opening-modals). Answers ``{"view": {..., "id",
+    "hash", "state": {"values": {}}, "team_id", "app_id"}}``. A modal the user already had open is
+    replaced (see ``ViewStore.open_view``).
+    """
+    if not params.get("trigger_id"):
+        raise ViewError("invalid_arguments", ["[ERROR] missing required field: trigger_id"])
+    view = decode_view(params.get("view"))
+    trigger = ws.state.views.exchange_trigger(params["trigger_id"], ws.clock(), ws.trigger_ttl_seconds)
+    return ok(view=ws.state.views.open_view(trigger["user"], view, ws.team_id)["view"])
+
+
+def push_view(ws: Workspace, params: Params) -> ApiResponse:
+    """views.push: put a view on top of the open modal of the user who issued ``trigger_id``.
+
+    https://docs.slack.dev/reference/methods/views.push . Checks as views.open, then ``not_found`` when
+    that user has no open modal (sandbox choice) and ``push_limit_reached`` above root + 2 views.
+    """
+    if not params.get("trigger_id"):
+        raise ViewError("invalid_arguments", ["[ERROR] missing required field: trigger_id"])
+    view = decode_view(params.get("view"))
+    trigger = ws.state.views.exchange_trigger(params["trigger_id"], ws.clock(), ws.trigger_ttl_seconds)
+    return ok(view=ws.state.views.push_view(trigger["user"], view, ws.team_id)["view"])
+
+
+def update_view(ws: Workspace, params: Params) -> ApiResponse:
+    """views.update: replace an open view, found by ``view_id`` or else ``external_id``.
+
+    https://docs.slack.dev/reference/methods/views.update . Needs no trigger. ``hash`` (optional) must be
+    the view's current hash, else ``hash_conflict``; an unknown or closed view is ``not_found``; the view
+    is checked as in views.open. Answers ``{"view"}`` with the same id and a new hash.
+    """
+    if not params.get("view_id") and not params.get("external_id"):
+        raise ViewError("invalid_arguments", ["[ERROR] view_id or external_id is required"])
+    view = decode_view(params.get("view"))
+    views = ws.state.views
+    record = views.find_view(params.get("view_id"), params.get("external_id"))
+    return ok(view=views.update_view(record, view, ws.team_id, params.get("hash") or None)["view"])

@@ -1,0 +1,112 @@
+"""The HTTP front (``server``): the page, its JSON endpoints for clicks and modals, and
+``python -m countersign.sandbox``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from slack_sdk import WebClient
+
+from countersign.sandbox import Sandbox, SandboxServer
+
+from .builders import CHANNEL, SECRET, card, open_modal
+from .harness import Receiver, http
+
+
+def test_page_and_json_endpoints(
+    client: WebClient, sb: Sandbox, server: SandboxServer, receiver: Receiver
+) -> None:
+    ts = client.chat_postMessage(channel=CHANNEL, text="Approval needed", blocks=card())["ts"]
+    client.chat_postEphemeral(channel=CHANNEL, user="U0BOB", text="psst")
+
+    status, content_type, body = http(server.url + "/")
+    assert status == 200
+    assert content_type.startswith("text/html")
+    assert b"<html" in body
+    assert b"/_sandbox/state" in body
+
+    status, content_type, body = http(server.url + "/_sandbox/state")
+    state = json.loads(body)
+    assert (status, content_type.split(";")[0]) == (200, "application/json")
+    assert {"id": "U0LEAD", "name": "lee.lead"} in state["users"]
+    assert [c["id"] for c in state["channels"]] == [CHANNEL]
+    assert state["channels"][0]["messages"] == sb.messages(CHANNEL)
+    assert state["ephemerals"] == sb.ephemerals()
+
+    assert json.loads(http(f"{server.url}/_sandbox/messages?channel={CHANNEL}")[2]) == sb.messages(CHANNEL)
+    assert json.loads(http(f"{server.url}/_sandbox/ephemerals?user=U0BOB")[2]) == sb.ephemerals("U0BOB")
+
+    click = {"channel": CHANNEL, "ts": ts, "action_id": "deny", "user": "U0LEAD"}
+    status, _, body = http(server.url + "/_sandbox/click", click)
+    answer = json.loads(body)
+    assert (status, answer["status"], answer["body"]) == (200, 200, "")
+    assert receiver.requests[0]["payload"]["user"]["id"] == "U0LEAD"
+    assert http(server.url + "/_sandbox/click", {**click, "action_id": "nope"})[0] == 404
+
+
+def test_page_click_reports_an_unreachable_bot(client: WebClient, sb: Sandbox, server: SandboxServer) -> None:
+    ts = client.chat_postMessage(channel=CHANNEL, text="Approval needed", blocks=card())["ts"]
+    status, _, body = http(
+        server.url + "/_sandbox/click",
+        {"channel": CHANNEL, "ts": ts, "action_id": "approve", "user": "U0BOB"},
+    )
+    assert status == 200
+    assert json.loads(body)["status"] == 0
+
+
+def test_page_modal_endpoints(
+    client: WebClient, sb: Sandbox, server: SandboxServer, receiver: Receiver, trigger: Callable[..., str]
+) -> None:
+    body = http(server.url + "/")[2]
+    assert b"/_sandbox/submit" in body and b"/_sandbox/close" in body
+    assert b"innerHTML" not in body
+
+    opened = open_modal(client, trigger)
+    assert json.loads(http(server.url + "/_sandbox/views?user=U0ALICE")[2]) == sb.views("U0ALICE")
+    assert json.loads(http(server.url + "/_sandbox/state")[2])["views"] == sb.views()
+
+    submit = {"view_id": opened["id"], "user": "U0ALICE", "values": {"amount": None}}
+    status, _, answer = http(server.url + "/_sandbox/submit", submit)
+    assert (status, json.loads(answer)["refused"]) == (
+        200,
+        {"amount": "Please complete this required field."},
+    )
+    assert http(server.url + "/_sandbox/submit", {**submit, "user": "U0BOB"})[0] == 404
+    assert http(server.url + "/_sandbox/submit", {**submit, "values": {"nope": "1"}})[0] == 400
+
+    status, _, answer = http(server.url + "/_sandbox/submit", {**submit, "values": {"amount": "10"}})
+    assert (status, json.loads(answer)["status"]) == (200, 200)
+    assert (
+        receiver.requests[-1]["payload"]["view"]["state"]["values"]["amount"]["amount_input"]["value"] == "10"
+    )
+    assert sb.views() == []
+
+    again = open_modal(client, trigger)
+    status, _, answer = http(server.url + "/_sandbox/close", {"view_id": again["id"], "user": "U0ALICE"})
+    assert (status, json.loads(answer)) == (200, {"status": None, "body": None})
+    assert sb.views() == []
+
+
+def test_command_line_prints_one_line_and_serves_until_interrupted() -> None:
+    command = [sys.executable, "-m", "countersign.sandbox", "--port", "0", "--signing-secret", SECRET]
+    repo = Path(__file__).resolve().parents[2]
+    with subprocess.Popen(
+        command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            line = proc.stdout.readline().strip()
+            assert re.fullmatch(r"sandbox: http://127\.0\.0\.1:\d+", line)
+            url = line.removeprefix("sandbox: ")
+            auth = WebClient(token="xoxb-1", base_url=url + "/api/").auth_test()
+            assert auth["user_id"] == "U0BOT"
+        finally:
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    assert (proc.returncode, out, err) == (0, "", "")
