@@ -200,7 +200,7 @@ def test_a_post_slower_than_the_client_timeout_is_found_not_posted_twice(
     runtime.__dict__["slack"] = WebClient(
         token="xoxb-test", base_url=url + "/api/", timeout=1, retry_handlers=[]
     )
-    sb.inject("chat.postMessage", delay_s=2)  # Slack posts it, but after the client gave up
+    sb.inject("chat.postMessage", delay_seconds=2)  # Slack posts it, but after the client gave up
     request_id = client.request(refund())
     drain(redis)
     wait_for(lambda: card_count(sb, request_id) == 1, what="the slow post to land")

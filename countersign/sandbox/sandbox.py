@@ -46,7 +46,6 @@ class Sandbox(Workspace):
         retry_after: int | None = None,
         delay_seconds: float = 0.0,
         times: int = 1,
-        delay_s: float | None = None,
     ) -> None:
         """Make the next ``times`` calls of Web API ``method`` (e.g. ``"chat.postMessage"``) misbehave.
 
@@ -58,15 +57,10 @@ class Sandbox(Workspace):
         - ``error`` with status 200: ``{"ok": false, "error": error}``, as Slack reports most failures.
         - ``delay_seconds``: sleep that many seconds before answering (to trip client timeouts). Without an
           error or status the call then runs normally, so it takes effect even if the client gave up.
-          ``delay_s`` is its former name, still accepted for callers not yet moved to ``delay_seconds``.
 
         Faults queue per method in the order injected; a call answered by a fault does not run.
         Raises ValueError for an unknown method or a fault that changes nothing.
         """
-        if delay_s is not None:
-            if delay_seconds:
-                raise TypeError("give delay_seconds or its former name delay_s, not both")
-            delay_seconds = delay_s
         if method not in METHODS:
             raise ValueError(f"unknown Web API method {method!r}")
         if times < 1 or delay_seconds < 0 or not 200 <= status <= 599:
