@@ -42,8 +42,8 @@ def execute_approved(
 
     Needs `COUNTERSIGN_SECRET`, `DATABASE_URL` and `REDIS_URL` (from the environment unless a
     `runtime` is given). Returns what `fn` returns. Raises `ExecutionRefused` (`why`:
-    `not_approved`, `bad_signature`, `payload_mismatch`, `grant_expired`, `already_executed`,
-    `unknown_request`) before running anything; re-raises what `fn` raises, after recording the
+    `malformed_decision`, `not_approved`, `bad_signature`, `payload_mismatch`, `grant_expired`,
+    `already_executed`, `unknown_request`) before running anything; re-raises what `fn` raises, after recording the
     failure.
     """
     runtime = runtime or current()

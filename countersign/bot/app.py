@@ -8,9 +8,9 @@ first. The process's `Runtime` and the pool reach listeners through Bolt's injec
 
 The app runs with `process_before_response=True`: Bolt runs the listener on the HTTP request's
 own thread and answers as soon as it returns, which is right after `ack()` since the domain call
-runs on the pool. In Bolt's default mode the listener itself, ack included, waits for one of the
-five threads of Bolt's listener executor, and the request thread polls every 10 ms for the ack: at
-50 clicks a second the acks queued behind earlier clicks' database and Slack work (BENCHMARKS.md,
+runs on the pool. In Bolt's default mode the listener itself, ack included, would wait for one of the
+five threads of Bolt's listener executor while the request thread polls every 10 ms for the ack: at
+50 clicks a second acks would queue behind earlier clicks' database and Slack work (BENCHMARKS.md,
 "Decision latency").
 """
 

@@ -11,7 +11,7 @@ answers, reminders and status messages, and what to do when Slack says no.
   (`reserve_slot`): a card whose time has come posts; the others wait for theirs (`RetryLater`
   until then, and a posting lease until then so the card sweep leaves them alone), keeping their
   reservation when they run again. So a backlog of cards for one channel drains at the pace, each
-  job runs about twice, and no job is rescheduled every second (the thundering herd that used to
+  job runs about twice, and no job is rescheduled every second (a thundering herd that would
   delay the other channels' cards). A `429` is honoured the same way, for its `Retry-After`
   seconds, and the card gives up its time. No worker ever sleeps.
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;

@@ -426,9 +426,9 @@ _holders: dict[Path, PolicyHolder] = {}
 def holder(path: Path | str) -> PolicyHolder:
     """The process's `PolicyHolder` for `path`, created (and loaded) on first use.
 
-    Module-level on purpose: RQ runs each job in a child forked from the worker, and the child
-    inherits this holder with the last good policy in force, so a broken file is refused (and the
-    last good policy used) in every job, not only in the process that saw it first.
+    One per process and file, shared by every `Runtime` of the process (the router worker's jobs
+    and the worker itself), so a broken file is reported once and the last good policy stays in
+    force for every job, not only for the one that first saw the file change.
     """
     key = Path(path).resolve()
     if key not in _holders:

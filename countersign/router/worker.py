@@ -3,9 +3,9 @@
 RQ settings, chosen so that nothing is lost or run twice by the transport, and for speed:
 - RQ's `SimpleWorker`, which runs jobs in the worker process instead of forking a work-horse per
   job: the database pool, the Slack and Redis clients and SQLAlchemy's compiled-statement cache
-  then outlive one job. Forking threw them away after every job and made intake about seven times
-  slower than a no-op job (BENCHMARKS.md, "Intake throughput"). Intake jobs are idempotent, and a
-  job left behind by a killed worker is handled as before (RQ's maintenance, the card sweep);
+  outlive one job (BENCHMARKS.md, "Intake throughput", measures what a fork per job costs). Intake
+  jobs are idempotent, and a job left behind by a killed worker is found by RQ's maintenance and
+  the card sweep;
 - one queue per worker, so RQ dequeues atomically with `BLMOVE` (Redis >= 6.2) instead of a
   `BLPOP` whose move into the started registry is not atomic (rq issue #1716);
 - the JSON serializer (DESIGN.md, invariant 9);

@@ -57,7 +57,8 @@ def _sqlite_begin(conn: Any) -> None:
 
 
 def _config() -> Config:
-    # Alembic is imported only here: agents import countersign in every forked RQ job, and never migrate.
+    # Alembic is imported only here: an agent's RQ worker may import countersign in every forked job,
+    # and never migrates.
     from alembic.config import Config
 
     config = Config()
