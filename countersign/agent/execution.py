@@ -43,8 +43,8 @@ def execute_approved(
     Needs `COUNTERSIGN_SECRET`, `DATABASE_URL` and `REDIS_URL` (from the environment unless a
     `runtime` is given). Returns what `fn` returns. Raises `ExecutionRefused` (`why`:
     `malformed_decision`, `not_approved`, `bad_signature`, `payload_mismatch`, `grant_expired`,
-    `already_executed`, `unknown_request`) before running anything; re-raises what `fn` raises, after recording the
-    failure.
+    `already_executed`, `unknown_request`) before running anything; re-raises what `fn` raises,
+    after recording the failure.
     """
     runtime = runtime or current()
     runtime.settings.require("COUNTERSIGN_SECRET", needed_by="execute_approved in the agent's worker")

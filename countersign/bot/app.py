@@ -99,19 +99,27 @@ def on_modal_button(ack: Ack, body: dict[str, Any], client: WebClient, context: 
 
 def on_edit_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Edit modal submit: inline errors, or close the modal and approve with the edits."""
-    submitted = payload.view_submission(body)
-    user_id = submitted.user["slack_user_id"]
-    submission = review.check_edit(context["runtime"], submitted.request_id, user_id, submitted.values)
-    ack(**modals.ack_for(submission))
-    if submission.ok:
-        _after_ack(context, review.approve_edited, client, submitted.user, submission)
+    _on_submit(ack, body, client, context, review.check_edit, review.approve_edited)
 
 
 def on_reject_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Reject modal submit: inline errors, or close the modal and reject with the reason."""
+    _on_submit(ack, body, client, context, review.check_reject, review.reject_with_reason)
+
+
+def _on_submit(
+    ack: Ack,
+    body: dict[str, Any],
+    client: WebClient,
+    context: BoltContext,
+    check: Callable[[Runtime, str, str, dict[str, str | None]], review.Submission],
+    decide: Callable[..., object],
+) -> None:
+    """A modal submit: `check` it (a read, before the ack, which carries any field errors), ack,
+    then `decide` on the pool once the modal has closed."""
     submitted = payload.view_submission(body)
     user_id = submitted.user["slack_user_id"]
-    submission = review.check_reject(context["runtime"], submitted.request_id, user_id, submitted.values)
+    submission = check(context["runtime"], submitted.request_id, user_id, submitted.values)
     ack(**modals.ack_for(submission))
     if submission.ok:
-        _after_ack(context, review.reject_with_reason, client, submitted.user, submission)
+        _after_ack(context, decide, client, submitted.user, submission)

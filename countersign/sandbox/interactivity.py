@@ -43,8 +43,15 @@ def new_trigger_id() -> str:
     return f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}"
 
 
-def _user(team_id: str, user_id: str, user_name: str) -> Json:
-    return {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id}
+def _envelope(kind: str, team_id: str, team_domain: str, user_id: str, user_name: str) -> Json:
+    """The fields every interactivity payload starts with: its type, the workspace, who acted, the app."""
+    return {
+        "type": kind,
+        "team": {"id": team_id, "domain": team_domain},
+        "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
+        "api_app_id": API_APP_ID,
+        "token": VERIFICATION_TOKEN,
+    }
 
 
 def _channel_name(channel_id: str) -> str:
@@ -79,11 +86,7 @@ def block_actions_payload(
     }
     action.update({key: button[key] for key in ("value", "style") if key in button})
     return {
-        "type": "block_actions",
-        "team": {"id": team_id, "domain": team_domain},
-        "user": _user(team_id, user_id, user_name),
-        "api_app_id": API_APP_ID,
-        "token": VERIFICATION_TOKEN,
+        **_envelope("block_actions", team_id, team_domain, user_id, user_name),
         "container": {
             "type": "message",
             "message_ts": message["ts"],
@@ -109,11 +112,7 @@ def view_submission_payload(
     has no ``response_url_enabled`` inputs.
     """
     return {
-        "type": "view_submission",
-        "team": {"id": team_id, "domain": team_domain},
-        "user": _user(team_id, user_id, user_name),
-        "api_app_id": API_APP_ID,
-        "token": VERIFICATION_TOKEN,
+        **_envelope("view_submission", team_id, team_domain, user_id, user_name),
         "trigger_id": trigger_id,
         "view": view,
         "response_urls": [],
@@ -128,11 +127,7 @@ def view_closed_payload(
     """The ``view_closed`` payload Slack sends when a user dismisses a modal whose view set
     ``notify_on_close``. ``is_cleared`` is True when the whole view stack closed (``clear_on_close``)."""
     return {
-        "type": "view_closed",
-        "team": {"id": team_id, "domain": team_domain},
-        "user": _user(team_id, user_id, user_name),
-        "api_app_id": API_APP_ID,
-        "token": VERIFICATION_TOKEN,
+        **_envelope("view_closed", team_id, team_domain, user_id, user_name),
         "view": view,
         "is_cleared": is_cleared,
         "is_enterprise_install": False,

@@ -89,19 +89,14 @@ def _submit(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
     values = request.get("values", {}) if request else None
     if request is None or not isinstance(values, dict):
         return _json_reply({"error": "expected JSON {view_id, user, values: {block_id: text}}"}, 400)
-    started = time.monotonic()
     try:
-        status, text = sb.submit_view(str(request["view_id"]), str(request["user"]), values)
-    except LookupError as error:
-        return _json_reply({"error": str(error)}, 404)
+        return _timed_delivery(
+            lambda: sb.submit_view(str(request["view_id"]), str(request["user"]), values), "the submission"
+        )
     except SubmissionRefused as refused:
         return _json_reply({"status": 0, "body": "", "refused": refused.errors, "elapsed_milliseconds": 0})
     except ValueError as error:
         return _json_reply({"error": str(error)}, 400)
-    except (OSError, RuntimeError, http.client.HTTPException) as error:
-        status, text = 0, f"could not deliver the submission: {error}"
-    elapsed_milliseconds = round((time.monotonic() - started) * 1000)
-    return _json_reply({"status": status, "body": text, "elapsed_milliseconds": elapsed_milliseconds})
 
 
 def _close(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
@@ -124,13 +119,19 @@ def _click(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
         args = [str(request[key]) for key in ("channel", "ts", "action_id", "user")]
     except (ValueError, TypeError, KeyError):
         return _json_reply({"error": "expected JSON {channel, ts, action_id, user}"}, 400)
+    return _timed_delivery(lambda: sb.click(*args), "the click")
+
+
+def _timed_delivery(deliver: Callable[[], tuple[int, str]], what: str) -> Reply:
+    """Deliver a click or submission to the bot and answer the page with the bot's status, body and
+    how long it took (404 for an unknown message or view; status 0 when it could not be delivered)."""
     started = time.monotonic()
     try:
-        status, text = sb.click(*args)
+        status, text = deliver()
     except LookupError as error:
         return _json_reply({"error": str(error)}, 404)
     except (OSError, RuntimeError, http.client.HTTPException) as error:
-        status, text = 0, f"could not deliver the click: {error}"
+        status, text = 0, f"could not deliver {what}: {error}"
     elapsed_milliseconds = round((time.monotonic() - started) * 1000)
     return _json_reply({"status": status, "body": text, "elapsed_milliseconds": elapsed_milliseconds})
 

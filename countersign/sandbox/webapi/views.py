@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from countersign.sandbox.modals import ViewError, decode_view
+from countersign.sandbox.types import Json
 from countersign.sandbox.webapi.answers import ApiResponse, ok
 from countersign.sandbox.webapi.arguments import Params
 from countersign.sandbox.workspace import Workspace
+
+
+def _with_trigger(ws: Workspace, params: Params) -> tuple[str, Json]:
+    """The user who issued ``trigger_id`` and the checked view, for views.open and views.push: the
+    view is checked before the trigger is used, so a refused view leaves the trigger usable."""
+    if not params.get("trigger_id"):
+        raise ViewError("invalid_arguments", ["[ERROR] missing required field: trigger_id"])
+    view = decode_view(params.get("view"))
+    trigger = ws.state.views.exchange_trigger(params["trigger_id"], ws.clock(), ws.trigger_ttl_seconds)
+    return trigger["user"], view
 
 
 def open_view(ws: Workspace, params: Params) -> ApiResponse:
@@ -20,11 +31,8 @@ def open_view(ws: Workspace, params: Params) -> ApiResponse:
     "hash", "state": {"values": {}}, "team_id", "app_id"}}``. A modal the user already had open is
     replaced (see ``ViewStore.open_view``).
     """
-    if not params.get("trigger_id"):
-        raise ViewError("invalid_arguments", ["[ERROR] missing required field: trigger_id"])
-    view = decode_view(params.get("view"))
-    trigger = ws.state.views.exchange_trigger(params["trigger_id"], ws.clock(), ws.trigger_ttl_seconds)
-    return ok(view=ws.state.views.open_view(trigger["user"], view, ws.team_id)["view"])
+    user, view = _with_trigger(ws, params)
+    return ok(view=ws.state.views.open_view(user, view, ws.team_id)["view"])
 
 
 def push_view(ws: Workspace, params: Params) -> ApiResponse:
@@ -33,11 +41,8 @@ def push_view(ws: Workspace, params: Params) -> ApiResponse:
     https://docs.slack.dev/reference/methods/views.push . Checks as views.open, then ``not_found`` when
     that user has no open modal (sandbox choice) and ``push_limit_reached`` above root + 2 views.
     """
-    if not params.get("trigger_id"):
-        raise ViewError("invalid_arguments", ["[ERROR] missing required field: trigger_id"])
-    view = decode_view(params.get("view"))
-    trigger = ws.state.views.exchange_trigger(params["trigger_id"], ws.clock(), ws.trigger_ttl_seconds)
-    return ok(view=ws.state.views.push_view(trigger["user"], view, ws.team_id)["view"])
+    user, view = _with_trigger(ws, params)
+    return ok(view=ws.state.views.push_view(user, view, ws.team_id)["view"])
 
 
 def update_view(ws: Workspace, params: Params) -> ApiResponse:
