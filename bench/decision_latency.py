@@ -70,7 +70,7 @@ from countersign.store import ApprovalRequest, Store, create_db_engine
 CHANNELS = 200
 APPROVER = "U0LEAD"
 AGENT_QUEUE = "bench-agent"
-ACK_TARGET_MS, RESUME_TARGET_MS = 100, 50
+ACK_TARGET_MILLISECONDS, RESUME_TARGET_MILLISECONDS = 100, 50
 
 
 def policy() -> str:
@@ -365,8 +365,8 @@ def _report(
         ("resume jobs missing", sum(enqueued[c.index] is None for c in measured)),
     ]
     for name, values, target in (
-        ("ack", acks, ACK_TARGET_MS),
-        ("click -> resume enqueued", resumes, RESUME_TARGET_MS),
+        ("ack", acks, ACK_TARGET_MILLISECONDS),
+        ("click -> resume enqueued", resumes, RESUME_TARGET_MILLISECONDS),
     ):
         spread = [_ms(values, 50), _ms(values, 95), _ms(values, 99), _ms(values, 100)]
         rows.append((f"{name} ms p50 / p95 / p99 / max", " / ".join(spread)))

@@ -20,7 +20,7 @@ from ..exceptions import SchemaOutOfDate
 if TYPE_CHECKING:
     from alembic.config import Config
 
-SQLITE_BUSY_TIMEOUT_MS = 10_000
+SQLITE_BUSY_TIMEOUT_MILLISECONDS = 10_000
 WRITE = {"countersign_write": True}
 
 
@@ -36,7 +36,7 @@ def create_db_engine(url: str) -> Engine:
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, pool_pre_ping=True)
-    engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MILLISECONDS / 1000})
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine
@@ -46,7 +46,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None  # let the "begin" hook below issue BEGIN itself
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MILLISECONDS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
