@@ -98,7 +98,7 @@ def _facts(request: ApprovalRequest) -> list[str]:
 
 def _body(request: ApprovalRequest, version: str) -> list[Block]:
     """Summary next to the raw payload fields (the summary can never hide them), then the reason."""
-    payload = request.approved_payload if request.approved_payload is not None else request.payload
+    payload = request.payload_to_run
     items = list(payload.items())
     shown = [f"{key}: {show(value)}" for key, value in items[:CARD_PAYLOAD_FIELDS]]
     if len(items) > CARD_PAYLOAD_FIELDS:
