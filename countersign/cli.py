@@ -243,15 +243,9 @@ def _web(args: argparse.Namespace) -> None:
 
 
 def _socket(_args: argparse.Namespace) -> None:
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from .bot.socket_mode import serve
 
-    from .bot.app import create_app
-    from .router.runtime import Runtime
-
-    settings = load_settings()
-    settings.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", needed_by="`countersign socket`")
-    settings = settings.model_copy(update={"SLACK_SIGNING_SECRET": settings.SLACK_SIGNING_SECRET or "unused"})
-    SocketModeHandler(create_app(Runtime(settings)), settings.SLACK_APP_TOKEN).start()
+    serve(load_settings())
 
 
 def _worker(args: argparse.Namespace) -> None:
