@@ -15,11 +15,10 @@ from rq import Worker
 
 from countersign.agent import ApprovalClient
 from countersign.sandbox import Sandbox
+from tests.helpers import wait_for
+from tests.helpers.builders import refund
 
-from .helpers import wait_for
-from .test_flow import refund
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def children(pid: int) -> list[int]:

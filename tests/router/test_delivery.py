@@ -11,7 +11,7 @@ from typing import Any
 from redis import Redis
 from rq.registry import ScheduledJobRegistry
 
-from countersign.agent import ApprovalClient, RouterUnavailable
+from countersign.agent import ApprovalClient
 from countersign.exceptions import RetryLater
 from countersign.router import delivery
 from countersign.router.delivery import CLOCK_SLACK_SECONDS, PACE_MILLISECONDS, post_card
@@ -19,9 +19,8 @@ from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-
-from .helpers import drain, empty_resume, wait_for
-from .test_flow import refund
+from tests.helpers import drain, empty_resume, wait_for
+from tests.helpers.builders import refund
 
 
 def reserved(redis: Redis, request_id: str) -> int:
@@ -215,20 +214,6 @@ def test_a_post_slower_than_the_client_timeout_is_found_not_posted_twice(
     redis.delete("countersign:pace:C0FINANCE")
     assert post_card(runtime, store.get(request_id)) == "found"  # type: ignore[arg-type]
     assert card_count(sb, request_id) == 1
-
-
-def test_the_agent_is_told_clearly_when_redis_is_unreachable(store: Store) -> None:
-    from countersign.ports import free_port
-
-    down = ApprovalClient(
-        Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1), store
-    )
-    try:
-        down.request(refund())
-    except RouterUnavailable as exc:
-        assert "retry with the same key" in str(exc)
-    else:
-        raise AssertionError("request() succeeded without Redis")
 
 
 def test_a_refused_fallback_is_not_retried_in_a_loop(
