@@ -148,6 +148,8 @@ def test_two_approvers_clicking_at_once_give_one_decision_and_one_resume(
 def test_the_human_an_agent_acts_for_cannot_approve_it_but_another_approver_can(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
+    """U0LEAD, on whose behalf the agent asks, is refused (`self_approval`) and told so; the final wait
+    checks that U0ALICE, another approver, then approves it."""
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb, on_behalf_of="U0LEAD")
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")

@@ -25,7 +25,7 @@ from countersign.sandbox import Sandbox
 from countersign.store import Store
 from countersign.store.engine import WRITE
 from tests.helpers import wait_for
-from tests.helpers.builders import post_card, status
+from tests.helpers.builders import edited_card, post_card, status
 from tests.helpers.strategies import json_values
 
 
@@ -148,6 +148,9 @@ def decisions_blocked(store: Store) -> Iterator[None]:
 def test_clicks_are_acked_while_earlier_decisions_are_still_being_written(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
+    """Every click is acked (200) while no decision can be written, and none is decided yet; the final
+    waits check that each click's decision is written once the database lets it (every request ends
+    approved) and its card rewritten (so no decision is still writing to Slack when the test ends)."""
     sb, _ = sandbox
     cards = []
     for n in range(DECISION_THREADS + 1):  # more clicks than decisions run at once (and than Bolt's 5)
@@ -159,3 +162,5 @@ def test_clicks_are_acked_while_earlier_decisions_are_still_being_written(
         assert {status(store, request_id) for request_id, _ in cards} == {"pending"}
     for request_id, _ in cards:
         wait_for(lambda r=request_id: status(store, r) == "approved", what=f"{request_id} approved")
+    for _, card in cards:
+        wait_for(lambda ts=card["ts"]: edited_card(sb, ts), what=f"card {card['ts']} rewritten")

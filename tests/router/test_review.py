@@ -87,6 +87,8 @@ def test_user_group_members_approve_and_others_cannot(
     sandbox: tuple[Sandbox, str],
     bot: str,
 ) -> None:
+    """pay_vendor's approvers are the members of S0FINANCE. Checked by waits: U0LEAD, not a member, is
+    refused (a `refused` audit event), and U0BOB, a member, approves (the status becomes `approved`)."""
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb, channel="C0AP", action="pay_vendor")
     assert store.get(request_id).approvers == ["U0ALICE", "U0BOB"]  # type: ignore[union-attr]
@@ -104,6 +106,8 @@ def test_two_of_two_quorum_with_concurrent_votes(
     sandbox: tuple[Sandbox, str],
     bot: str,
 ) -> None:
+    """Two approvals are needed: the first is counted and shown on the card, a repeat by the same
+    approver is not counted, the second approves; the final wait checks the card then names both."""
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb, payload={"amount": "25000.00", "currency": "USD"})
     assert "Edit" not in str(card["blocks"])  # edits are for single-approver requests
