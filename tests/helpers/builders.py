@@ -75,8 +75,11 @@ def resume(row: Any) -> ResumeEvent:
     return ResumeEvent(resume_job_id(row.id), decision_of(row, "test-secret").to_json())
 
 
-def new_request(store: Store, request_id: str | None = None, key: str | None = None) -> Any:
-    """A stored pending request (a fresh id and idempotency key unless given)."""
+def new_request(
+    store: Store, request_id: str | None = None, key: str | None = None, rules: Rules | None = None
+) -> Any:
+    """A stored pending request (a fresh id and idempotency key unless given; `rules` default to a
+    60-second grant)."""
     request_id = request_id or str(ULID())
     row, created = store.create(
         {
@@ -99,7 +102,7 @@ def new_request(store: Store, request_id: str | None = None, key: str | None = N
             "approvers": ["U0LEAD"],
             "policy_version": 1,
             "policy_sha256": "b" * 64,
-            "rules": Rules(grant_ttl_seconds=60),
+            "rules": rules if rules is not None else Rules(grant_ttl_seconds=60),
         }
     )
     assert created
