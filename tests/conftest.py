@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,15 +23,13 @@ from sqlalchemy.engine import make_url
 
 from countersign import connections
 from countersign.agent import ApprovalClient
-from countersign.ports import free_port
 from countersign.router import directory
 from countersign.router import runtime as runtime_module
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox, serve
 from countersign.store import Store, create_db_engine, upgrade
 from countersign.store.models import Base
-
-from .helpers import wait_for
+from tests.helpers.redis_server import RedisServer
 
 POLICY = """\
 version: 3
@@ -48,52 +44,6 @@ actions:
     edit_rule: "edited.amount <= original.amount"
     reject_reason: required
 """
-
-
-class RedisServer:
-    """A redis-server of the tests' own on a free port, with nothing saved to disk."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.workdir = workdir
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        """Start the server and wait until it answers PING."""
-        binary = shutil.which("redis-server")
-        assert binary, "redis-server is not installed (make install installs it)"
-        self.process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        client = Redis.from_url(self.url)
-        wait_for(lambda: _pings(client), what="redis-server to answer")
-
-    def stop(self) -> None:
-        """Kill the server (SIGKILL: crash tests want the abrupt kind)."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-
-
-def _pings(client: Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except Exception:
-        return False
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,7 @@ from redis import Redis
 from countersign.agent import ApprovalClient
 from countersign.cli import main
 from countersign.config import ConfigError, load_settings
-
-from .helpers import README_REQUEST, drain
+from tests.helpers import README_REQUEST, drain
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

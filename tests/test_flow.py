@@ -14,40 +14,8 @@ from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION, EDIT_ACTION
 from countersign.router.jobs import json_queue, resume_job_id
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-
-from . import agent
-from .helpers import drain, wait_for
-
-
-def refund(**overrides: Any) -> dict[str, Any]:
-    request = {
-        "action": "issue_refund",
-        "payload": {"amount": "120.00", "currency": "USD"},
-        "summary": "Refund ACME",
-        "reason": "duplicate charge",
-        "requester": "refund-agent",
-        "run_id": "r1",
-        "step": "s1",
-        "resume": {"queue": agent.QUEUE, "func": agent.FUNC},
-    }
-    return {**request, **overrides}
-
-
-def post_card(
-    client: ApprovalClient, redis: Redis, sb: Sandbox, channel: str = "C0FINANCE", **overrides: Any
-) -> tuple[str, dict[str, Any]]:
-    """Request (with `overrides`), run intake, and return the request id and its one card in `channel`."""
-    request_id = client.request(refund(**overrides))
-    drain(redis)
-    cards = [m for m in sb.messages(channel) if request_id in str(m["blocks"])]
-    assert len(cards) == 1, cards
-    return request_id, cards[0]
-
-
-def status(store: Store, request_id: str) -> str:
-    row = store.get(request_id)
-    assert row is not None
-    return row.status
+from tests.helpers import agent, drain, wait_for
+from tests.helpers.builders import edited_card, post_card, status
 
 
 def buttons(message: dict[str, Any]) -> list[str]:
@@ -88,11 +56,6 @@ def test_approve_click_decides_audits_updates_card_and_resumes_agent(
     assert decision["decided_at"].endswith("Z")
     assert decision["policy_version"] == 3
     assert set(decision["grant"]) == {"payload_sha256", "expires_at", "signature"}
-
-
-def edited_card(sb: Sandbox, ts: str) -> dict[str, Any] | None:
-    """The card with this `ts` once it has been rewritten, else None."""
-    return next((m for m in sb.messages() if m["ts"] == ts and m["edited"]), None)
 
 
 def resumed_and_swept(store: Store, redis: Redis, request_id: str) -> list[Any]:
@@ -185,6 +148,8 @@ def test_two_approvers_clicking_at_once_give_one_decision_and_one_resume(
 def test_the_human_an_agent_acts_for_cannot_approve_it_but_another_approver_can(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
+    """U0LEAD, on whose behalf the agent asks, is refused (`self_approval`) and told so; the final wait
+    checks that U0ALICE, another approver, then approves it."""
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb, on_behalf_of="U0LEAD")
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from countersign.router.edits import block_id, check
-
-from .test_cards import request
+from tests.helpers.builders import request
 
 RULES = {
     "editable": {"amount": {"type": "decimal", "places": 2, "min": "0.01"}},

@@ -16,7 +16,7 @@ from slack_sdk import WebClient
 
 from countersign.router import cards
 from countersign.sandbox import Sandbox, serve
-from countersign.store import ApprovalRequest, Rules
+from tests.helpers.builders import request
 
 HOSTILE = "<!channel> pay <@U0ADMIN> & <https://example.com|click>"
 
@@ -26,43 +26,6 @@ def slack() -> Iterator[WebClient]:
     server = serve(Sandbox(signing_secret="s"))
     yield WebClient(token="xoxb-test", base_url=server.url + "/api/")
     server.shutdown()
-
-
-def request(**overrides: Any) -> ApprovalRequest:
-    values: dict[str, Any] = {
-        "id": "01J00000000000000000000000",
-        "idempotency_key": "a:r:s",
-        "action": "issue_refund",
-        "payload": {"amount": "512.40", "currency": "USD"},
-        "payload_sha256": "0" * 64,
-        "summary": "Refund ACME",
-        "reason": "duplicate charge",
-        "context": {"ticket": 42},
-        "requester": "refund-agent",
-        "on_behalf_of": None,
-        "confidence": 0.8,
-        "channel": "C0FINANCE",
-        "approvers": ["U0LEAD"],
-        "policy_version": 1,
-        "policy_sha256": "1" * 64,
-        "status": "pending",
-        "rules": {"editable": {"amount": {"type": "decimal"}}},
-        "approved_payload": None,
-        "edits": None,
-        "decided_by": None,
-        "decided_at": None,
-        "execution": None,
-        "decision_reason": None,
-        "required_approvals": 1,
-        "level": 0,
-        "expires_at": None,
-        "review_reason": "policy v1 reviews every issue_refund",
-        "timeout_result": None,
-    }
-    values.update(overrides)
-    if isinstance(values["rules"], dict):  # the stored JSON form
-        values["rules"] = Rules.model_validate(values["rules"])
-    return ApprovalRequest(**values)
 
 
 def trusted_markup_removed(text: str) -> str:

@@ -15,11 +15,10 @@ from rq import Worker
 
 from countersign.agent import ApprovalClient
 from countersign.sandbox import Sandbox
+from tests.helpers import wait_for
+from tests.helpers.builders import refund
 
-from .helpers import wait_for
-from .test_flow import refund
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def children(pid: int) -> list[int]:
@@ -58,9 +57,13 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
 def test_a_killed_worker_leaves_nothing_that_steals_the_next_job(
     env: dict[str, str], redis: Redis, client: ApprovalClient, sandbox: tuple[Sandbox, str]
 ) -> None:
+    """Checked by waits, each failing the test when it times out: once the worker is SIGKILLed its
+    child processes exit, and a new worker then posts the card of a request made while none ran (a
+    leftover child still blocked on the dead worker's Redis command would take that job and lose
+    it)."""
     first = start_worker(env)
     try:
-        wait_for(lambda: Worker.all(connection=redis), what="the worker to register")
+        wait_for(lambda: Worker.all(connection=redis), timeout=30, what="the worker to register")
         helpers = wait_for(lambda: children(first.pid), what="the sweep process")
         first.send_signal(signal.SIGKILL)
         first.wait()

@@ -1,4 +1,6 @@
-"""The bot over real HTTP: Slack signature checks and the health check."""
+"""The bot over real HTTP: Slack signature checks, malformed or foreign requests (a 4xx, never a
+500, also for any signed payload hypothesis makes up), the health check, and acks that do not wait
+for decisions."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis import Redis
 from slack_sdk.signature import SignatureVerifier
 
@@ -19,9 +24,9 @@ from countersign.router.cards import APPROVE_ACTION
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from countersign.store.engine import WRITE
-
-from .helpers import wait_for
-from .test_flow import post_card, status
+from tests.helpers import wait_for
+from tests.helpers.builders import edited_card, post_card, status
+from tests.helpers.strategies import json_values
 
 
 def test_forged_and_stale_requests_get_401_and_change_nothing(
@@ -88,6 +93,23 @@ def test_malformed_slack_requests_get_a_4xx_never_a_500(sandbox: tuple[Sandbox, 
     )
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    payload=st.dictionaries(
+        st.sampled_from(["type", "user", "actions", "view", "team", "trigger_id", "container", "channel"]),
+        json_values,
+        max_size=6,
+    )
+)
+def test_any_signed_interactivity_payload_gets_an_answer_not_a_500(
+    sandbox: tuple[Sandbox, str], bot: str, payload: dict[str, Any]
+) -> None:
+    status, _ = sandbox[0].send_signed(payload)
+    assert status < 500, json.dumps(payload)[:500]
+    status, _ = sandbox[0].send_signed(payload, timestamp=int(time.time()) - 400)
+    assert status == 401
+
+
 def test_a_payload_from_another_workspace_is_refused(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
@@ -126,6 +148,9 @@ def decisions_blocked(store: Store) -> Iterator[None]:
 def test_clicks_are_acked_while_earlier_decisions_are_still_being_written(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
+    """Every click is acked (200) while no decision can be written, and none is decided yet; the final
+    waits check that each click's decision is written once the database lets it (every request ends
+    approved) and its card rewritten (so no decision is still writing to Slack when the test ends)."""
     sb, _ = sandbox
     cards = []
     for n in range(DECISION_THREADS + 1):  # more clicks than decisions run at once (and than Bolt's 5)
@@ -137,3 +162,5 @@ def test_clicks_are_acked_while_earlier_decisions_are_still_being_written(
         assert {status(store, request_id) for request_id, _ in cards} == {"pending"}
     for request_id, _ in cards:
         wait_for(lambda r=request_id: status(store, r) == "approved", what=f"{request_id} approved")
+    for _, card in cards:
+        wait_for(lambda ts=card["ts"]: edited_card(sb, ts), what=f"card {card['ts']} rewritten")

@@ -17,9 +17,8 @@ from typing import Any
 from redis import Redis
 
 from countersign.ports import free_port
-
-from .conftest import RedisServer
-from .helpers import README_REQUEST, wait_for
+from tests.helpers import README_REQUEST, wait_for
+from tests.helpers.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,8 @@ from countersign import approved_action
 
 RESUMED_KEY = "test-agent:resumed"
 QUEUE = "test-agent"
-FUNC = "tests.agent.record"
-EXECUTE_FUNC = "tests.agent.execute"
+FUNC = "tests.helpers.agent.record"
+EXECUTE_FUNC = "tests.helpers.agent.execute"
 EXECUTED_KEY = "test-agent:executed"
 
 

@@ -13,6 +13,8 @@ import pytest
 from countersign.exceptions import PolicyError
 from countersign.router.policy import Gate, PolicyHolder, load_policy
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def load(tmp_path: Path, text: str) -> object:
     path = tmp_path / "policy.yml"
@@ -101,7 +103,7 @@ def test_mistakes_name_the_file_and_the_field(tmp_path: Path, text: str, error: 
 
 
 def test_route_takes_the_action_class_over_the_defaults() -> None:
-    policy = load_policy(Path(__file__).parent.parent / "examples" / "policy.yml")
+    policy = load_policy(ROOT / "examples" / "policy.yml")
     refund = policy.route("issue_refund")
     assert (refund.channel, refund.approvers.users) == ("C0FINANCE", ["U0LEAD", "U0ALICE"])
     assert refund.rules.to_json() == {  # the stored form
@@ -143,7 +145,7 @@ def facts(amount: str, confidence: float | None = None) -> dict[str, Any]:
 
 
 def test_worked_example_refund_gates() -> None:
-    policy = load_policy(Path(__file__).parent.parent / "examples" / "policy.yml")
+    policy = load_policy(ROOT / "examples" / "policy.yml")
     assert policy.gate("issue_refund", facts("49.99")) == Gate(
         False, "auto_approve: double(payload.amount) > 0.0 && double(payload.amount) < 50.0"
     )
@@ -202,7 +204,7 @@ def test_policy_check_prints_a_summary_or_the_errors(tmp_path: Path) -> None:
         [sys.executable, "-m", "countersign.cli", "policy", "check", "examples/policy.yml"],
         capture_output=True,
         text=True,
-        cwd=Path(__file__).parent.parent,
+        cwd=ROOT,
         timeout=60,
     )
     assert good.returncode == 0

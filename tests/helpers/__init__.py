@@ -1,4 +1,11 @@
-"""Test helpers: waiting on a condition with a deadline, and running RQ queues in-process."""
+"""Test helpers, shared by every test module (no test module imports another).
+
+Here: waiting on a condition with a deadline (`wait_for`), running RQ queues in-process (`drain`),
+the README's first request (`README_REQUEST`) and an empty outbox row (`empty_resume`). Beside it:
+`agent` (the test agent whose resume jobs record what they were given), `builders` (requests,
+cards and what became of them), `redis_server` (a redis-server of the tests' own) and `strategies`
+(hypothesis strategies).
+"""
 
 from __future__ import annotations
 

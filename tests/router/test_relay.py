@@ -11,10 +11,8 @@ from countersign.router.jobs import json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-
-from . import agent
-from .helpers import drain
-from .test_flow import refund
+from tests.helpers import agent, drain
+from tests.helpers.builders import refund
 
 
 def decided_without_publishing(client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime) -> str:

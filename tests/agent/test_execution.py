@@ -13,8 +13,7 @@ from countersign import ExecutionRefused, approved_action, execute_approved, rep
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.store import Store
-
-from .test_store import new_request
+from tests.helpers.builders import new_request
 
 
 def approve(runtime: Runtime, grant_ttl: int = 60, **kwargs: Any) -> dict[str, Any]:

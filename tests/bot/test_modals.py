@@ -13,10 +13,8 @@ from countersign.agent import ApprovalClient
 from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION, EDIT_ACTION, REASON_BLOCK, REJECT_ACTION
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-
-from . import agent
-from .helpers import drain, wait_for
-from .test_flow import edited_card, post_card, status
+from tests.helpers import agent, drain, wait_for
+from tests.helpers.builders import edited_card, post_card, status
 
 
 def open_view(

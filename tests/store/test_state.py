@@ -5,47 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ulid import ULID
-
-from countersign.decision import decision_of
 from countersign.router.jobs import resume_job_id
-from countersign.store import AlreadyDecided, Decided, NotExecutable, ResumeEvent, Rules, Store
-
-
-def resume(row: Any) -> ResumeEvent:
-    """The outbox row of a decided request, as the router writes it (grant signed with a test secret)."""
-    return ResumeEvent(resume_job_id(row.id), decision_of(row, "test-secret").to_json())
-
-
-def new_request(store: Store, request_id: str | None = None, key: str | None = None) -> Any:
-    """A stored pending request (a fresh id and idempotency key unless given)."""
-    request_id = request_id or str(ULID())
-    row, created = store.create(
-        {
-            "id": request_id,
-            "idempotency_key": key or request_id,
-            "action": "issue_refund",
-            "payload": {"amount": "5.00"},
-            "payload_sha256": "a" * 64,
-            "summary": "s",
-            "reason": None,
-            "context": None,
-            "requester": "agent",
-            "on_behalf_of": None,
-            "run_id": "r",
-            "step": "s",
-            "confidence": None,
-            "resume_queue": "q",
-            "resume_func": "m.f",
-            "channel": "C0X",
-            "approvers": ["U0LEAD"],
-            "policy_version": 1,
-            "policy_sha256": "b" * 64,
-            "rules": Rules(grant_ttl_seconds=60),
-        }
-    )
-    assert created
-    return row
+from countersign.store import AlreadyDecided, Decided, NotExecutable, Store
+from tests.helpers.builders import new_request, resume
 
 
 def test_create_is_idempotent_on_the_key(store: Store) -> None:

@@ -1,0 +1,100 @@
+"""The agent's client (`ApprovalClient`): a request is checked before anything is enqueued, a
+repeat with the same idempotency key gives the same request, a conflicting one is refused, `get`
+reports where a request is, and an unreachable Redis is said clearly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from countersign.agent import ApprovalClient, IdempotencyConflict, RouterUnavailable
+from countersign.ports import free_port
+from countersign.router.jobs import intake_job_id, json_queue
+from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
+from countersign.schema import InvalidRequest
+from countersign.store import Store
+from tests.helpers import drain
+from tests.helpers.builders import refund
+
+
+def cards_for(sb: Sandbox, request_id: str) -> list[dict[str, Any]]:
+    return [m for m in sb.messages() if request_id in str(m["blocks"])]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"action": None}, "action: Field required"),
+        ({"payload": [1, 2]}, "payload: should be a JSON object"),
+        ({"payload": "refund 5"}, "payload: should be a JSON object"),
+        ({"summary": 42}, "summary: Input should be a valid string"),
+        ({"confidence": "high"}, "confidence: Input should be a valid number"),
+        ({"confidence": 1.5}, "confidence: Input should be less than or equal to 1"),
+        ({"action": "Issue Refund!"}, "action: String should match pattern"),
+        ({"colour": "red"}, "colour: unknown field"),
+        ({"run_id": None}, "give idempotency_key, or both run_id and step"),
+        ({"resume": {"queue": "q"}}, "resume.func: Field required"),
+        ({"payload": {"blob": "x" * 70_000}}, "payload: larger than 65536 bytes"),
+        ({"payload": {"note": "a\x00b"}}, "payload: contains a NUL character (U+0000)"),
+        ({"summary": "a\x00b"}, "summary: contains a NUL character (U+0000)"),
+        ({"confidence": float("nan")}, "confidence: Input should be a finite number"),
+        ({"run_id": "x:y"}, "may not contain ':' (give idempotency_key instead)"),
+        ({"resume": "q"}, "resume: should be a JSON object"),
+    ],
+)
+def test_invalid_request_fails_at_request_with_one_line_and_enqueues_nothing(
+    client: ApprovalClient, redis: Redis, change: dict[str, Any], error: str
+) -> None:
+    request = {k: v for k, v in {**refund(), **change}.items() if v is not None}
+    with pytest.raises(InvalidRequest) as raised:
+        client.request(request)
+    assert error in str(raised.value)
+    assert "\n" not in str(raised.value)
+    assert json_queue("countersign", redis).count == 0
+
+
+def test_repeat_gives_the_same_id_and_one_card(
+    client: ApprovalClient, redis: Redis, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    first = client.request(refund())
+    drain(redis)
+    second = client.request(refund())
+    drain(redis)
+    assert second == first
+    assert len(cards_for(sandbox[0], first)) == 1
+    assert len(sandbox[0].messages()) == 1
+
+
+def test_conflict_raises_and_changes_nothing(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    first = client.request(refund())
+    with pytest.raises(IdempotencyConflict) as raised:
+        client.request(refund(payload={"amount": "999.00", "currency": "USD"}))
+    assert raised.value.request_id == first
+    assert json_queue("countersign", redis).job_ids == [intake_job_id(first)]
+    drain(redis)
+    row = store.get(first)
+    assert row is not None and row.payload == {"amount": "120.00", "currency": "USD"}
+
+
+def test_get_reports_queued_before_intake_and_unknown_ids(client: ApprovalClient, runtime: Runtime) -> None:
+    request_id = client.request(refund())
+    assert client.get(request_id).status == "queued"
+    with pytest.raises(LookupError):
+        client.get("01J00000000000000000000009")
+
+
+def test_the_agent_is_told_clearly_when_redis_is_unreachable(store: Store) -> None:
+    down = ApprovalClient(
+        Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1), store
+    )
+    try:
+        down.request(refund())
+    except RouterUnavailable as exc:
+        assert "retry with the same key" in str(exc)
+    else:
+        raise AssertionError("request() succeeded without Redis")

@@ -1,0 +1,195 @@
+"""Review under the policy (`engine_policy`), end to end: which requests need a human (the gates at
+intake: auto_approve, review_when, always_review), who may approve (users and user groups), how votes
+settle a quorum, and what each reviewer may decide now (`pending_for`).
+
+Time is controlled, not waited for: a test moves a request's deadline into the past (as if the
+clock had run on), then runs the sweep the router worker runs every second.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from countersign.agent import ApprovalClient
+from countersign.router import timeouts
+from countersign.router.cards import APPROVE_ACTION
+from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
+from countersign.store import Store
+from tests.helpers import agent, drain, empty_resume, wait_for
+from tests.helpers.builders import age, events, post_card, refund, status
+
+
+def test_small_refund_is_approved_by_policy_without_a_card(
+    engine_policy: Path, client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = client.request(refund(payload={"amount": "20.00", "currency": "USD"}))
+    drain(redis)
+    assert sandbox[0].messages() == []
+    row = store.get(request_id)
+    assert row is not None and (row.status, row.decided_via) == ("approved", "policy")
+    approved = next(e for e in store.audit_trail(request_id) if e.event == "approved")
+    assert approved.detail["reason"] == "auto_approve: double(payload.amount) < 50.0"
+    drain(redis, agent.QUEUE)
+    [decision] = agent.resumed(redis)
+    assert (decision["outcome"], decision["decided_via"], decision["decided_by"]) == (
+        "approved",
+        "policy",
+        [],
+    )
+
+
+def test_card_says_why_it_needs_review_and_when_it_expires(
+    engine_policy: Path, client: ApprovalClient, redis: Redis, sandbox: tuple[Sandbox, str]
+) -> None:
+    _, card = post_card(client, redis, sandbox[0], payload={"amount": "abc", "currency": "USD"})
+    note = str(card["blocks"])
+    assert (
+        "Why: auto_approve could not be evaluated (double(payload.amount) &lt; 50.0)" in note
+    )  # fails closed
+    assert "Expires <!date^" in note and "then escalate" in note
+
+
+@pytest.mark.parametrize(("confidence", "reviewed"), [(0.95, False), (0.5, True), (None, True)])
+def test_confidence_gate(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    confidence: float | None,
+    reviewed: bool,
+) -> None:
+    request_id = client.request(refund(action="send_email", payload={"to": "a@b.c"}, confidence=confidence))
+    drain(redis)
+    assert (len(sandbox[0].messages("C0APPROVALS")) == 1) is reviewed
+    assert status(store, request_id) == ("pending" if reviewed else "approved")
+
+
+def test_always_review_beats_auto_approve(
+    engine_policy: Path, client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = client.request(refund(action="wipe_database", payload={"db": "prod"}))
+    drain(redis)
+    assert status(store, request_id) == "pending" and len(sandbox[0].messages("C0APPROVALS")) == 1
+
+
+def test_user_group_members_approve_and_others_cannot(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """pay_vendor's approvers are the members of S0FINANCE. Checked by waits: U0LEAD, not a member, is
+    refused (a `refused` audit event), and U0BOB, a member, approves (the status becomes `approved`)."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, channel="C0AP", action="pay_vendor")
+    assert store.get(request_id).approvers == ["U0ALICE", "U0BOB"]  # type: ignore[union-attr]
+    sb.click("C0AP", card["ts"], APPROVE_ACTION, "U0LEAD")
+    wait_for(lambda: "refused" in events(store, request_id))
+    sb.click("C0AP", card["ts"], APPROVE_ACTION, "U0BOB")
+    wait_for(lambda: status(store, request_id) == "approved")
+
+
+def test_two_of_two_quorum_with_concurrent_votes(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """Two approvals are needed: the first is counted and shown on the card, a repeat by the same
+    approver is not counted, the second approves; the final wait checks the card then names both."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, payload={"amount": "25000.00", "currency": "USD"})
+    assert "Edit" not in str(card["blocks"])  # edits are for single-approver requests
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    wait_for(lambda: "1 of 2 approvals (<@U0LEAD>)" in str(sb.messages("C0FINANCE")[0]["blocks"]))
+    assert status(store, request_id) == "pending"
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")  # the same approver again: not counted twice
+    wait_for(lambda: "You had already approved" in str(sb.ephemerals("U0LEAD")))
+    assert status(store, request_id) == "pending"
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
+    wait_for(lambda: status(store, request_id) == "approved")
+    row = store.get(request_id)
+    assert row is not None and [d["slack_user_id"] for d in row.decided_by or []] == ["U0LEAD", "U0ALICE"]
+    wait_for(lambda: "Approved by <@U0LEAD>, <@U0ALICE>" in str(sb.messages("C0FINANCE")[0]["blocks"]))
+
+
+def test_votes_racing_for_a_quorum_are_neither_lost_nor_double_counted(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    request_id, _ = post_card(client, redis, sandbox[0], payload={"amount": "25000.00", "currency": "USD"})
+    start = threading.Barrier(2)
+    results: list[Any] = []
+
+    def vote(user: str) -> None:
+        start.wait()
+        results.append(
+            store.vote(request_id, {"slack_user_id": user, "name": user}, "approved", empty_resume)
+        )
+
+    threads = [threading.Thread(target=vote, args=(u,)) for u in ("U0LEAD", "U0ALICE")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(type(r).__name__ for r in results) == ["Counted", "Decided"]
+    assert status(store, request_id) == "approved" and len(store.votes(request_id)) == 2
+
+
+def test_a_reject_during_a_quorum_rejects(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    request_id, _ = post_card(client, redis, sandbox[0], payload={"amount": "25000.00", "currency": "USD"})
+    store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", empty_resume)
+    result = store.vote(
+        request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "rejected", empty_resume, reason="too much"
+    )
+    assert type(result).__name__ == "Decided" and status(store, request_id) == "rejected"
+    assert store.get(request_id).decision_reason == "too much"  # type: ignore[union-attr]
+
+
+def test_pending_for_lists_what_a_reviewer_may_decide_now(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    sandbox[0].usergroups["S0FINLEADS"] = ["U0BOB"]
+    vendor, _ = post_card(client, redis, sandbox[0], "C0AP", action="pay_vendor", step="vendor")
+    refund_id, _ = post_card(client, redis, sandbox[0], step="refund")
+    decided, _ = post_card(client, redis, sandbox[0], "C0APPROVALS", action="wipe_database", step="wipe")
+    store.vote(decided, {"slack_user_id": "U0LEAD", "name": "lee.lead"}, "rejected", empty_resume)
+
+    def listed(user_id: str, limit: int = 50) -> list[str]:
+        return [row.id for row in store.pending_for(user_id, limit)]
+
+    # newest first; U0ALICE is named on the refund and a member of S0FINANCE (pay_vendor)
+    assert listed("U0ALICE") == [refund_id, vendor] and listed("U0ALICE", limit=1) == [refund_id]
+    assert listed("U0BOB") == [vendor] and listed("U0MALLORY") == []
+    assert listed("U0LEAD") == [refund_id]  # the newer wipe_database request is decided
+    age(store, refund_id, expires_at=-1)
+    timeouts.sweep(runtime)  # the refund escalates to S0FINLEADS: now U0BOB's, no longer U0ALICE's
+    assert listed("U0ALICE") == [vendor] and listed("U0BOB") == [refund_id, vendor]
+    assert listed("U0LEAD") == []
