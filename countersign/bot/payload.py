@@ -58,7 +58,7 @@ def click(body: dict[str, Any]) -> Click:
 def view_submission(body: dict[str, Any]) -> ViewSubmission:
     """A modal submit: the request id its `private_metadata` carries, who submitted, what they typed."""
     return ViewSubmission(
-        request_id=str(body["view"].get("private_metadata") or "")[:MAX_REQUEST_ID],
+        request_id=_request_id(body["view"].get("private_metadata")),
         user=user(body),
         values=_values(body["view"].get("state")),
     )
