@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     web = commands.add_parser("web", help="serve the Bolt app over HTTP (POST /slack/events, GET /healthz)")
-    web.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    web.add_argument("--workers", type=_positive, default=2, help="gunicorn worker processes (default 2)")
     web.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     web.set_defaults(handler=_web)
     commands.add_parser("socket", help="run the Bolt app over Socket Mode").set_defaults(handler=_socket)
@@ -129,6 +129,17 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the latest").set_defaults(handler=_db_upgrade)
     return parser
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -269,6 +280,8 @@ def _sandbox(args: argparse.Namespace) -> None:
     settings: Settings = load_settings()
     settings.require("SLACK_SIGNING_SECRET", needed_by="`countersign sandbox`")
     assert settings.SLACK_SIGNING_SECRET is not None
+    if not port_is_free(args.host, args.port):
+        raise UsageError(f"--port: {args.port} is already in use on {args.host}")
     run(args.host, args.port, settings.SLACK_SIGNING_SECRET, args.interactivity_url)
 
 

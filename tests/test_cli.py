@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -204,8 +205,6 @@ def test_unreachable_or_unmigrated_database_is_one_line(tmp_path: Path, policy_f
 
 
 def test_web_refuses_a_port_in_use(tmp_path: Path) -> None:
-    import socket
-
     from countersign.store import create_db_engine, upgrade
 
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
@@ -229,4 +228,27 @@ def test_web_refuses_a_port_in_use(tmp_path: Path) -> None:
     assert (result.returncode, result.stderr.strip()) == (
         2,
         f"countersign: error: PORT: {port} is already in use on 127.0.0.1",
+    )
+
+
+def test_the_sandbox_refuses_a_port_in_use_and_web_a_worker_count_below_one() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli("sandbox", "--port", str(port), env={"SLACK_SIGNING_SECRET": "s"})
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        f"countersign: error: --port: {port} is already in use on 127.0.0.1",
+    )
+    result = cli("web", "--workers", "0")
+    assert result.returncode == 2 and "'0' is not a whole number of at least 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_socket_mode_names_itself_when_a_setting_is_missing() -> None:
+    result = cli("socket", env={"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"})
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        "countersign: error: COUNTERSIGN_SECRET is not set; `countersign socket` needs it",
     )

@@ -43,12 +43,12 @@ log = logging.getLogger(__name__)
 DECISION_THREADS = 16
 
 
-def create_app(runtime: Runtime) -> App:
+def create_app(runtime: Runtime, needed_by: str = "`countersign web`") -> App:
     """A Bolt `App` verifying Slack signatures with `SLACK_SIGNING_SECRET` and calling the Web API
     at `SLACK_API_URL`. Raises `ConfigError` if the token, signing secret or `COUNTERSIGN_SECRET`
     (which signs grants) is missing."""
     runtime.settings.require(
-        "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", needed_by="`countersign web`"
+        "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", needed_by=needed_by
     )
     app = App(
         client=runtime.slack,

@@ -5,8 +5,8 @@
   signature that is not Slack's: 401 (https://docs.slack.dev/authentication/verifying-requests-from-slack/,
   checked with slack_sdk's `SignatureVerifier`; Bolt checks it again);
 - a signed interactivity payload without the shape Slack always sends (a `type`, a `user` with an
-  id, a non-empty `actions` list for `block_actions`, a `view` with a `callback_id` for view
-  payloads): 400. Bolt would fail on it with a 500;
+  id, a non-empty `actions` list for `block_actions`, a `view` with a `type` and a `callback_id`
+  for view payloads): 400. Bolt would fail on it with a 500;
 - a payload from another workspace than the bot token's: 403.
 """
 
@@ -78,5 +78,6 @@ def _shape_ok(payload: dict[str, Any]) -> bool:
             and all(_is_dict_with_str(a, "action_id") for a in actions)
         )
     if kind in ("view_submission", "view_closed"):
-        return _is_dict_with_str(payload.get("view"), "callback_id")
+        view = payload.get("view")
+        return _is_dict_with_str(view, "callback_id") and _is_dict_with_str(view, "type")
     return True

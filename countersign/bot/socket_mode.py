@@ -16,7 +16,8 @@ from .app import create_app
 
 def serve(settings: Settings) -> None:
     """Connect to Slack over Socket Mode and handle clicks and submits until stopped. Raises
-    `ConfigError` if `SLACK_BOT_TOKEN` or `SLACK_APP_TOKEN` is unset."""
-    settings.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", needed_by="`countersign socket`")
+    `ConfigError` if `SLACK_BOT_TOKEN`, `SLACK_APP_TOKEN` or `COUNTERSIGN_SECRET` is unset."""
+    needed_by = "`countersign socket`"
+    settings.require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "COUNTERSIGN_SECRET", needed_by=needed_by)
     unsigned = settings.model_copy(update={"SLACK_SIGNING_SECRET": settings.SLACK_SIGNING_SECRET or "unused"})
-    SocketModeHandler(create_app(Runtime(unsigned)), settings.SLACK_APP_TOKEN).start()
+    SocketModeHandler(create_app(Runtime(unsigned), needed_by), settings.SLACK_APP_TOKEN).start()

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis import Redis
@@ -91,6 +92,19 @@ def test_malformed_slack_requests_get_a_4xx_never_a_500(sandbox: tuple[Sandbox, 
         _post(url, body, {**form, "X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": signature})
         == 400
     )
+
+
+@pytest.mark.parametrize("kind", ["view_submission", "view_closed"])
+@pytest.mark.parametrize(
+    "view",
+    [{"callback_id": "countersign_edit_submit"}, {"callback_id": "x", "type": 7}, {"type": "modal"}],
+    ids=["no_type", "type_not_text", "no_callback_id"],
+)
+def test_a_signed_view_payload_without_its_view_type_or_callback_gets_400(
+    sandbox: tuple[Sandbox, str], bot: str, kind: str, view: dict[str, Any]
+) -> None:
+    payload = {"type": kind, "team": {"id": "T0SANDBOX"}, "user": {"id": "U0LEAD"}, "view": view}
+    assert sandbox[0].send_signed(payload)[0] == 400
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
