@@ -30,6 +30,7 @@ from .store import create_db_engine, upgrade
 
 EXAMPLE_POLICY = Path("examples/policy.yml")
 STARTUP_TIMEOUT_SECONDS = 10.0
+COUNTERSIGN = (sys.executable, "-m", "countersign.cli")  # the `countersign` command, as a child process
 
 
 def _redis_answers(url: str) -> bool:
@@ -100,9 +101,8 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
         if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
             env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
         upgrade(create_db_engine(env.get("DATABASE_URL", settings.DATABASE_URL)))
-        exe = [sys.executable, "-m", "countersign.cli"]
-        stack.start("web", *exe, "web", "--workers", "1", "--host", "127.0.0.1")
-        stack.start("worker", *exe, "worker")
+        stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")
+        stack.start("worker", *COUNTERSIGN, "worker")
         for queue in agent_queues:
             stack.start(
                 f"agent worker {queue}",
@@ -168,9 +168,7 @@ def _ensure_slack(settings: Settings, stack: Stack) -> str | None:
     )
     stack.start(
         "sandbox",
-        sys.executable,
-        "-m",
-        "countersign.cli",
+        *COUNTERSIGN,
         "sandbox",
         "--port",
         str(port),
