@@ -1,0 +1,1 @@
+"""What Slack sends us: the Bolt listeners, payload reading, modals, the guard, and the HTTP and Socket Mode adapters."""
