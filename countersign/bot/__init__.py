@@ -1,1 +1,2 @@
-"""What Slack sends us: the Bolt listeners, payload reading, modals, the guard, and the HTTP and Socket Mode adapters."""
+"""What Slack sends us: the Bolt listeners, payload reading, modals, the guard, and the HTTP
+and Socket Mode adapters."""
