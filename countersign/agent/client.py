@@ -4,7 +4,9 @@
     request_id = client.request(action="issue_refund", payload={"amount": "120.00"}, ...)
 
 `request()` answers before any worker has run: idempotency is decided at once in Redis
-(`countersign.idempotency`), then the intake job is enqueued for the router worker.
+(`countersign.idempotency`), the intake message is kept in the database's intake outbox (so the id
+survives Redis losing the job: `store.records`), then the intake job is enqueued for the router
+worker.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..config import Settings, load_settings
 from ..connections import Connections
@@ -65,18 +68,23 @@ class ApprovalClient:
 
         Give the request as a dict (schema v1, DESIGN.md) or as keyword arguments. Raises
         `InvalidRequest` (one line naming each bad field), `IdempotencyConflict`, or
-        `RouterUnavailable` when Redis is unreachable (then nothing or the same request was
-        enqueued: calling again with the same key is safe).
+        `RouterUnavailable` when Redis or the database is unreachable (then nothing or the same
+        request was accepted: calling again with the same key is safe).
         """
         if not isinstance(request, ApprovalRequestV1):
             request = parse(ApprovalRequestV1, {**(request or {}), **fields})
         try:
             request_id = claim_key(self._redis, request.key, request.payload_sha256)
-            message = IntakeMessage(request_id=request_id, request=request)
-            enqueue_intake(self._redis, request_id, request.action, message.model_dump(mode="json"))
+            message = IntakeMessage(request_id=request_id, request=request).model_dump(mode="json")
+            self._store.accept(request_id, message)
+            enqueue_intake(self._redis, request_id, request.action, message)
         except RedisError as exc:
             raise RouterUnavailable(
                 f"Redis is unreachable ({type(exc).__name__}); retry with the same key"
+            ) from exc
+        except SQLAlchemyError as exc:
+            raise RouterUnavailable(
+                f"the database is unreachable ({type(exc).__name__}); retry with the same key"
             ) from exc
         return request_id
 
@@ -108,7 +116,7 @@ class ApprovalClient:
             return RequestState(
                 request_id, "dead_letter", reason=letter.reason, request=letter.received, audit=audit
             )
-        if self._intake.fetch_job(intake_job_id(request_id)) is not None:
+        if store.intake_message(request_id) or self._intake.fetch_job(intake_job_id(request_id)):
             return RequestState(request_id, "queued")
         raise UnknownRequest(request_id)
 

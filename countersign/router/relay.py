@@ -1,4 +1,5 @@
-"""The outbox relay: put committed resume events on the agents' RQ queues, at least once.
+"""The outbox relays: put committed resume events on the agents' RQ queues, at least once, and
+accepted intake messages back on the router's queue when Redis lost them.
 
 A decision commits its outbox row in the same transaction (store.decide); `try_publish` then
 enqueues the resume job `func(decision)` on the request's resume queue at once. `sweep` (run by
@@ -19,10 +20,13 @@ from redis.exceptions import RedisError
 from rq.job import Job
 
 from ..store import OutboxEvent, Store
-from .jobs import enqueue_resume
+from .jobs import enqueue_intake, enqueue_resume, intake_job_id
 
 log = logging.getLogger(__name__)
 
+INTAKE_GRACE_SECONDS = 30
+"""An accepted intake message is looked for in Redis only this long after `request()` accepted it
+(its job is enqueued right after, in the same call)."""
 HEAL_WINDOW_SECONDS = 24 * 3600
 """How far back `heal` looks for lost resume jobs: well inside `RESUME_RESULT_TTL_SECONDS`."""
 
@@ -86,4 +90,23 @@ def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, 
             event.request_id, "resume_republished", "relay", why="resume_job_lost", job_id=event.job_id
         )
         log.warning("resume job %s was lost from Redis; enqueued again", event.job_id)
+    return len(lost)
+
+
+def requeue_intake(store: Store, redis: Redis, grace_seconds: int = INTAKE_GRACE_SECONDS) -> int:
+    """Enqueue again the intake jobs Redis lost: messages in the intake outbox (accepted by an
+    agent's `request()` more than `grace_seconds` ago, not yet taken by intake) whose RQ job no
+    longer exists. The job id is the same and unique, and intake is idempotent, so a job enqueued
+    twice makes one request. Returns how many were enqueued again."""
+    waiting = store.intake_waiting(grace_seconds)
+    with redis.pipeline(transaction=False) as pipeline:
+        for accepted in waiting:
+            pipeline.exists(Job.key_for(intake_job_id(accepted.id)))
+        present = pipeline.execute()
+    lost = [accepted for accepted, exists in zip(waiting, present, strict=True) if not exists]
+    for accepted in lost:
+        action = str((accepted.message.get("request") or {}).get("action"))
+        enqueue_intake(redis, accepted.id, action, accepted.message)
+        store.record(accepted.id, "intake_requeued", "relay", why="intake_job_lost")
+        log.warning("intake job of request %s was lost from Redis; enqueued again", accepted.id)
     return len(lost)

@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_SECONDS = 1.0
 MAINTENANCE_INTERVAL_SECONDS = 60
-HEAL_EVERY_TICKS = 30  # look for resume jobs lost from Redis every 30 s
+HEAL_EVERY_TICKS = 30  # look for resume and intake jobs lost from Redis every 30 s
 
 
 class RouterWorker(SimpleWorker):
@@ -98,7 +98,7 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
-    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume jobs that Redis lost."""
+    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
     scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
@@ -112,6 +112,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
             ]
             if ticks % HEAL_EVERY_TICKS == 0:
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))
+                steps.append(("intake", lambda: relay.requeue_intake(runtime.store, runtime.redis)))
             for name, step in steps:  # each step on its own: one failing does not stop the others
                 try:
                     step()

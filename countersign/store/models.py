@@ -319,6 +319,17 @@ class OutboxEvent(Base):
     published_at: Mapped[datetime | None]
 
 
+class IntakeOutbox(Base):
+    """An intake message an agent was given a request id for, kept until intake has taken it (see
+    `store.records`); `accepted_at` is the database clock's."""
+
+    __tablename__ = "intake_outbox"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    message: Mapped[dict[str, Any]]
+    accepted_at: Mapped[datetime] = mapped_column(server_default=utcnow(), index=True)
+
+
 class DeadLetter(Base):
     """An intake message that could not become an approval request, kept whole with the reason."""
 

@@ -18,7 +18,6 @@ from ..defaults import GRANT_TTL_SECONDS
 from ..exceptions import UnknownRequest
 from .models import (
     ApprovalRequest,
-    DeadLetter,
     Decider,
     Edit,
     Execution,
@@ -31,7 +30,7 @@ from .models import (
     utcnow,
     utcnow_plus,
 )
-from .queries import Queries
+from .records import Records, intake_done
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
@@ -46,7 +45,7 @@ from .sql import (
 Resume = Callable[[ApprovalRequest], ResumeEvent]
 
 
-class Store(Queries):
+class Store(Records):
     """Transactions over the countersign database: every change of a request's state. Safe to share
     between threads."""
 
@@ -69,6 +68,7 @@ class Store(Queries):
             created = self._insert(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
             if created:
                 self._audit(session, values["id"], "requested", values["requester"], action=values["action"])
+                intake_done(session, values["id"])
             row = session.scalars(
                 select(ApprovalRequest).where(ApprovalRequest.idempotency_key == values["idempotency_key"])
             ).one()
@@ -426,44 +426,3 @@ class Store(Queries):
             if row is not None:
                 self._audit(session, request_id, outcome, actor, detail=detail)
         return row
-
-    def record(self, request_id: str, event: str, actor: str | None, **detail: Any) -> None:
-        """Append an audit event that changes nothing else (a refused click, a lost job sent again)."""
-        with self._write() as session:
-            self._audit(session, request_id, event, actor, **detail)
-
-    def record_duplicate(self, duplicate_id: str, request_id: str) -> None:
-        """Note (audit `duplicate_of`) that `duplicate_id` was issued for the same key and payload as
-        `request_id`, so that looking up either finds the one request."""
-        with self._write() as session:
-            self._audit(session, duplicate_id, "duplicate_of", None, original=request_id)
-
-    def dead_letter(self, letter_id: str, reason: str, received: Any) -> bool:
-        """Keep an intake message that cannot become a request, with its reason; audit `dead_lettered`.
-
-        Idempotent on `letter_id` (a retried job does not add a second letter). True when new.
-        """
-        with self._write() as session:
-            new = self._insert(session, DeadLetter, {"id": letter_id, "reason": reason, "received": received})
-            if new:
-                self._audit(session, letter_id, "dead_lettered", None, reason=reason)
-        return new
-
-    def mark_all_published(self, outbox_ids: Sequence[int]) -> int:
-        """Mark outbox events published, each once, in one transaction; audit `resume_published` for
-        each. Returns how many were not published before."""
-        if not outbox_ids:
-            return 0
-        with self._write() as session:
-            stmt = (
-                update(OutboxEvent)
-                .where(OutboxEvent.id.in_(outbox_ids), OutboxEvent.published_at.is_(None))
-                .values(published_at=utcnow())
-                .returning(OutboxEvent.request_id, OutboxEvent.job_id, OutboxEvent.queue)
-            )
-            rows = session.execute(stmt).all()
-            for row in rows:
-                self._audit(
-                    session, row.request_id, "resume_published", None, job_id=row.job_id, queue=row.queue
-                )
-        return len(rows)

@@ -12,7 +12,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain
-from tests.helpers.builders import refund
+from tests.helpers.builders import events, refund
 
 
 def decided_without_publishing(client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime) -> str:
@@ -62,3 +62,33 @@ def test_agent_running_the_same_decision_twice_acts_once(
     assert [e.detail.get("why") for e in store.audit_trail(request_id) if e.event == "execution_refused"] == [
         "already_executed"
     ]
+
+
+def test_a_request_whose_intake_job_redis_lost_is_taken_in_once(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str]
+) -> None:
+    """The agent got an id and exited; Redis restarted empty before the router took the intake job:
+    the database still knows the request, and the relay enqueues its intake again, once."""
+    sb, _ = sandbox
+    request_id = client.request(refund())
+    redis.flushall()  # Redis restarted without persistence
+    assert client.get(request_id).status == "queued"
+    assert relay.requeue_intake(store, redis, grace_seconds=0) == 1
+    assert relay.requeue_intake(store, redis, grace_seconds=0) == 0  # its job exists again
+    drain(redis)
+    assert client.get(request_id).status == "pending"
+    assert [m["metadata"]["event_payload"]["request_id"] for m in sb.messages("C0FINANCE")] == [request_id]
+    assert "intake_requeued" in events(store, request_id)
+    assert store.intake_waiting(0) == [] and store.intake_message(request_id) is None
+    assert relay.requeue_intake(store, redis, grace_seconds=0) == 0  # taken in: nothing left to requeue
+
+
+def test_an_accepted_request_waits_in_the_database_only_until_intake_takes_it(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str]
+) -> None:
+    first = client.request(refund())
+    again = client.request(refund())  # the same key and payload: the same id, one message
+    assert first == again and [m.id for m in store.intake_waiting(0)] == [first]
+    assert relay.requeue_intake(store, redis, grace_seconds=0) == 0  # its job is still in Redis
+    drain(redis)
+    assert store.intake_waiting(0) == [] and client.get(first).status == "pending"
