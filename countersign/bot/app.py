@@ -24,7 +24,7 @@ from typing import Any
 from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 
-from ..router import review
+from ..router import cards, delivery, review, texts
 from ..router.cards import (
     APPROVE_ACTION,
     DETAILS_ACTION,
@@ -72,29 +72,51 @@ def create_app(runtime: Runtime, needed_by: str = "`countersign web`") -> App:
     return app
 
 
-def _after_ack(context: BoltContext, work: Callable[..., object], *args: Any) -> None:
-    """Run `work(runtime, *args)` on the decision pool; an exception is logged (Slack has its ack)."""
-    context["pool"].submit(_logged, work, context["runtime"], *args)
+def _after_ack(
+    context: BoltContext,
+    work: Callable[..., object],
+    client: WebClient,
+    user_id: str,
+    channel: str | None,
+    *args: Any,
+) -> None:
+    """Run `work(runtime, client, *args)` on the decision pool. Slack has its ack already, so if the
+    work fails (the database refuses or is gone, Slack errs), the reviewer is told in Slack that
+    nothing was recorded — ephemerally in `channel`, or in a DM without one — and the error is
+    logged."""
+    context["pool"].submit(_told_if_failed, work, context["runtime"], client, user_id, channel, *args)
 
 
-def _logged(work: Callable[..., object], *args: Any) -> None:
+def _told_if_failed(
+    work: Callable[..., object],
+    runtime: Runtime,
+    client: WebClient,
+    user_id: str,
+    channel: str | None,
+    *args: Any,
+) -> None:
     try:
-        work(*args)
-    except Exception:
-        log.exception("%s failed after the ack", work.__name__)
+        work(runtime, client, *args)
+    except Exception as exc:
+        log.exception("%s failed after the ack", getattr(work, "__name__", work))
+        delivery.tell(client, channel, user_id, texts.not_recorded(type(exc).__name__))
 
 
 def on_approve(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Approve button: ack, then vote."""
     ack()
     click = payload.click(body)
-    _after_ack(context, review.approve, client, click.request_id, click.user, click.channel)
+    who = click.user["slack_user_id"]
+    _after_ack(
+        context, review.approve, client, who, click.channel, click.request_id, click.user, click.channel
+    )
 
 
 def on_modal_button(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Reject / Edit / Details buttons: ack, then open the modal with the click's trigger_id."""
     ack()
-    _after_ack(context, modals.open_modal, client, payload.click(body))
+    click = payload.click(body)
+    _after_ack(context, modals.open_modal, client, click.user["slack_user_id"], click.channel, click)
 
 
 def on_edit_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
@@ -119,7 +141,12 @@ def _on_submit(
     then `decide` on the pool once the modal has closed."""
     submitted = payload.view_submission(body)
     user_id = submitted.user["slack_user_id"]
-    submission = check(context["runtime"], submitted.request_id, user_id, submitted.values)
+    try:
+        submission = check(context["runtime"], submitted.request_id, user_id, submitted.values)
+    except Exception as exc:  # the read before the ack failed: say so under the first field
+        log.exception("%s failed before the ack", check.__name__)
+        first = next(iter(submitted.values), cards.REASON_BLOCK)
+        submission = review.Submission(errors={first: texts.not_recorded(type(exc).__name__)})
     ack(**modals.ack_for(submission))
     if submission.ok:
-        _after_ack(context, decide, client, submitted.user, submission)
+        _after_ack(context, decide, client, user_id, None, submitted.user, submission)

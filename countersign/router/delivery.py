@@ -285,11 +285,12 @@ def remind(client: WebClient, request: ApprovalRequest) -> None:
 
 
 def tell(client: WebClient, channel: str | None, user_id: str, text: str) -> None:
-    """Post an ephemeral message to `user_id` in `channel`; a Slack error is logged, not raised."""
-    if channel is None:
-        log.warning("ephemeral answer not delivered (no channel to answer in)")
-        return
+    """Post an ephemeral message to `user_id` in `channel`, or without a channel (a modal's submit
+    has none) a direct message from the app; a Slack error is logged, not raised."""
     try:
-        client.chat_postEphemeral(channel=channel, user=user_id, text=text)
+        if channel is None:
+            client.chat_postMessage(channel=user_id, text=text)
+        else:
+            client.chat_postEphemeral(channel=channel, user=user_id, text=text)
     except SlackApiError as exc:
         log.warning("ephemeral answer not delivered (%s)", exc.response.get("error"))

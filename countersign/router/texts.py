@@ -138,6 +138,14 @@ SELF_APPROVAL = (
     "The agent is acting on your behalf, so another approver has to approve or edit this request; "
     "your action changed nothing."
 )
+
+
+def not_recorded(error: str) -> str:
+    """Answer to an action countersign acknowledged but could not record (`error`: the exception's
+    class name, e.g. `OperationalError` when the database refused)."""
+    return f"countersign could not record your action ({error}), so nothing changed: please try again."
+
+
 REJECT_REASON_REQUIRED = "A reason is required to reject this action class."
 
 

@@ -4,7 +4,6 @@ view_submission ack, and what the agent finally runs."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from redis import Redis
@@ -15,30 +14,7 @@ from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, wait_for
 from tests.helpers.builders import edited_card, post_card, status
-
-
-def open_view(
-    sb: Sandbox, card: dict[str, Any], action_id: str, user: str, input_block: str | None
-) -> dict[str, Any]:
-    """Press `action_id` on `card` as `user`; wait until the modal holds its real content."""
-    assert sb.click(card["channel"], card["ts"], action_id, user)[0] == 200
-
-    def filled() -> dict[str, Any] | None:
-        views = [
-            v for v in sb.views(user) if "Loading…" not in json.dumps(v["view"]["blocks"], ensure_ascii=False)
-        ]
-        if input_block is None:
-            return views[0] if views else None
-        return next((v for v in views if input_block in json.dumps(v["view"]["blocks"])), None)
-
-    return wait_for(filled, what=f"the {action_id} modal")
-
-
-def raw_submit(sb: Sandbox, view: dict[str, Any], user: str, values: dict[str, str | None]) -> dict[str, Any]:
-    """Send a view_submission as a crafted client would (no client-side checks); return the ack body."""
-    code, body = sb.send_signed(sb.submit_payload(view["id"], user, values))
-    assert code == 200
-    return json.loads(body) if body else {}
+from tests.helpers.modals import open_view, raw_submit
 
 
 def test_edit_approves_the_edited_amount_and_the_agent_runs_exactly_that_once(
