@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 
-from ..router import cards, delivery, review, texts
+from ..router import cards, delivery, journal, review, texts
 from ..router.cards import (
     APPROVE_ACTION,
     DETAILS_ACTION,
@@ -106,10 +106,8 @@ def on_approve(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltC
     """Approve button: ack, then vote."""
     ack()
     click = payload.click(body)
-    who = click.user["slack_user_id"]
-    _after_ack(
-        context, review.approve, client, who, click.channel, click.request_id, click.user, click.channel
-    )
+    action = review.Action("approve", click.request_id, click.user, channel=click.channel)
+    _after_ack(context, journal.act, client, click.user["slack_user_id"], click.channel, action)
 
 
 def on_modal_button(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
@@ -121,12 +119,12 @@ def on_modal_button(ack: Ack, body: dict[str, Any], client: WebClient, context: 
 
 def on_edit_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Edit modal submit: inline errors, or close the modal and approve with the edits."""
-    _on_submit(ack, body, client, context, review.check_edit, review.approve_edited)
+    _on_submit(ack, body, client, context, review.check_edit, "edit")
 
 
 def on_reject_submit(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
     """Reject modal submit: inline errors, or close the modal and reject with the reason."""
-    _on_submit(ack, body, client, context, review.check_reject, review.reject_with_reason)
+    _on_submit(ack, body, client, context, review.check_reject, "reject")
 
 
 def _on_submit(
@@ -135,10 +133,10 @@ def _on_submit(
     client: WebClient,
     context: BoltContext,
     check: Callable[[Runtime, str, str, dict[str, str | None]], review.Submission],
-    decide: Callable[..., object],
+    kind: Literal["reject", "edit"],
 ) -> None:
     """A modal submit: `check` it (a read, before the ack, which carries any field errors), ack,
-    then `decide` on the pool once the modal has closed."""
+    then act on it (journaled) on the pool once the modal has closed."""
     submitted = payload.view_submission(body)
     user_id = submitted.user["slack_user_id"]
     try:
@@ -149,4 +147,7 @@ def _on_submit(
         submission = review.Submission(errors={first: texts.not_recorded(type(exc).__name__)})
     ack(**modals.ack_for(submission))
     if submission.ok:
-        _after_ack(context, decide, client, user_id, None, submitted.user, submission)
+        action = review.Action(
+            kind, submitted.request_id, submitted.user, reason=submission.reason, values=submitted.values
+        )
+        _after_ack(context, journal.act, client, user_id, None, action)

@@ -245,9 +245,42 @@ def approve_edited(runtime: Runtime, client: WebClient, user: Decider, submissio
     return settle(runtime, client, result, user["slack_user_id"])
 
 
-def reject_with_reason(
-    runtime: Runtime, client: WebClient, user: Decider, submission: Submission
-) -> Settled | Literal["unknown_request"]:
-    """After the ack of a valid Reject submit: reject, carrying the reviewer's reason."""
-    assert submission.request is not None
-    return cast(runtime, client, submission.request.id, user, Outcome.REJECTED, reason=submission.reason)
+@dataclass(frozen=True)
+class Action:
+    """A reviewer's decision as Slack delivered it, in a form that can be journaled and replayed
+    (`router.journal`): `approve` (the button; `channel` is where it was clicked), `reject` (the
+    Reject modal's checked `reason`) or `edit` (the Edit modal's `values`, `{block_id: text}`)."""
+
+    kind: Literal["approve", "reject", "edit"]
+    request_id: str
+    user: Decider
+    channel: str | None = None
+    reason: str | None = None
+    values: dict[str, str | None] = field(default_factory=dict)
+
+
+def act(runtime: Runtime, client: WebClient, action: Action) -> Settled | Literal["unknown_request"]:
+    """Do what the reviewer asked: vote to approve or reject, or approve with the edit (checked again
+    on the request as it is now; an edit no longer allowed is answered with why)."""
+    if action.kind == "approve":
+        return approve(runtime, client, action.request_id, action.user, action.channel)
+    if action.kind == "reject":
+        return cast(runtime, client, action.request_id, action.user, Outcome.REJECTED, reason=action.reason)
+    user_id = action.user["slack_user_id"]
+    submission = check_edit(runtime, action.request_id, user_id, action.values)
+    if not submission.ok:
+        delivery.tell(client, action.channel, user_id, next(iter(submission.errors.values()), ""))
+        return "refused"
+    return approve_edited(runtime, client, action.user, submission)
+
+
+def already_recorded(runtime: Runtime, action: Action) -> bool:
+    """True when the store already has this reviewer's vote or decision on the request (so a replay
+    of the action must not count it, or refuse it, a second time)."""
+    request = runtime.store.get(action.request_id)
+    if request is None:
+        return False
+    user_id = action.user["slack_user_id"]
+    if any(decider["slack_user_id"] == user_id for decider in request.decided_by or []):
+        return True
+    return any(vote.slack_user_id == user_id for vote in runtime.store.votes(action.request_id))

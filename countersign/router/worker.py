@@ -38,7 +38,7 @@ from rq.serializers import JSONSerializer
 
 from ..config import Settings
 from ..store import check_schema
-from . import relay, timeouts
+from . import journal, relay, timeouts
 from .jobs import INTAKE_QUEUE, json_queue
 from .policy import PolicyHolder
 from .runtime import Runtime, current
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_SECONDS = 1.0
 MAINTENANCE_INTERVAL_SECONDS = 60
-HEAL_EVERY_TICKS = 30  # look for resume and intake jobs lost from Redis every 30 s
+HEAL_EVERY_TICKS = 30  # every 30 s: lost resume and intake jobs, acked actions of dead web processes
 
 
 class RouterWorker(SimpleWorker):
@@ -98,7 +98,8 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
-    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost."""
+    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost and
+    replay the reviewers' actions that a dead web process had acked but not recorded."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
     scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
@@ -113,6 +114,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
             if ticks % HEAL_EVERY_TICKS == 0:
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))
                 steps.append(("intake", lambda: relay.requeue_intake(runtime.store, runtime.redis)))
+                steps.append(("journal", lambda: journal.replay(runtime)))
             for name, step in steps:  # each step on its own: one failing does not stop the others
                 try:
                     step()

@@ -3,11 +3,7 @@ told in Slack that nothing changed, and the next try, once the database is back,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from redis import Redis
-from sqlalchemy import text
 
 from countersign.agent import ApprovalClient
 from countersign.router.cards import APPROVE_ACTION, REASON_BLOCK, REJECT_ACTION
@@ -15,21 +11,10 @@ from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import wait_for
 from tests.helpers.builders import post_card, status
+from tests.helpers.faults import table_gone
 from tests.helpers.modals import open_view, raw_submit
 
 NOT_RECORDED = "could not record your action"
-
-
-@contextmanager
-def table_gone(store: Store, table: str) -> Iterator[None]:
-    """The database refuses every statement on `table` (it is renamed away) until the block ends."""
-    with store.engine.begin() as connection:
-        connection.execute(text(f"ALTER TABLE {table} RENAME TO {table}_away"))
-    try:
-        yield
-    finally:
-        with store.engine.begin() as connection:
-            connection.execute(text(f"ALTER TABLE {table}_away RENAME TO {table}"))
 
 
 def told(sb: Sandbox, user: str) -> list[str]:
