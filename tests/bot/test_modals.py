@@ -14,24 +14,7 @@ from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION, EDIT_ACTION
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, wait_for
-from tests.helpers.builders import edited_card, post_card, status
-
-
-def open_view(
-    sb: Sandbox, card: dict[str, Any], action_id: str, user: str, input_block: str | None
-) -> dict[str, Any]:
-    """Press `action_id` on `card` as `user`; wait until the modal holds its real content."""
-    assert sb.click(card["channel"], card["ts"], action_id, user)[0] == 200
-
-    def filled() -> dict[str, Any] | None:
-        views = [
-            v for v in sb.views(user) if "Loading…" not in json.dumps(v["view"]["blocks"], ensure_ascii=False)
-        ]
-        if input_block is None:
-            return views[0] if views else None
-        return next((v for v in views if input_block in json.dumps(v["view"]["blocks"])), None)
-
-    return wait_for(filled, what=f"the {action_id} modal")
+from tests.helpers.builders import edited_card, open_view, post_card, status
 
 
 def raw_submit(sb: Sandbox, view: dict[str, Any], user: str, values: dict[str, str | None]) -> dict[str, Any]:

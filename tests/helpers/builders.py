@@ -3,6 +3,7 @@ card; and reading back what became of them.
 
 - `refund`: the JSON an agent sends (the README's refund), with overrides;
 - `post_card`: send it through the client and intake, and return the card the sandbox shows;
+- `open_view`: press a card's button that opens a modal, and wait for the modal's real content;
 - `new_request`: a pending request written straight to the store (no policy, no card);
 - `request`: an `ApprovalRequest` built in memory and never stored, for rendering and edit checks;
 - `resume`: the outbox row a decision writes, as the router writes it;
@@ -11,6 +12,7 @@ card; and reading back what became of them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from redis import Redis
@@ -24,7 +26,7 @@ from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, ResumeEvent, Rules, Store
 from countersign.store.models import utcnow_plus
 
-from . import agent, drain
+from . import agent, drain, wait_for
 
 
 def refund(**overrides: Any) -> dict[str, Any]:
@@ -51,6 +53,24 @@ def post_card(
     cards = [m for m in sb.messages(channel) if request_id in str(m["blocks"])]
     assert len(cards) == 1, cards
     return request_id, cards[0]
+
+
+def open_view(
+    sb: Sandbox, card: dict[str, Any], action_id: str, user: str, input_block: str | None
+) -> dict[str, Any]:
+    """Press `action_id` on `card` as `user`; wait until the modal holds its real content (the input
+    `input_block` when given)."""
+    assert sb.click(card["channel"], card["ts"], action_id, user)[0] == 200
+
+    def filled() -> dict[str, Any] | None:
+        views = [
+            v for v in sb.views(user) if "Loading…" not in json.dumps(v["view"]["blocks"], ensure_ascii=False)
+        ]
+        if input_block is None:
+            return views[0] if views else None
+        return next((v for v in views if input_block in json.dumps(v["view"]["blocks"])), None)
+
+    return wait_for(filled, what=f"the {action_id} modal")
 
 
 def status(store: Store, request_id: str) -> str:
