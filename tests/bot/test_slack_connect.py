@@ -71,8 +71,8 @@ def test_a_partner_workspace_approver_approves_one_request_and_rejects_another(
     for request_id, card in ((approved_id, approved_card), (rejected_id, rejected_card)):
         row = store.get(request_id)
         assert row is not None and row.decided_by == [{"slack_user_id": PARTNER, "name": "pat"}]
-        wait_for(lambda: redis.exists(f"rq:job:resume-{request_id}"), what="the resume job")  # noqa: B023
-        rewritten = wait_for(lambda: edited_card(sb, card["ts"]), what="the rewritten card")  # noqa: B023
+        wait_for(lambda r=request_id: redis.exists(f"rq:job:resume-{r}"), what="the resume job")
+        rewritten = wait_for(lambda ts=card["ts"]: edited_card(sb, ts), what="the rewritten card")
         assert f"<@{PARTNER}>" in json.dumps(rewritten["blocks"])
     assert "Reviewer's reason: not our customer" in json.dumps(edited_card(sb, rejected_card["ts"]))
 
