@@ -23,18 +23,19 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 def create_wsgi(runtime: Runtime | None = None) -> WSGIApp:
     """The WSGI application: `/slack/events` to Bolt after `guard.refuse` (4xx for oversized,
-    unsigned, stale or malformed requests), `/healthz` to a database and Redis check."""
+    unsigned, stale or malformed requests, and for payloads meant for another installation),
+    `/healthz` to a database and Redis check."""
     runtime = runtime or current()
     bolt = SlackRequestHandler(create_app(runtime), path="/slack/events")
     secret = runtime.settings.SLACK_SIGNING_SECRET or ""
-    team_id = runtime.slack.auth_test()["team_id"]  # the one workspace this bot serves
+    ours = guard.installation(runtime.slack)  # the one installation this bot serves
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/healthz" and environ.get("REQUEST_METHOD") == "GET":
             status, body = healthz(runtime)
             return _json(start_response, status, body)
         if environ.get("PATH_INFO") == "/slack/events" and environ.get("REQUEST_METHOD") == "POST":
-            refusal = guard.refuse(environ, secret, team_id)
+            refusal = guard.refuse(environ, secret, ours)
             if refusal is not None:
                 return _json(start_response, refusal, {"error": refusal.split(" ", 1)[1].lower()})
         return bolt(environ, start_response)

@@ -43,15 +43,9 @@ def new_trigger_id() -> str:
     return f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}"
 
 
-def _envelope(kind: str, team_id: str, team_domain: str, user_id: str, user_name: str) -> Json:
+def _envelope(kind: str, team: Json, user: Json) -> Json:
     """The fields every interactivity payload starts with: its type, the workspace, who acted, the app."""
-    return {
-        "type": kind,
-        "team": {"id": team_id, "domain": team_domain},
-        "user": {"id": user_id, "username": user_name, "name": user_name, "team_id": team_id},
-        "api_app_id": API_APP_ID,
-        "token": VERIFICATION_TOKEN,
-    }
+    return {"type": kind, "team": team, "user": user, "api_app_id": API_APP_ID, "token": VERIFICATION_TOKEN}
 
 
 def _channel_name(channel_id: str) -> str:
@@ -61,10 +55,8 @@ def _channel_name(channel_id: str) -> str:
 
 def block_actions_payload(
     *,
-    team_id: str,
-    team_domain: str,
-    user_id: str,
-    user_name: str,
+    team: Json,
+    user: Json,
     message: Json,
     channel_id: str,
     block_id: str,
@@ -72,10 +64,12 @@ def block_actions_payload(
     response_url: str,
     trigger_id: str | None = None,
 ) -> Json:
-    """The ``block_actions`` payload Slack sends when ``user_id`` presses ``button`` on ``message``.
+    """The ``block_actions`` payload Slack sends when ``user`` presses ``button`` on ``message``.
 
-    ``message`` is the Slack-shaped message (see ``shapes.slack_message``). The action carries ``value``
-    and ``style`` only when the button has them, as Slack does. ``trigger_id`` defaults to a fresh one.
+    ``team`` is the payload's ``{"id", "domain"}`` and ``user`` its ``{"id", "username", "name", "team_id"}``
+    (``Sandbox.click_payload`` says which workspace each names). ``message`` is the Slack-shaped message
+    (see ``shapes.slack_message``). The action carries ``value`` and ``style`` only when the button has
+    them, as Slack does. ``trigger_id`` defaults to a fresh one.
     """
     action = {
         "action_id": button["action_id"],
@@ -86,7 +80,7 @@ def block_actions_payload(
     }
     action.update({key: button[key] for key in ("value", "style") if key in button})
     return {
-        **_envelope("block_actions", team_id, team_domain, user_id, user_name),
+        **_envelope("block_actions", team, user),
         "container": {
             "type": "message",
             "message_ts": message["ts"],
@@ -102,17 +96,15 @@ def block_actions_payload(
     }
 
 
-def view_submission_payload(
-    *, team_id: str, team_domain: str, user_id: str, user_name: str, view: Json, trigger_id: str
-) -> Json:
-    """The ``view_submission`` payload Slack sends when ``user_id`` presses a modal's submit button.
+def view_submission_payload(*, team: Json, user: Json, view: Json, trigger_id: str) -> Json:
+    """The ``view_submission`` payload Slack sends when ``user`` presses a modal's submit button.
 
     ``view`` is the Slack-shaped view (``id``, ``hash``, ``callback_id``, ``private_metadata``, ``blocks``,
     ...) whose ``state.values`` holds what the user entered. ``response_urls`` stays empty: the sandbox
     has no ``response_url_enabled`` inputs.
     """
     return {
-        **_envelope("view_submission", team_id, team_domain, user_id, user_name),
+        **_envelope("view_submission", team, user),
         "trigger_id": trigger_id,
         "view": view,
         "response_urls": [],
@@ -121,13 +113,11 @@ def view_submission_payload(
     }
 
 
-def view_closed_payload(
-    *, team_id: str, team_domain: str, user_id: str, user_name: str, view: Json, is_cleared: bool
-) -> Json:
+def view_closed_payload(*, team: Json, user: Json, view: Json, is_cleared: bool) -> Json:
     """The ``view_closed`` payload Slack sends when a user dismisses a modal whose view set
     ``notify_on_close``. ``is_cleared`` is True when the whole view stack closed (``clear_on_close``)."""
     return {
-        **_envelope("view_closed", team_id, team_domain, user_id, user_name),
+        **_envelope("view_closed", team, user),
         "view": view,
         "is_cleared": is_cleared,
         "is_enterprise_install": False,

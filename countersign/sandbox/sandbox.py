@@ -95,6 +95,13 @@ class Sandbox(Workspace):
         or button. Sending the same payload twice with ``send_signed`` is a double click on a card that
         has not refreshed yet. The payload's ``trigger_id`` is recorded (issued now, for ``user_id``), so the
         bot can open a modal with it within ``trigger_ttl_seconds`` seconds.
+
+        Its ``team`` is this workspace, the one the app is installed in, even when the user belongs to a
+        partner workspace (``user_teams``); ``user.team_id`` is the user's own workspace. That is how Slack
+        sends a click in a Slack Connect channel: the example payload in
+        https://github.com/slackapi/java-slack-sdk/issues/1041 and the report in
+        https://github.com/slackapi/bolt-js/issues/1614 (actions, unlike modal submits, carry the
+        installing workspace).
         """
         with self.state.lock:
             record = self.state.messages.get((channel, ts))
@@ -104,10 +111,8 @@ class Sandbox(Workspace):
             key = secrets.token_urlsafe(16)
             self.state.response_urls[key] = (channel, ts, user_id)
             return block_actions_payload(
-                team_id=self.team_id,
-                team_domain=TEAM_DOMAIN,
-                user_id=user_id,
-                user_name=self.users.get(user_id, user_id),
+                team=self._team(self.team_id),
+                user=self._actor(user_id),
                 message=slack_message(record, self.team_id),
                 channel_id=channel,
                 block_id=block["block_id"],
@@ -128,16 +133,21 @@ class Sandbox(Workspace):
         {"type": element type, "value": str | None}}}``. Builds only: nothing is sent, stored or checked
         the way Slack's client would (see ``submit_view``). Raises LookupError when the view is not the
         one open on the user's screen and ValueError for block ids that are not inputs of the view.
+
+        ``team`` and ``user.team_id`` are the submitter's own workspace (``team_of``), while
+        ``view.app_installed_team_id`` stays this one, where the app that opened the view is installed. For
+        a partner user in a Slack Connect channel the two differ, as Slack sends them
+        (https://github.com/slackapi/bolt-js/issues/1614, confirmed there by Slack support; Bolt for Python
+        reads the installation from ``view.app_installed_team_id`` first since
+        https://github.com/slackapi/bolt-python/pull/734). ``close_view``'s ``view_closed`` does the same.
         """
         with self.state.lock:
             record = self.state.views.top_view(view_id, user_id)
             view = copy.deepcopy(record["view"])
             view["state"] = {"values": modals.state_values(view, values)}
             return view_submission_payload(
-                team_id=self.team_id,
-                team_domain=TEAM_DOMAIN,
-                user_id=user_id,
-                user_name=self.users.get(user_id, user_id),
+                team=self._team(self.team_of(user_id)),
+                user=self._actor(user_id),
                 view=view,
                 trigger_id=self.state.views.issue_trigger(user_id, self.clock(), view_id=view_id),
             )
@@ -236,14 +246,23 @@ class Sandbox(Workspace):
         if not view["notify_on_close"]:
             return None
         payload = view_closed_payload(
-            team_id=self.team_id,
-            team_domain=TEAM_DOMAIN,
-            user_id=user_id,
-            user_name=self.users.get(user_id, user_id),
+            team=self._team(self.team_of(user_id)),
+            user=self._actor(user_id),
             view=view,
             is_cleared=cleared,
         )
         return self.send_signed(payload)
+
+    # --- who acts, from which workspace ----------------------------------------------------------------
+
+    def _actor(self, user_id: str) -> Json:
+        """A payload's ``user``: the id, the name (twice, as Slack sends it) and the user's own workspace."""
+        name = self.users.get(user_id, user_id)
+        return {"id": user_id, "username": name, "name": name, "team_id": self.team_of(user_id)}
+
+    def _team(self, team_id: str) -> Json:
+        """A payload's ``team``; a partner workspace's domain is its id in lower case (a sandbox choice)."""
+        return {"id": team_id, "domain": TEAM_DOMAIN if team_id == self.team_id else team_id.lower()}
 
     # --- delivery ----------------------------------------------------------------------------------------
 

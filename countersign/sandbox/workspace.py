@@ -20,6 +20,12 @@ class Workspace:
     ``usergroups`` maps a group id -> member ids and starts as ``DEFAULT_USERGROUPS``. ``base_url`` is set
     by ``serve`` so payloads can carry a working ``response_url``.
 
+    ``user_teams`` (settable, empty at first) maps a user id -> the team id of the user's own workspace,
+    for people of a partner workspace in a Slack Connect channel shared with this one; everyone else
+    belongs to ``team_id`` (``team_of``). Such a user is listed in ``users`` too, as Slack's users.info
+    answers for external members of a shared channel. Their clicks and modal submits carry the two
+    workspaces the way Slack sends them (see ``Sandbox.click_payload`` and ``Sandbox.submit_payload``).
+
     ``clock`` (unix seconds, default ``time.time``) times trigger_ids, recorded calls and chat.postMessage
     pacing; tests pass a fake clock instead of sleeping. ``post_rate_per_channel`` (messages per second,
     default None = off) paces chat.postMessage per channel the way Slack does (about 1 per second, short
@@ -47,6 +53,7 @@ class Workspace:
         self.team_id = team_id
         self.users = dict(DEFAULT_USERS if users is None else users)
         self.usergroups = {group: list(members) for group, members in DEFAULT_USERGROUPS.items()}
+        self.user_teams: dict[str, str] = {}
         self.base_url: str | None = None
         self.clock = clock
         self.trigger_ttl_seconds = TRIGGER_TTL_SECONDS
@@ -54,6 +61,10 @@ class Workspace:
         self.post_rate_per_channel = post_rate_per_channel
         self.post_burst = post_burst
         self.state = State()
+
+    def team_of(self, user_id: str) -> str:
+        """The team id of ``user_id``'s own workspace: theirs in ``user_teams``, else this workspace's."""
+        return self.user_teams.get(user_id, self.team_id)
 
     def messages(self, channel: str | None = None) -> list[MessageRecord]:
         """Copies of the channel messages in post order, all channels when ``channel`` is None.
@@ -107,7 +118,8 @@ class Workspace:
 
     def snapshot(self) -> Json:
         """Everything the page shows: ``{"team_id", "interactivity_url", "bot": {"id", "name"}, "users":
-        [{"id", "name"}], "channels": [{"id", "messages": [...]}], "ephemerals": [...], "views": [...]}``.
+        [{"id", "name"}], "user_teams": {user id: team id}, "channels": [{"id", "messages": [...]}],
+        "ephemerals": [...], "views": [...]}``.
 
         Channels are in first-post order; messages, ephemerals and views as ``messages()`` /
         ``ephemerals()`` / ``views()``.
@@ -122,6 +134,7 @@ class Workspace:
             "interactivity_url": self.interactivity_url,
             "bot": {"id": BOT_USER_ID, "name": BOT_NAME},
             "users": [{"id": uid, "name": name} for uid, name in self.users.items()],
+            "user_teams": dict(self.user_teams),
             "channels": [{"id": cid, "messages": msgs} for cid, msgs in channels.items()],
             "ephemerals": ephemerals,
             "views": views,

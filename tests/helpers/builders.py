@@ -3,6 +3,7 @@ card; and reading back what became of them.
 
 - `refund`: the JSON an agent sends (the README's refund), with overrides;
 - `post_card`: send it through the client and intake, and return the card the sandbox shows;
+- `open_view`: press a card's button that opens a modal, and wait for the modal's real content;
 - `new_request`: a pending request written straight to the store (no policy, no card);
 - `request`: an `ApprovalRequest` built in memory and never stored, for rendering and edit checks;
 - `resume`: the outbox row a decision writes, as the router writes it;

@@ -1,4 +1,4 @@
-"""auth.test, users.info and the user directory over HTTP (``webapi.users``)."""
+"""auth.test, bots.info, users.info and the user directory over HTTP (``webapi.users``)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,17 @@ def test_auth_test_names_the_bot(client: WebClient, server: SandboxServer) -> No
     assert answer["team"] == "Sandbox"
     assert answer["team_id"] == "T0SANDBOX"
     assert answer["url"] == server.url + "/"
+
+
+def test_bots_info_names_the_app_of_the_bot(client: WebClient) -> None:
+    bot = client.bots_info(bot="B0BOT")["bot"]
+    assert (bot["id"], bot["app_id"], bot["user_id"], bot["name"]) == (
+        "B0BOT",
+        "A0SANDBOX",
+        "U0BOT",
+        "countersign",
+    )
+    assert api_error(lambda: client.bots_info(bot="B0OTHER")) == {"ok": False, "error": "bot_not_found"}
 
 
 def test_users_info(client: WebClient) -> None:

@@ -14,6 +14,7 @@ Method = Callable[[Workspace, Params], ApiResponse]
 
 METHODS: dict[str, Method] = {
     "auth.test": users.auth_test,
+    "bots.info": users.bots_info,
     "chat.postMessage": chat.post_message,
     "chat.update": chat.update,
     "chat.postEphemeral": chat.post_ephemeral,
