@@ -62,11 +62,13 @@ class PolicyError(CountersignError, ValueError):
 
 
 class RetryLater(CountersignError):
-    """Slack (or the channel's pace) asks to wait `seconds` before posting again."""
+    """Slack (or the channel's pace) asks to wait `seconds` before trying again; `why`, when given,
+    is what Slack answered (its error code, e.g. `ratelimited`, or the network error's name)."""
 
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"retry in {seconds:g} s")
+    def __init__(self, seconds: float, why: str = "") -> None:
+        super().__init__(f"retry in {seconds:g} s" + (f" ({why})" if why else ""))
         self.seconds = seconds
+        self.why = why
 
 
 class UsageError(CountersignError):

@@ -142,7 +142,7 @@ def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False, rer
     except SlackApiError as exc:
         error = exc.response.get("error")
         if rate_limited(exc):
-            raise RetryLater(_retry_after(exc)) from None
+            raise RetryLater(retry_after(exc)) from None
         if error in BAD_BLOCKS and not compact:
             log.warning("request %s: Slack refused the card (%s); posting a compact one", request.id, error)
             return _post(runtime, request, compact=True, rerouted=rerouted)
@@ -161,7 +161,8 @@ def transient(exc: SlackApiError) -> bool:
     return rate_limited(exc) or exc.response.status_code >= 500
 
 
-def _retry_after(exc: SlackApiError) -> int:
+def retry_after(exc: SlackApiError) -> int:
+    """The seconds Slack's `Retry-After` header asks to wait (at least 1; 1 when it sent none)."""
     try:
         return max(
             1, int(exc.response.headers.get("Retry-After", exc.response.headers.get("retry-after", 1)))
@@ -206,7 +207,7 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
         )["messages"]
     except SlackApiError as exc:
         if transient(exc):
-            raise RetryLater(_retry_after(exc)) from None  # look again later; never post blind on a blip
+            raise RetryLater(retry_after(exc)) from None  # look again later; never post blind on a blip
         # Cannot read this conversation at all (not a member, a DM by user id, a missing scope): posting
         # again is the only way the card is seen; at worst it shows twice, and either copy works.
         log.warning(
