@@ -49,7 +49,8 @@ class RouterUnavailable(CountersignError):
 
 class ExecutionRefused(CountersignError):
     """An approved action may not run (again): `why` is `malformed_decision` | `unknown_request` |
-    `not_approved` | `already_executed` | `grant_expired` | `bad_signature` | `payload_mismatch`."""
+    `not_approved` | `already_executed` | `grant_expired` | `bad_signature` | `payload_mismatch`.
+    None of them changes when the same decision is tried again."""
 
     def __init__(self, request_id: str, why: str) -> None:
         super().__init__(f"request {request_id}: execution refused ({why})")

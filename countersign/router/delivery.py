@@ -224,16 +224,21 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
     return None
 
 
-def update_card(client: WebClient, request: ApprovalRequest, approvals: list[Decider] | None = None) -> None:
-    """Rewrite a request's card: the decided card (no buttons), or the pending card with the
-    approvals counted so far. A Slack error is logged; a decided card that is gone gets a status
-    message instead."""
+def update_card(
+    client: WebClient,
+    request: ApprovalRequest,
+    approvals: list[Decider] | None = None,
+    refused: str | None = None,
+) -> None:
+    """Rewrite a request's card: the decided card (no buttons; `refused`: why the agent's worker
+    refused to run it, if it did), or the pending card with the approvals counted so far. A Slack
+    error is logged; a decided card that is gone gets a status message instead."""
     if request.card_ts is None:
         return
     card = (
         cards.request_card(request, approvals or [])
         if request.status == Status.PENDING
-        else cards.decided_card(request)
+        else cards.decided_card(request, refused)
     )
     try:
         client.chat_update(channel=request.channel, ts=request.card_ts, **card.message())
@@ -256,11 +261,11 @@ def _post_status(client: WebClient, request: ApprovalRequest, card: cards.Card) 
 
 def refresh_card(request_id: str) -> None:
     """RQ job (router worker, `jobs.REFRESH_CARD_JOB`): rewrite a decided request's card, e.g. after
-    the agent reported its outcome."""
+    the agent reported its outcome or refused to run it (`Store.execution_refusal`)."""
     runtime = current()
     request = runtime.store.get(request_id)
     if request is not None and request.status != Status.PENDING:
-        update_card(runtime.slack, request)
+        update_card(runtime.slack, request, refused=runtime.store.execution_refusal(request_id))
 
 
 def mark_escalated(client: WebClient, old: ApprovalRequest, to_channel: str) -> None:
