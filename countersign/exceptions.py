@@ -49,7 +49,8 @@ class RouterUnavailable(CountersignError):
 
 class ExecutionRefused(CountersignError):
     """An approved action may not run (again): `why` is `malformed_decision` | `unknown_request` |
-    `not_approved` | `already_executed` | `grant_expired` | `bad_signature` | `payload_mismatch`."""
+    `not_approved` | `already_executed` | `grant_expired` | `bad_signature` | `payload_mismatch`.
+    None of them changes when the same decision is tried again."""
 
     def __init__(self, request_id: str, why: str) -> None:
         super().__init__(f"request {request_id}: execution refused ({why})")
@@ -62,11 +63,13 @@ class PolicyError(CountersignError, ValueError):
 
 
 class RetryLater(CountersignError):
-    """Slack (or the channel's pace) asks to wait `seconds` before posting again."""
+    """Slack (or the channel's pace) asks to wait `seconds` before trying again; `why`, when given,
+    is what Slack answered (its error code, e.g. `ratelimited`, or the network error's name)."""
 
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"retry in {seconds:g} s")
+    def __init__(self, seconds: float, why: str = "") -> None:
+        super().__init__(f"retry in {seconds:g} s" + (f" ({why})" if why else ""))
         self.seconds = seconds
+        self.why = why
 
 
 class UsageError(CountersignError):

@@ -9,8 +9,10 @@
 `execute_approved` refuses, with `ExecutionRefused` and an audit event, when the decision was not
 an approval, its grant's signature is wrong, the payload differs from the grant's hash, the grant
 has expired (database clock), or it already ran. Single use is one conditional UPDATE in the store,
-so two workers racing on the same decision run `fn` once. The outcome ("executed ✓" / "failed ✗")
-is recorded in the audit trail and shown on the card (the router worker rewrites it).
+so two workers racing on the same decision run `fn` once. The outcome ("executed ✓" / "failed ✗"),
+or the refusal ("Not executed: the grant expired at …"), is recorded in the audit trail and shown
+on the card (the router worker rewrites it). No refusal can change when the same decision is tried
+again, so `approved_action` ends the resume job on one instead of raising into RQ's retries.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def execute_approved(
     Needs `COUNTERSIGN_SECRET`, `DATABASE_URL` and `REDIS_URL` (from the environment unless a
     `runtime` is given). Returns what `fn` returns. Raises `ExecutionRefused` (`why`:
     `malformed_decision`, `not_approved`, `bad_signature`, `payload_mismatch`, `grant_expired`,
-    `already_executed`, `unknown_request`) before running anything; re-raises what `fn` raises,
-    after recording the failure.
+    `already_executed`, `unknown_request`) before running anything, audited as
+    `execution_refused` and shown on the card (`malformed_decision` names no request to do it
+    for); re-raises what `fn` raises, after recording the failure.
     """
     runtime = runtime or current()
     runtime.settings.require("COUNTERSIGN_SECRET", needed_by="execute_approved in the agent's worker")
@@ -54,13 +57,10 @@ def execute_approved(
         raise ExecutionRefused("?", "malformed_decision")
     request_id = str(decision.get("request_id"))
     try:
-        verify_grant(runtime.settings.COUNTERSIGN_SECRET or "", decision)
-    except ExecutionRefused as refused:
-        runtime.store.record(request_id, "execution_refused", AGENT, why=refused.why)
+        _claim(runtime, request_id, decision)
+    except ExecutionRefused:
+        _refresh_card(runtime, request_id)  # the card says why the action did not run
         raise
-    claimed = runtime.store.claim_execution(request_id, AGENT)
-    if isinstance(claimed, NotExecutable):
-        raise ExecutionRefused(request_id, claimed.why)
     _refresh_card(runtime, request_id)  # the card says the action started, until its outcome comes
     try:
         result = fn(decision["payload"])
@@ -69,6 +69,19 @@ def execute_approved(
         raise
     report_outcome(request_id, True, None if result is None else str(result), runtime)
     return result
+
+
+def _claim(runtime: Connections, request_id: str, decision: dict[str, Any]) -> None:
+    """Verify the decision's grant, then claim its single execution. Raises `ExecutionRefused`,
+    audited as `execution_refused` with its `why` (by the store when the claim is refused)."""
+    try:
+        verify_grant(runtime.settings.COUNTERSIGN_SECRET or "", decision)
+    except ExecutionRefused as refused:
+        runtime.store.record(request_id, "execution_refused", AGENT, why=refused.why)
+        raise
+    claimed = runtime.store.claim_execution(request_id, AGENT)
+    if isinstance(claimed, NotExecutable):
+        raise ExecutionRefused(request_id, claimed.why)
 
 
 def report_outcome(
@@ -93,14 +106,24 @@ def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, An
     """Decorator: turn `fn(payload)` into a resume function `resume(decision)`.
 
     Decisions that let the payload run (approved, or expired with `on_timeout: allow`) go through
-    `execute_approved`; the others run nothing and return None (logged).
+    `execute_approved`; the others run nothing and return None (logged). So does a decision
+    `execute_approved` refuses (audited, and on the card): the same decision would be refused
+    again, so the job ends there, and RQ, which retries a job only when it raises, schedules no
+    retry (https://python-rq.org/docs/exceptions/, "Retrying Failed Jobs"). What `fn` raises is
+    raised.
     """
 
     @functools.wraps(fn)
     def resume(decision: dict[str, Any]) -> T | None:
-        if not may_run(decision.get("outcome"), decision.get("timeout_result")):
+        if isinstance(decision, dict) and not may_run(
+            decision.get("outcome"), decision.get("timeout_result")
+        ):
             log.info("request %s was %s; nothing to run", decision.get("request_id"), decision.get("outcome"))
             return None
-        return execute_approved(decision, fn)
+        try:
+            return execute_approved(decision, fn)
+        except ExecutionRefused as refused:
+            log.warning("%s; nothing ran, and trying again would be refused too", refused)
+            return None
 
     return resume

@@ -38,7 +38,7 @@ from slack_sdk.models.views import View
 
 from ..store import ApprovalRequest, Decider, Execution, Status
 from .edits import block_id as edit_block_id
-from .texts import clip, escape, mentions, sanitize, show, verdict, when, who
+from .texts import clip, escape, mentions, not_executed, sanitize, show, verdict, when, who
 
 APPROVE_ACTION = "countersign_approve"
 REJECT_ACTION = "countersign_reject"
@@ -197,7 +197,8 @@ def _edit_line(request: ApprovalRequest) -> str | None:
     return f"✏️ {escape(clip(changes, 1500))}, edited by {who(request)}"
 
 
-def _execution_line(request: ApprovalRequest) -> str | None:
+def _execution_line(request: ApprovalRequest, refused: str | None) -> str | None:
+    """How the approved action went; or, while nothing ran, why the agent's worker refused it."""
     if request.execution == Execution.EXECUTED:
         return f"Executed ✓ at {when(request.executed_at)}"
     if request.execution == Execution.STARTED:
@@ -207,17 +208,20 @@ def _execution_line(request: ApprovalRequest) -> str | None:
         )
     if request.execution == Execution.FAILED:
         return f"Failed ✗ {escape(clip(request.execution_detail or '', 500))}"
+    if refused and request.execution is None and request.approved_payload is not None:
+        return not_executed(request, refused)
     return None
 
 
-def decided_card(request: ApprovalRequest) -> Card:
+def decided_card(request: ApprovalRequest, refused: str | None = None) -> Card:
     """The card after the decision: the same facts, no buttons; who decided what and when, the
-    edit diff, the reviewer's reason, and the execution outcome once the agent reports it."""
+    edit diff, the reviewer's reason, and the execution outcome once the agent reports it, or
+    (`refused`: the `why` of its latest refusal) that the approved action did not run, and why."""
     icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
-    lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request)]
+    lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request, refused)]
     if request.decision_reason:
         lines.append(f"Reviewer's reason: {escape(clip(request.decision_reason, 1000))}")
-    version = f"{request.status}-{request.execution or 'open'}"
+    version = f"{request.status}-{request.execution or refused or 'open'}"
     lines.append(f"Request {request.id} · policy v{request.policy_version}")
     blocks = _body(request, version)
     text = "\n".join(line for line in lines if line)

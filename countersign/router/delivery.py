@@ -142,7 +142,7 @@ def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False, rer
     except SlackApiError as exc:
         error = exc.response.get("error")
         if rate_limited(exc):
-            raise RetryLater(_retry_after(exc)) from None
+            raise RetryLater(retry_after(exc)) from None
         if error in BAD_BLOCKS and not compact:
             log.warning("request %s: Slack refused the card (%s); posting a compact one", request.id, error)
             return _post(runtime, request, compact=True, rerouted=rerouted)
@@ -161,7 +161,8 @@ def transient(exc: SlackApiError) -> bool:
     return rate_limited(exc) or exc.response.status_code >= 500
 
 
-def _retry_after(exc: SlackApiError) -> int:
+def retry_after(exc: SlackApiError) -> int:
+    """The seconds Slack's `Retry-After` header asks to wait (at least 1; 1 when it sent none)."""
     try:
         return max(
             1, int(exc.response.headers.get("Retry-After", exc.response.headers.get("retry-after", 1)))
@@ -206,7 +207,7 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
         )["messages"]
     except SlackApiError as exc:
         if transient(exc):
-            raise RetryLater(_retry_after(exc)) from None  # look again later; never post blind on a blip
+            raise RetryLater(retry_after(exc)) from None  # look again later; never post blind on a blip
         # Cannot read this conversation at all (not a member, a DM by user id, a missing scope): posting
         # again is the only way the card is seen; at worst it shows twice, and either copy works.
         log.warning(
@@ -223,16 +224,21 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
     return None
 
 
-def update_card(client: WebClient, request: ApprovalRequest, approvals: list[Decider] | None = None) -> None:
-    """Rewrite a request's card: the decided card (no buttons), or the pending card with the
-    approvals counted so far. A Slack error is logged; a decided card that is gone gets a status
-    message instead."""
+def update_card(
+    client: WebClient,
+    request: ApprovalRequest,
+    approvals: list[Decider] | None = None,
+    refused: str | None = None,
+) -> None:
+    """Rewrite a request's card: the decided card (no buttons; `refused`: why the agent's worker
+    refused to run it, if it did), or the pending card with the approvals counted so far. A Slack
+    error is logged; a decided card that is gone gets a status message instead."""
     if request.card_ts is None:
         return
     card = (
         cards.request_card(request, approvals or [])
         if request.status == Status.PENDING
-        else cards.decided_card(request)
+        else cards.decided_card(request, refused)
     )
     try:
         client.chat_update(channel=request.channel, ts=request.card_ts, **card.message())
@@ -255,11 +261,11 @@ def _post_status(client: WebClient, request: ApprovalRequest, card: cards.Card) 
 
 def refresh_card(request_id: str) -> None:
     """RQ job (router worker, `jobs.REFRESH_CARD_JOB`): rewrite a decided request's card, e.g. after
-    the agent reported its outcome."""
+    the agent reported its outcome or refused to run it (`Store.execution_refusal`)."""
     runtime = current()
     request = runtime.store.get(request_id)
     if request is not None and request.status != Status.PENDING:
-        update_card(runtime.slack, request)
+        update_card(runtime.slack, request, refused=runtime.store.execution_refusal(request_id))
 
 
 def mark_escalated(client: WebClient, old: ApprovalRequest, to_channel: str) -> None:

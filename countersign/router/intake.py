@@ -3,7 +3,10 @@
 Runs on the router worker (`countersign worker`, queue `countersign`). It is safe to run twice for
 one request: the store keeps one row per idempotency key and one card `ts` per request. A message
 that cannot become a request is dead-lettered with its reason, never dropped (DESIGN.md,
-invariant 8).
+invariant 8). Slack busy or unreachable is not such a reason: the one Slack call made before the
+request is stored (`usergroups.users.list`, resolving the approvers) is tried again by
+rescheduling the job, as the card's calls are; only Slack's refusals for good, or Slack busy for
+every run RQ allows, dead-letter it. A job that runs again keeps the approvers its first run stored.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..schema import ApprovalRequestV1, IntakeMessage, parse
 from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
 from . import directory, relay
 from .delivery import CLOCK_SLACK_SECONDS, post_card
+from .jobs import INTAKE_RETRY
 from .policy import Gate, Route
 from .runtime import Runtime, current
 
@@ -57,9 +61,12 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
                 "action": request.action,
             },
         )
-        approvers = _approvers(runtime, route, gate, request)
+        stored = _stored_by_an_earlier_run(runtime, parsed.request_id)
+        approvers = stored.approvers if stored else _approvers(runtime, route, gate, request)
     except (InvalidRequest, PolicyError) as exc:
         return _dead_letter(runtime, message, str(exc))
+    except RetryLater as later:  # Slack busy or unreachable while resolving the approvers
+        return _reschedule(parsed.request_id, later)
     row, _ = runtime.store.create(
         {
             "id": parsed.request_id,
@@ -93,10 +100,14 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     try:
         return post_card(runtime, row)
     except RetryLater as later:
-        log.info(
-            "request %s: rescheduled in %.3f s (channel pace or Slack's Retry-After)", row.id, later.seconds
-        )
-        return _retry_in(later.seconds)
+        return _reschedule(row.id, later)
+
+
+def _reschedule(request_id: str, later: RetryLater) -> Retry:
+    """Log why the job waits, and return the `Retry` that runs it again in `later.seconds`."""
+    why = later.why or "channel pace or Slack's Retry-After"
+    log.info("request %s: rescheduled in %.3f s (%s)", request_id, later.seconds, why)
+    return _retry_in(later.seconds)
 
 
 def _retry_in(seconds: float) -> Retry:
@@ -105,7 +116,8 @@ def _retry_in(seconds: float) -> Retry:
     RQ's scheduler keeps whole unix seconds (it floors the time) and moves due jobs onto the queue
     once a second, so the time is rounded up to the next whole second (a float interval must come in
     a list), unless that second is within `CLOCK_SLACK_SECONDS` of the time (then the card posts
-    on time: see `post_card`). `max` counts every reschedule of the job: its wait for the
+    on time: see `post_card`). `max` counts every reschedule of the job: its waits for Slack to
+    resolve the approvers (`_approvers` dead-letters the request when none is left), for the
     channel's time, then Slack's 429s; past that the job fails and the card sweep posts the card.
     """
     now = time.time()
@@ -114,17 +126,30 @@ def _retry_in(seconds: float) -> Retry:
     return Retry(max=MAX_RESCHEDULES, interval=interval)
 
 
+def _stored_by_an_earlier_run(runtime: Runtime, request_id: str) -> ApprovalRequest | None:
+    """The request if an earlier run of this intake job stored it, else None; a first run reads
+    nothing. RQ counts the job's runs after the first: `number_of_retries` (it returned a `Retry`)
+    and `retries_left` (it raised, or its worker died, and `INTAKE_RETRY` ran it again)."""
+    job = get_current_job()
+    if job is None:
+        return None
+    raised = job.retries_left is not None and job.retries_left < INTAKE_RETRY.max
+    return runtime.store.get(request_id) if job.number_of_retries or raised else None
+
+
 def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequestV1) -> list[str]:
-    """The first level's approvers, user groups resolved. Raises `PolicyError` when they cannot
-    be resolved or are too few for the quorum the gate asks for."""
+    """The first level's approvers, user groups resolved. Raises `RetryLater` when Slack is busy or
+    unreachable (see `_lookup_later`), and `PolicyError` when Slack refuses for good or they are
+    too few for the quorum the gate asks for."""
     if not gate.review:
         return list(route.approvers.users)
+    failed = f"approvers of {route.channel}: usergroups.users.list failed"
     try:
         found = directory.approvers(runtime.slack, route.approvers.users, route.approvers.usergroups)
     except SlackApiError as exc:
-        raise PolicyError(
-            f"approvers of {route.channel}: usergroups.users.list failed ({exc.response.get('error')})"
-        ) from None
+        raise PolicyError(f"{failed} ({exc.response.get('error')})") from None
+    except RetryLater as later:
+        raise _lookup_later(later, failed) from None
     eligible = eligible_approvers(found, request.on_behalf_of, route.rules)
     if len(eligible) < gate.approvals:
         raise PolicyError(
@@ -132,6 +157,19 @@ def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequ
             "approve (the human the agent acts for may not approve their own request)"
         )
     return found
+
+
+def _lookup_later(later: RetryLater, failed: str) -> RetryLater | PolicyError:
+    """Slack was busy or unreachable resolving the approvers, before the request was stored: wait
+    for its `Retry-After` or the intake job's back-off (`INTAKE_RETRY`'s intervals), whichever is
+    longer. Once the job has been rescheduled `MAX_RESCHEDULES` times (RQ would fail it, and nothing
+    would be left to retry it), a `PolicyError` naming Slack's answer dead-letters it instead, so
+    the request still ends in one state."""
+    job = get_current_job()
+    runs = (job.number_of_retries or 0) if job is not None else 0
+    if runs >= MAX_RESCHEDULES:
+        return PolicyError(f"{failed} after {runs + 1} attempts, Slack busy or unreachable ({later.why})")
+    return RetryLater(max(later.seconds, Retry.get_interval(runs, INTAKE_RETRY.intervals)), later.why)
 
 
 def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> Taken:

@@ -32,6 +32,8 @@ INTAKE_QUEUE = "countersign"
 INTAKE_JOB = "countersign.router.intake.intake"
 """`intake(message)`: an `IntakeMessage` as JSON becomes a stored request and a card."""
 INTAKE_RETRY = Retry(max=5, interval=[1, 5, 30, 60, 300])
+"""An intake job that raised (e.g. the database was down) runs again; its intervals are also the
+back-off of a user-group lookup Slack was too busy to answer (`intake._lookup_later`)."""
 INTAKE_TIMEOUT_SECONDS = 60
 
 REFRESH_CARD_JOB = "countersign.router.delivery.refresh_card"

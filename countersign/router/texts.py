@@ -95,6 +95,21 @@ def verdict(request: ApprovalRequest, plain: bool = False) -> str:
     return text[0].lower() + text[1:] if plain else text
 
 
+def not_executed(request: ApprovalRequest, why: str) -> str:
+    """The decided card's line when the agent's worker refused to run the approved action; `why`
+    is the refusal's code (`ExecutionRefused.why`), e.g. "Not executed: the grant expired at
+    <date> (execution refused)"."""
+    reasons = {
+        "grant_expired": f"the grant expired at {when(request.grant_expires_at)}",
+        "bad_signature": (
+            "the grant's signature did not verify in the agent's worker (a forged decision, or "
+            "another `COUNTERSIGN_SECRET` there)"
+        ),
+        "payload_mismatch": "the payload the agent's worker was given is not the approved one",
+    }
+    return f"Not executed: {reasons.get(why, escape(why))} (execution refused)"
+
+
 def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:
     """Answer to a click or submit on a request that is no longer pending (mrkdwn, or `plain` for
     a modal's inline error, which Slack shows as plain text)."""

@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError
 from ..exceptions import RetryLater
 from ..store import ApprovalRequest, Level, TimeoutResult
 from . import delivery, directory, relay
-from .delivery import post_card, transient
+from .delivery import post_card
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -112,11 +112,9 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) 
 
 
 def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
-    try:
+    try:  # Slack busy or unreachable raises RetryLater: the next tick tries again
         approvers = directory.approvers(runtime.slack, level.users, level.usergroups)
-    except SlackApiError as exc:
-        if transient(exc):
-            raise RetryLater(5) from None  # Slack is busy: the next tick tries again
+    except SlackApiError:
         approvers = []  # Slack refused for good (e.g. the user group is gone): nobody can decide
     if len(approvers) < request.required_approvals:  # a user group shrank below the quorum
         log.error(

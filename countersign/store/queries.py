@@ -85,6 +85,26 @@ class Queries:
             stmt = select(AuditEvent).where(AuditEvent.request_id == request_id).order_by(AuditEvent.id)
             return list(session.scalars(stmt))
 
+    def execution_refusal(self, request_id: str) -> str | None:
+        """The `why` of the request's latest `execution_refused` audit event, or None.
+
+        A refusal is read from the audit trail rather than stored on the request: it is already
+        written there in the refusal's own transaction, it changes no state (the approval stands,
+        and a forged or tampered decision refused must not stop the genuine one from running), and
+        its one reader is the decided card, rewritten after each execution report
+        (`delivery.refresh_card`). A column would hold the same fact twice, need a migration and
+        still have to be ignored once the action runs; the card shows it only while nothing ran.
+        """
+        with self._read() as session:
+            stmt = (
+                select(AuditEvent.detail)
+                .where(AuditEvent.request_id == request_id, AuditEvent.event == "execution_refused")
+                .order_by(AuditEvent.id.desc())
+                .limit(1)
+            )
+            detail = session.scalars(stmt).first()
+        return None if detail is None else detail.get("why")
+
     def outbox_event(self, request_id: str) -> OutboxEvent | None:
         """The resume event of a decided request (its `body` is the decision sent), or None."""
         with self._read() as session:

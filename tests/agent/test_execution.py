@@ -1,4 +1,5 @@
-"""What runs is what was approved, once: grants checked and consumed by `execute_approved`."""
+"""What runs is what was approved, once: grants checked and consumed by `execute_approved`; a
+refusal that a retry cannot change ends the resume job, and the card and the audit trail say why."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import pytest
 from redis import Redis
 
 from countersign import ExecutionRefused, approved_action, execute_approved, report_outcome
-from countersign.router.jobs import json_queue
+from countersign.agent import ApprovalClient
+from countersign.router import relay
+from countersign.router.jobs import json_queue, resume_job_id
 from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers.builders import new_request
+from tests.helpers import agent, drain
+from tests.helpers.builders import age, edited_card, new_request, post_card
 
 
 def approve(runtime: Runtime, grant_ttl: int = 60, **kwargs: Any) -> dict[str, Any]:
@@ -137,3 +142,79 @@ def test_decorator_runs_approved_decisions_only(runtime: Runtime, monkeypatch: p
     assert resume({**decision, "outcome": "rejected"}) is None and ran == []
     resume(decision)
     assert ran == [decision["payload"]]
+
+
+def test_the_decorator_ends_a_refused_decision_without_raising(runtime: Runtime) -> None:
+    """A refusal a retry cannot change returns from the resume job (RQ then schedules no retry)."""
+    ran: list[Any] = []
+    resume = approved_action(ran.append)
+    decision = approve(runtime)
+    resume(decision)
+    assert resume(decision) is None  # already_executed
+    assert resume(approve(runtime, grant_ttl=0)) is None  # grant_expired
+    assert resume({**decision, "payload": {"amount": "5000.00"}}) is None  # payload_mismatch
+    assert resume("not a decision") is None  # type: ignore[arg-type]  # malformed_decision
+    assert ran == [decision["payload"]]
+
+
+def approved_card(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, sb: Sandbox
+) -> tuple[str, dict[str, Any]]:
+    """A refund whose card is posted and which U0LEAD has approved (resumed by the test agent's
+    `execute`, through `approved_action`); returns its id and card."""
+    request_id, card = post_card(client, redis, sb, resume={"queue": agent.QUEUE, "func": agent.EXECUTE_FUNC})
+    runtime.store.vote(
+        request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", runtime.resume_event
+    )
+    return request_id, card
+
+
+def test_a_grant_expired_before_the_resume_job_ran_ends_the_job_and_the_card_says_so(
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from countersign.cli import main
+
+    sb, _ = sandbox
+    request_id, card = approved_card(client, redis, runtime, sb)
+    age(store, request_id, grant_expires_at=-1)  # the agent's worker was down until the grant expired
+    relay.sweep(store, redis)
+    drain(redis, agent.QUEUE)
+    assert agent.executed(redis) == []
+    queue, job_id = json_queue(agent.QUEUE, redis), resume_job_id(request_id)
+    job = queue.fetch_job(job_id)
+    assert job is not None and job.get_status() == "finished"  # no retry: it would be refused again
+    assert job_id not in queue.scheduled_job_registry and job_id not in queue.failed_job_registry
+    drain(redis)  # the router worker rewrites the card
+    updated = edited_card(sb, card["ts"])
+    assert updated is not None and "Approved by <@U0LEAD>" in str(updated["blocks"])
+    assert "Not executed: the grant expired at" in str(updated["blocks"])
+    assert refused_why(store, request_id) == ["grant_expired"]
+    assert main(["show", request_id]) == 0
+    assert '"why": "grant_expired"' in capsys.readouterr().out
+
+
+def test_a_refusal_raised_to_a_direct_caller_is_on_the_card_until_the_decision_runs(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    """An agent calling `execute_approved` itself still gets `ExecutionRefused`, and the card says
+    the action did not run; once the genuine decision runs, the card says that instead."""
+    sb, _ = sandbox
+    request_id, card = approved_card(client, redis, runtime, sb)
+    event = store.outbox_event(request_id)
+    assert event is not None
+    tampered = copy.deepcopy(event.body)
+    tampered["payload"]["amount"] = "5000.00"
+    with pytest.raises(ExecutionRefused, match="payload_mismatch"):
+        execute_approved(tampered, print, runtime)
+    drain(redis)
+    updated = edited_card(sb, card["ts"])
+    assert updated is not None and "Not executed: the payload" in str(updated["blocks"])
+    execute_approved(event.body, lambda payload: "refund re_1", runtime)
+    drain(redis)
+    blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
+    assert "Executed ✓" in blocks and "Not executed" not in blocks

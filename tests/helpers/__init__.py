@@ -1,10 +1,10 @@
 """Test helpers, shared by every test module (no test module imports another).
 
-Here: waiting on a condition with a deadline (`wait_for`), running RQ queues in-process (`drain`),
-the README's first request (`README_REQUEST`) and an empty outbox row (`empty_resume`). Beside it:
-`agent` (the test agent whose resume jobs record what they were given), `builders` (requests,
-cards and what became of them), `redis_server` (a redis-server of the tests' own) and `strategies`
-(hypothesis strategies).
+Here: waiting on a condition with a deadline (`wait_for`), running RQ queues in-process (`drain`)
+and a job RQ scheduled for later now (`run_scheduled`), the README's first request
+(`README_REQUEST`) and an empty outbox row (`empty_resume`). Beside it: `agent` (the test agent
+whose resume jobs record what they were given), `builders` (requests, cards and what became of
+them), `redis_server` (a redis-server of the tests' own) and `strategies` (hypothesis strategies).
 """
 
 from __future__ import annotations
@@ -46,6 +46,18 @@ def drain(redis: Redis, queue: str = "countersign") -> None:
     """Run every job on `queue` in this process with RQ's SimpleWorker (JSON serializer), then return."""
     worker = SimpleWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
     worker.work(burst=True)
+
+
+def run_scheduled(redis: Redis, job_id: str, queue: str = "countersign") -> None:
+    """Run the job `job_id`, which RQ has scheduled to run again later (it returned a `Retry`, or
+    raised with retries left), now: move it onto its queue, as RQ's scheduler does once its time
+    has come, then `drain` the queue."""
+    rq_queue = json_queue(queue, redis)
+    job = rq_queue.fetch_job(job_id)
+    assert job is not None and job_id in rq_queue.scheduled_job_registry, f"job {job_id} is not scheduled"
+    rq_queue.scheduled_job_registry.remove(job)
+    rq_queue.enqueue_job(job)
+    drain(redis, queue)
 
 
 def empty_resume(row: ApprovalRequest) -> ResumeEvent:

@@ -163,3 +163,26 @@ def test_card_of_an_action_that_started_but_never_reported_says_so() -> None:
     )
     text = json.dumps(cards.decided_card(started).blocks, ensure_ascii=False)
     assert "⚙ Execution started at an unknown time; no outcome reported yet" in text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "shown"),
+    [
+        pytest.param({"status": "approved", "approved_payload": {"amount": "1.00"}}, True, id="approved"),
+        pytest.param(
+            {"status": "approved", "approved_payload": {"amount": "1.00"}, "execution": "executed"},
+            False,
+            id="ran-after-all",
+        ),
+        pytest.param({"status": "rejected"}, False, id="rejected"),
+    ],
+)
+def test_a_refused_execution_is_on_the_card_only_while_the_approved_action_has_not_run(
+    overrides: dict[str, Any], shown: bool
+) -> None:
+    decided = request(decided_by=[{"slack_user_id": "U0LEAD", "name": "lee"}], **overrides)
+    text = json.dumps(cards.decided_card(decided, "payload_mismatch").blocks, ensure_ascii=False)
+    line = (
+        "Not executed: the payload the agent's worker was given is not the approved one (execution refused)"
+    )
+    assert (line in text) is shown

@@ -1,20 +1,26 @@
 """The intake job: a request becomes one stored request and one card, or a dead letter with its
 reason; a repeat the client could not catch (Redis forgot the key) is resolved by the database; a
-card posted before a crash is found, not posted again."""
+card posted before a crash is found, not posted again; Slack busy or unreachable while the
+approvers' user groups are resolved reschedules the job (faults injected by the sandbox), and only
+Slack's refusals for good dead-letter it."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient
-from countersign.router.jobs import json_queue
+from countersign.router import directory
+from countersign.router.intake import MAX_RESCHEDULES
+from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import drain
+from tests.helpers import drain, run_scheduled
 from tests.helpers.builders import refund
 
 
@@ -132,3 +138,140 @@ def test_a_live_posting_lease_keeps_a_second_poster_out(
         )
     assert store.claim_card(request_id) is not None
     assert store.claim_card(request_id) is None  # someone is posting right now
+
+
+def scheduled_at(redis: Redis, request_id: str) -> float | None:
+    """The unix second at which RQ runs the request's intake job again, or None if not scheduled."""
+    return redis.zscore(
+        json_queue("countersign", redis).scheduled_job_registry.key, intake_job_id(request_id)
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "wait"),
+    [
+        pytest.param({"status": 429, "retry_after": 7}, 7, id="429"),
+        pytest.param({"status": 503, "times": 2}, 1, id="two-503s"),  # the Web API client retries one itself
+    ],
+)
+def test_slack_busy_while_resolving_user_groups_reschedules_intake(
+    engine_policy: Path,
+    fault: dict[str, Any],
+    wait: int,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
+) -> None:
+    """pay_vendor's approvers are the user group S0FINANCE. Slack rate-limits (or fails) the lookup:
+    the intake job is rescheduled (for Retry-After), not dead-lettered; its next run stores the
+    request and posts its card, and the same idempotency key finds that live request."""
+    sb, _ = sandbox
+    sb.inject("usergroups.users.list", **fault)
+    request_id = client.request(refund(action="pay_vendor"))
+    before = time.time()
+    drain(redis)
+    assert store.get(request_id) is None and store.get_dead_letter(request_id) is None
+    at = scheduled_at(redis, request_id)
+    assert at is not None and at >= before + wait - 0.01
+    run_scheduled(redis, intake_job_id(request_id))
+    row = store.get(request_id)
+    assert row is not None and row.status == "pending" and row.card_ts is not None
+    assert row.approvers == ["U0ALICE", "U0BOB"] and len(sb.messages("C0AP")) == 1
+    assert store.get_dead_letter(request_id) is None
+    assert client.request(refund(action="pay_vendor")) == request_id
+    assert client.get(request_id).status == "pending"
+
+
+def test_a_user_group_lookup_that_times_out_reschedules_intake(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
+) -> None:
+    from slack_sdk import WebClient
+
+    sb, url = sandbox
+    runtime.__dict__["slack"] = WebClient(
+        token="xoxb-test", base_url=url + "/api/", timeout=1, retry_handlers=[]
+    )
+    sb.inject("usergroups.users.list", delay_seconds=5)  # Slack answers after the client gave up
+    request_id = client.request(refund(action="pay_vendor"))
+    drain(redis)
+    assert store.get(request_id) is None and store.get_dead_letter(request_id) is None
+    run_scheduled(redis, intake_job_id(request_id))
+    row = store.get(request_id)
+    assert row is not None and row.card_ts is not None and row.approvers == ["U0ALICE", "U0BOB"]
+
+
+@pytest.mark.parametrize("error", ["no_such_subteam", "missing_scope"])
+def test_slack_refusing_a_user_group_for_good_dead_letters_with_the_reason(
+    engine_policy: Path,
+    error: str,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
+) -> None:
+    sandbox[0].inject("usergroups.users.list", error=error)
+    request_id = client.request(refund(action="pay_vendor"))
+    drain(redis)
+    state = client.get(request_id)
+    assert state.status == "dead_letter" and f"usergroups.users.list failed ({error})" in (state.reason or "")
+    assert scheduled_at(redis, request_id) is None and sandbox[0].messages("C0AP") == []
+
+
+def test_slack_busy_for_every_run_dead_letters_with_the_reason_at_last(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
+) -> None:
+    """The request still ends in one state: after the last reschedule RQ allows, a dead letter that
+    says Slack was busy, rather than a failed job and a request forever `queued`."""
+    sb, _ = sandbox
+    sb.inject("usergroups.users.list", status=429, retry_after=1, times=MAX_RESCHEDULES + 1)
+    request_id = client.request(refund(action="pay_vendor"))
+    drain(redis)
+    for _ in range(MAX_RESCHEDULES):
+        run_scheduled(redis, intake_job_id(request_id))
+    state = client.get(request_id)
+    assert state.status == "dead_letter" and "(ratelimited)" in (state.reason or "")
+    assert f"after {MAX_RESCHEDULES + 1} attempts" in (state.reason or "")
+    assert scheduled_at(redis, request_id) is None
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param({"status": 429, "retry_after": 1}, id="rescheduled"),  # the job returns RQ's Retry
+        pytest.param({"status": 500, "times": 2}, id="raised"),  # the job raises; the intake job's Retry
+    ],
+)
+def test_a_run_again_keeps_the_approvers_the_first_run_stored(
+    engine_policy: Path,
+    fault: dict[str, Any],
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
+) -> None:
+    """The card's first post fails after the request was stored. The job's next run asks Slack for
+    no user group, so a group deleted meanwhile cannot dead-letter a request that is pending."""
+    sb, _ = sandbox
+    sb.inject("chat.postMessage", **fault)
+    request_id = client.request(refund(action="pay_vendor"))
+    drain(redis)
+    assert store.get(request_id) is not None
+    del sb.usergroups["S0FINANCE"]  # Slack now answers no_such_subteam
+    directory.clear_cache()
+    run_scheduled(redis, intake_job_id(request_id))
+    assert store.get_dead_letter(request_id) is None and client.get(request_id).status == "pending"
+    assert len(sb.calls("usergroups.users.list")) == 1
