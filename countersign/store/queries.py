@@ -121,12 +121,17 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def recently_published(self, window_seconds: int, limit: int = 1000) -> list[OutboxEvent]:
-        """Outbox events published in the last `window_seconds` (database clock), newest first."""
+    def published_not_run(self, window_seconds: int, limit: int = 1000) -> list[OutboxEvent]:
+        """Outbox events published in the last `window_seconds` (database clock) whose payload has not
+        started running (no `execution` recorded on the request), newest first."""
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
-                .where(OutboxEvent.published_at > utcnow_plus(-window_seconds))
+                .join(ApprovalRequest, ApprovalRequest.id == OutboxEvent.request_id)
+                .where(
+                    OutboxEvent.published_at > utcnow_plus(-window_seconds),
+                    ApprovalRequest.execution.is_(None),
+                )
                 .order_by(OutboxEvent.published_at.desc())
                 .limit(limit)
             )

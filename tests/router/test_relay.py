@@ -7,7 +7,7 @@ from redis import Redis
 
 from countersign.agent import ApprovalClient
 from countersign.router import relay
-from countersign.router.jobs import json_queue, resume_job_id
+from countersign.router.jobs import enqueue_resume, json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -55,8 +55,10 @@ def test_agent_running_the_same_decision_twice_acts_once(
     request_id = decided_without_publishing(client, redis, store, runtime)
     relay.sweep(store, redis)
     drain(redis, agent.QUEUE)
-    redis.delete(f"rq:job:{resume_job_id(request_id)}")  # the job's record is gone: it is enqueued again
-    assert relay.heal(store, redis) == 1
+    event = store.outbox_event(request_id)
+    assert event is not None
+    redis.delete(f"rq:job:{resume_job_id(request_id)}")  # the job's record is gone
+    enqueue_resume(redis, event)  # and it is delivered a second time all the same
     drain(redis, agent.QUEUE)  # the second delivery is refused by the grant's single use
     assert len(agent.executed(redis)) == 1
     assert [e.detail.get("why") for e in store.audit_trail(request_id) if e.event == "execution_refused"] == [
@@ -92,3 +94,15 @@ def test_an_accepted_request_waits_in_the_database_only_until_intake_takes_it(
     assert relay.requeue_intake(store, redis, grace_seconds=0) == 0  # its job is still in Redis
     drain(redis)
     assert store.intake_waiting(0) == [] and client.get(first).status == "pending"
+
+
+def test_heal_never_enqueues_again_a_resume_that_ran(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    relay.sweep(store, redis)
+    drain(redis, agent.QUEUE)
+    redis.delete(f"rq:job:{resume_job_id(request_id)}")  # the job's record is gone after it ran
+    assert relay.heal(store, redis) == 0  # the store knows it ran: nothing is enqueued again
+    assert json_queue(agent.QUEUE, redis).count == 0
+    assert "execution_refused" not in events(store, request_id)
