@@ -13,6 +13,7 @@ from redis import Redis
 from sqlalchemy import update
 
 from countersign.agent import ApprovalClient
+from countersign.router import timeouts
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.delivery import post_card
 from countersign.router.runtime import Runtime
@@ -20,7 +21,7 @@ from countersign.sandbox import Sandbox
 from countersign.store import Store
 from countersign.store.models import ApprovalRequest, utcnow_plus
 from tests.helpers import drain, wait_for
-from tests.helpers.builders import edited_card, refund, status
+from tests.helpers.builders import age, edited_card, refund, status
 
 POLICY = """\
 version: 4
@@ -30,6 +31,10 @@ defaults:
 actions:
   issue_refund:
     channel: U0LEAD               # a user id: the card goes to lee.lead's DM
+    timeout: 4h
+    on_timeout: escalate
+    escalate: [{channel: C0FINLEADS, approvers: {users: [U0LEAD]}, timeout: 24h, on_timeout: deny}]
+    reminders: [1h]
   send_email:
     channel: C0GONE               # a channel Slack cannot find: the card falls back to the approver's DM
     approvers: {users: [U0ALICE]}
@@ -51,9 +56,25 @@ def only_card(sb: Sandbox, request_id: str) -> dict[str, Any]:
 def decided_by_click(sb: Sandbox, card: dict[str, Any], user: str) -> dict[str, Any]:
     """Approve `card` as `user` through the sandbox and the bot; the card once rewritten."""
     assert sb.click(card["channel"], card["ts"], APPROVE_ACTION, user)[0] == 200
-    rewritten = wait_for(lambda: edited_card(sb, card["ts"]), what="the card to be rewritten")
-    assert "actions" not in [block["type"] for block in rewritten["blocks"]]  # no buttons left
-    return rewritten
+    return rewritten(sb, card)
+
+
+def rewritten(sb: Sandbox, card: dict[str, Any]) -> dict[str, Any]:
+    """`card` once the bot has rewritten it, with no buttons left."""
+    done = wait_for(lambda: edited_card(sb, card["ts"]), what="the card to be rewritten")
+    assert "actions" not in [block["type"] for block in done["blocks"]]
+    return done
+
+
+def double_click(sb: Sandbox, card: dict[str, Any], user: str) -> dict[str, Any]:
+    """Approve `card` as `user`, then click again as on a card that had not refreshed yet; the
+    ephemeral answer to the second click."""
+    click = sb.click_payload(card["channel"], card["ts"], APPROVE_ACTION, user)
+    sb.send_signed(click)
+    rewritten(sb, card)
+    sb.send_signed(click)
+    [answer] = wait_for(lambda: sb.ephemerals(user), what="the ephemeral answer")
+    return answer
 
 
 def test_a_card_sent_to_a_user_id_is_rewritten_after_the_click(
@@ -92,23 +113,35 @@ def test_a_card_rerouted_to_the_only_approvers_dm_is_rewritten_after_the_click(
 
 
 def test_a_second_click_in_a_dm_is_answered_in_the_dm(
-    dm_policy: Path,
-    client: ApprovalClient,
-    redis: Redis,
-    store: Store,
-    sandbox: tuple[Sandbox, str],
-    bot: str,
+    dm_policy: Path, client: ApprovalClient, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
     sb, _ = sandbox
     request_id = client.request(refund())
     drain(redis)
     card = only_card(sb, request_id)
-    click = sb.click_payload(card["channel"], card["ts"], APPROVE_ACTION, "U0LEAD")
-    sb.send_signed(click)
-    wait_for(lambda: status(store, request_id) == "approved", what="the approval")
-    sb.send_signed(click)  # a double click on a card that has not refreshed yet
-    [answer] = wait_for(lambda: sb.ephemerals("U0LEAD"), what="the ephemeral answer")
+    answer = double_click(sb, card, "U0LEAD")
     assert answer["channel"] == card["channel"] and "already" in answer["text"]
+
+
+def test_a_reminder_is_a_reply_in_the_dm_and_an_escalation_rewrites_the_dm_card(
+    dm_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
+) -> None:
+    sb, _ = sandbox
+    request_id = client.request(refund())
+    drain(redis)
+    card = only_card(sb, request_id)
+    age(store, request_id, next_reminder_at=-1)
+    timeouts.sweep(runtime)
+    [reminder] = [m for m in sb.messages(card["channel"]) if m["thread_ts"] == card["ts"]]
+    assert "Reminder for <@U0LEAD>" in reminder["text"]
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)
+    assert "escalated to <#C0FINLEADS>" in str(rewritten(sb, card)["blocks"])
 
 
 def test_a_dm_card_posted_before_a_crash_is_found_not_posted_twice(
@@ -138,7 +171,7 @@ def test_a_dm_card_posted_before_a_crash_is_found_not_posted_twice(
     assert row is not None and (row.channel, row.card_ts) == (card["channel"], card["ts"])
 
 
-def test_a_card_stored_under_the_user_id_is_still_rewritten(
+def test_a_card_stored_under_the_user_id_is_still_rewritten_and_answered_in_the_dm(
     dm_policy: Path,
     client: ApprovalClient,
     redis: Redis,
@@ -153,4 +186,5 @@ def test_a_card_stored_under_the_user_id_is_still_rewritten(
         connection.execute(
             update(ApprovalRequest).where(ApprovalRequest.id == request_id).values(channel="U0LEAD")
         )
-    decided_by_click(sb, only_card(sb, request_id), "U0LEAD")
+    card = only_card(sb, request_id)
+    assert double_click(sb, card, "U0LEAD")["channel"] == card["channel"]
