@@ -5,6 +5,16 @@ answers, reminders and status messages, and what to do when Slack says no.
   with the request id and level (https://docs.slack.dev/messaging/message-metadata), because
   `chat.postMessage` has no idempotency key. A retry after a crash between posting and storing the
   `ts` first looks the card up in `conversations.history` and adopts it.
+- **DMs.** A card for a person (a policy's `channel: U…`, or the fallback below) is posted with
+  their user id, and Slack answers with the id of the bot's DM with them (`D…`). That id, not the
+  user id, is what chat.update, conversations.history and chat.postEphemeral take (they answer
+  `channel_not_found` to a user id: Slack's maintainers in
+  https://github.com/slackapi/bolt-python/issues/951 and
+  https://github.com/slackapi/python-slack-sdk/issues/528; chat.postEphemeral's `channel` is a
+  channel, private group or IM channel, https://docs.slack.dev/reference/methods/chat.postEphemeral),
+  so the card is stored with the channel Slack answered (`Store.attach_card`), and a user id still
+  stored (before the card is posted, or by an earlier version) is turned into the DM's id with
+  `conversations.open` first (`_conversation`).
 - **Pace.** Slack allows about one message per second per channel
   (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage). Each card reserves a time
   in its channel in Redis, once, `PACE_MILLISECONDS` after the channel's previous one
@@ -15,9 +25,10 @@ answers, reminders and status messages, and what to do when Slack says no.
   delay the other channels' cards). A `429` is honoured the same way, for its `Retry-After`
   seconds, and the card gives up its time. No worker ever sleeps.
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
-  `not_in_channel` / `channel_not_found` / `is_archived` fall back once to a DM (a group DM for
-  several approvers). What is still refused is audited as `delivery_failed` and tried again with a
-  growing delay (the posting lease is pushed out), as is a `429` for its `Retry-After`.
+  `not_in_channel` / `channel_not_found` / `is_archived` fall back once to the approvers' DM, or
+  group DM for several, opened with `conversations.open`. What is still refused is audited as
+  `delivery_failed` and tried again with a growing delay (the posting lease is pushed out), as is a
+  `429` for its `Retry-After`.
 - **Rewrites** send both `text` and `blocks` (text alone drops the blocks:
   https://docs.slack.dev/messaging/modifying-messages); a decided card that is gone or no longer
   ours to edit gets a fresh status message instead. Ephemeral answers and reminders are best
@@ -27,7 +38,7 @@ answers, reminders and status messages, and what to do when Slack says no.
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from redis import Redis
 from slack_sdk import WebClient
@@ -54,6 +65,9 @@ BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at m
 MAX_BACKOFF_SECONDS = 600
 BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
+# User ids: `U…`, and `W…` on Enterprise Grid (the two kinds `migration.exchange` maps between:
+# https://docs.slack.dev/reference/methods/migration.exchange).
+USER_ID_PREFIXES = ("U", "W")
 
 
 # The channel's next free posting time, reserved once per card (unix milliseconds, Redis's clock, so
@@ -76,6 +90,13 @@ return {slot, tonumber(time[1]), tonumber(time[2])}
 Posted = Literal["posted", "found", "duplicate"]
 
 
+class Message(NamedTuple):
+    """Where a message is in Slack: the id of its conversation and its `ts`."""
+
+    channel: str
+    ts: str
+
+
 def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
     """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
 
@@ -93,10 +114,10 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
     if claimed is None:
         return "duplicate"
     try:
-        ts = _find_card(runtime, claimed) if claimed.card_attempts > 1 else None
-        outcome: Posted = "found" if ts is not None else "posted"
-        if ts is None:
-            ts = _post(runtime, claimed)
+        card = _find_card(runtime, claimed) if claimed.card_attempts > 1 else None
+        outcome: Posted = "found" if card is not None else "posted"
+        if card is None:
+            card = _post(runtime, claimed)
     except RetryLater as later:
         # Slack asks to wait after all: give up this card's time, take a new one later
         runtime.redis.delete(_slot_keys(row)[1])
@@ -107,8 +128,8 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
         runtime.store.defer_card(row.id, seconds)
         runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
         raise
-    runtime.store.attach_card(row.id, ts, claimed.level)
-    log.info("request %s: card %s at %s", row.id, outcome, ts)
+    runtime.store.attach_card(row.id, card.channel, card.ts, claimed.level)
+    log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
     return outcome
 
 
@@ -131,14 +152,17 @@ def _slot_keys(row: ApprovalRequest) -> list[str]:
     return [channel_key, f"{channel_key}:{row.id}:{row.level}"]
 
 
-def _post(runtime: Runtime, request: ApprovalRequest, compact: bool = False, rerouted: bool = False) -> str:
+def _post(
+    runtime: Runtime, request: ApprovalRequest, compact: bool = False, rerouted: bool = False
+) -> Message:
+    """Post the request's card; where Slack put it (for a user id, in the bot's DM with them)."""
     card = cards.compact_card(request) if compact else cards.request_card(request)
     metadata = {"event_type": CARD_EVENT, "event_payload": {"request_id": request.id, "level": request.level}}
     try:
         response = runtime.slack.chat_postMessage(
             channel=request.channel, metadata=metadata, **card.message()
         )
-        return str(response["ts"])
+        return Message(str(response["channel"]), str(response["ts"]))
     except SlackApiError as exc:
         error = exc.response.get("error")
         if rate_limited(exc):
@@ -178,13 +202,9 @@ def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> Approval
     approver but the human the agent acts for.
     """
     users = request.eligible_approvers[:8]
-    if request.channel.startswith(("U", "W", "D")) or not users:
+    if request.channel.startswith((*USER_ID_PREFIXES, "D")) or not users:
         raise SlackApiError(f"cannot deliver to {request.channel} ({error})", {"ok": False, "error": error})
-    direct = (
-        users[0]
-        if len(users) == 1
-        else runtime.slack.conversations_open(users=",".join(users))["channel"]["id"]
-    )
+    direct = str(runtime.slack.conversations_open(users=",".join(users))["channel"]["id"])
     log.error(
         "request %s: cannot post to %s (%s); sending it to the approvers in %s",
         request.id,
@@ -198,17 +218,27 @@ def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> Approval
     return rerouted or request
 
 
-def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
-    """The `ts` of this request's card at its level if an earlier attempt posted it, else None."""
+def _conversation(client: WebClient, channel: str) -> str:
+    """The id of the conversation a card for `channel` is in: `channel` itself, or for a user id
+    the bot's DM with them, which `conversations.open` returns (the DM chat.postMessage posts in)."""
+    if not channel.startswith(USER_ID_PREFIXES):
+        return channel
+    return str(client.conversations_open(users=channel)["channel"]["id"])
+
+
+def _find_card(runtime: Runtime, row: ApprovalRequest) -> Message | None:
+    """This request's card at its level if an earlier attempt posted it, else None. A card for a
+    user id is looked for in their DM with the bot (`_conversation`)."""
     oldest = row.level_started_at.timestamp() - 60 if row.level_started_at else 0
     try:
+        channel = _conversation(runtime.slack, row.channel)
         messages = runtime.slack.conversations_history(
-            channel=row.channel, oldest=f"{oldest:.6f}", limit=200, include_all_metadata=True
+            channel=channel, oldest=f"{oldest:.6f}", limit=200, include_all_metadata=True
         )["messages"]
     except SlackApiError as exc:
         if transient(exc):
             raise RetryLater(retry_after(exc)) from None  # look again later; never post blind on a blip
-        # Cannot read this conversation at all (not a member, a DM by user id, a missing scope): posting
+        # Cannot read this conversation at all (not a member, a missing scope): posting
         # again is the only way the card is seen; at worst it shows twice, and either copy works.
         log.warning(
             "request %s: cannot look for an earlier card (%s); posting", row.id, exc.response.get("error")
@@ -220,7 +250,7 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> str | None:
             "request_id": row.id,
             "level": row.level,
         }:
-            return str(message["ts"])
+            return Message(channel, str(message["ts"]))
     return None
 
 
@@ -241,7 +271,8 @@ def update_card(
         else cards.decided_card(request, refused)
     )
     try:
-        client.chat_update(channel=request.channel, ts=request.card_ts, **card.message())
+        channel = _conversation(client, request.channel)
+        client.chat_update(channel=channel, ts=request.card_ts, **card.message())
     except SlackApiError as exc:
         error = exc.response.get("error")
         log.warning("request %s: card not updated (%s)", request.id, error)
@@ -274,7 +305,9 @@ def mark_escalated(client: WebClient, old: ApprovalRequest, to_channel: str) -> 
         return
     try:
         client.chat_update(
-            channel=old.channel, ts=old.card_ts, **cards.escalated_card(old, to_channel).message()
+            channel=_conversation(client, old.channel),
+            ts=old.card_ts,
+            **cards.escalated_card(old, to_channel).message(),
         )
     except SlackApiError as exc:
         log.warning("request %s: old card not updated (%s)", old.id, exc.response.get("error"))
@@ -284,7 +317,9 @@ def remind(client: WebClient, request: ApprovalRequest) -> None:
     """Post the reminder as a thread reply under the card; errors are logged."""
     try:
         client.chat_postMessage(
-            channel=request.channel, thread_ts=request.card_ts, text=texts.reminder_text(request)
+            channel=_conversation(client, request.channel),
+            thread_ts=request.card_ts,
+            text=texts.reminder_text(request),
         )
     except SlackApiError as exc:
         log.warning("request %s: reminder not posted (%s)", request.id, exc.response.get("error"))
@@ -297,6 +332,6 @@ def tell(client: WebClient, channel: str | None, user_id: str, text: str) -> Non
         if channel is None:
             client.chat_postMessage(channel=user_id, text=text)
         else:
-            client.chat_postEphemeral(channel=channel, user=user_id, text=text)
+            client.chat_postEphemeral(channel=_conversation(client, channel), user=user_id, text=text)
     except SlackApiError as exc:
         log.warning("ephemeral answer not delivered (%s)", exc.response.get("error"))

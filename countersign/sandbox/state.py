@@ -13,7 +13,9 @@ from countersign.sandbox.viewstore import ViewStore
 class State:
     """The workspace's mutable data. Hold ``lock`` while reading or changing any field.
 
-    ``messages`` maps ``(channel, ts)`` to a channel message (``MessageRecord``), in post order.
+    ``messages`` maps ``(channel, ts)`` to a channel message (``MessageRecord``), in post order; a DM's
+    messages are kept under the DM's ``D…`` id, never under a user id. ``dms`` maps the id of each DM
+    (``D…``) and group DM (``G…``) the bot has opened to its members' user ids.
     ``ephemerals`` lists the ephemeral messages (``EphemeralRecord``). ``response_urls`` maps a
     response_url key to the ``(channel, ts, user_id)`` it answers. ``views`` holds the trigger_ids and the
     open modal views (``viewstore.ViewStore``).
@@ -27,6 +29,7 @@ class State:
         self.lock = threading.RLock()
         self.messages: dict[tuple[str, str], MessageRecord] = {}
         self.ephemerals: list[EphemeralRecord] = []
+        self.dms: dict[str, list[str]] = {}
         self.response_urls: dict[str, tuple[str, str, str]] = {}
         self.views = ViewStore()
         self.calls: list[CallRecord] = []
@@ -64,6 +67,19 @@ class State:
         }
         self.messages[(channel, ts)] = record
         return record
+
+    def open_dm(self, users: list[str]) -> str:
+        """Open the bot's DM with one user (or group DM with several), or find the one already open,
+        and return its id: ``D…`` for one user, ``G…`` for several, the same id for the same users.
+
+        Slack keeps one DM per user and app: conversations.open resumes it, and chat.postMessage to
+        the user's id lands in it (https://docs.slack.dev/reference/methods/conversations.open).
+        """
+        members = sorted(users)
+        prefix = "D" if len(members) == 1 else "G"
+        channel = prefix + "".join(u.removeprefix("U") for u in members)[:20]
+        self.dms[channel] = members
+        return channel
 
     def add_ephemeral(self, channel: str, user: str, text: str, blocks: list[Json]) -> str:
         """Store a message only ``user`` sees and return its ``message_ts``."""

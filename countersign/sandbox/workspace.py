@@ -67,7 +67,8 @@ class Workspace:
         return self.user_teams.get(user_id, self.team_id)
 
     def messages(self, channel: str | None = None) -> list[MessageRecord]:
-        """Copies of the channel messages in post order, all channels when ``channel`` is None.
+        """Copies of the channel messages in post order, all channels when ``channel`` is None (a DM's
+        messages are under the DM's ``D…`` id, as chat.postMessage answered it, not the user id).
 
         Each is ``{"channel", "ts", "text", "blocks", "metadata", "thread_ts", "user", "edited"}``;
         ``user`` is the poster (``U0BOT`` for the bot) and ``edited`` turns True after chat.update.

@@ -191,7 +191,10 @@ class ApprovalRequest(Base):
     `expires_at` is when the current escalation `level` times out (database clock), and
     `timeout_result` (`deny` | `allow`) is the policy's answer when it does. `approvers` (Slack
     user ids of the current level) and `rules` (`Rules`) are the policy's, snapshotted at intake.
-    `payload` never changes; `approved_payload` is what may run (the
+    `channel` is where the current level's card goes, then where it is: the level's channel (a
+    channel id, or a user id for a DM) until the card is posted, then the id of the conversation
+    Slack posted it in (a DM's `D…` id for a user id; `Store.attach_card`), which chat.update and
+    conversations.history need. `payload` never changes; `approved_payload` is what may run (the
     payload, or the reviewer's edit, with the diff in `edits`). `execution` is `started` →
     `executed` | `failed`, at most once.
     """

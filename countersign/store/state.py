@@ -125,16 +125,18 @@ class Store(Records):
                 )
         return row
 
-    def attach_card(self, request_id: str, ts: str, level: int = 0) -> bool:
-        """Record the Slack `ts` of the request's card at escalation `level`, once; audit
-        `card_posted`. False if it had one, or the request moved on to another level meanwhile."""
+    def attach_card(self, request_id: str, channel: str, ts: str, level: int = 0) -> bool:
+        """Record where the request's card at escalation `level` is, once: the `channel` Slack
+        answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
+        and replaces the user id) and its `ts`; audit `card_posted`. False if it had one, or the
+        request moved on to another level meanwhile."""
         with self._write() as session:
             where = (
                 ApprovalRequest.id == request_id,
                 ApprovalRequest.card_ts.is_(None),
                 ApprovalRequest.level == level,
             )
-            attached = update_request(session, where, card_ts=ts) is not None
+            attached = update_request(session, where, channel=channel, card_ts=ts) is not None
             if attached:
                 self._audit(session, request_id, "card_posted", None, ts=ts)
         return attached

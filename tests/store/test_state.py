@@ -81,12 +81,12 @@ def test_publish_is_marked_once(store: Store) -> None:
     assert [e.event for e in store.audit_trail(row.id)].count("resume_published") == 1
 
 
-def test_card_is_attached_once(store: Store) -> None:
+def test_card_is_attached_once_where_slack_posted_it(store: Store) -> None:
     row = new_request(store)
-    assert store.attach_card(row.id, "1.000100") is True
-    assert store.attach_card(row.id, "1.000200") is False
+    assert store.attach_card(row.id, "D0LEAD", "1.000100") is True  # e.g. a user id's DM
+    assert store.attach_card(row.id, "C0X", "1.000200") is False
     stored = store.get(row.id)
-    assert stored is not None and stored.card_ts == "1.000100"
+    assert stored is not None and (stored.channel, stored.card_ts) == ("D0LEAD", "1.000100")
 
 
 def test_dead_letter_is_kept_once_with_its_reason(store: Store) -> None:

@@ -19,6 +19,10 @@ from countersign.sandbox.webapi.answers import ApiError
 Params = dict[str, Any]
 """The arguments of one call, as parsed by ``parse_params``."""
 
+#: How user ids start: ``U…``, and ``W…`` for Enterprise Grid's global user ids (the two kinds
+#: ``migration.exchange`` maps between: https://docs.slack.dev/reference/methods/migration.exchange).
+USER_ID_PREFIXES = ("U", "W")
+
 
 def parse_params(content_type: str, body: bytes, query: str = "") -> Params:
     """Merge the query string and a form or JSON body into one dict (first value of repeated form keys).
@@ -54,10 +58,34 @@ def flag(params: Params, name: str) -> bool:
     return params.get(name) in (True, 1, "true", "True", "1")
 
 
-def channel(params: Params) -> str:
-    """The ``channel`` argument; ``channel_not_found`` when it is missing or empty."""
+def is_user_id(value: str) -> bool:
+    """Whether ``value`` is a user id: ``U…``, or ``W…`` on Enterprise Grid (not a conversation id)."""
+    return value.startswith(USER_ID_PREFIXES)
+
+
+def channel_or_user(params: Params) -> str:
+    """The ``channel`` argument as given, a conversation id or a user id; ``channel_not_found`` when
+    it is missing or empty. Only chat.postMessage takes a user id (see ``chat.post_message``)."""
     value = params.get("channel")
     if not isinstance(value, str) or not value:
+        raise ApiError("channel_not_found")
+    return value
+
+
+def channel(params: Params) -> str:
+    """The ``channel`` argument, a conversation id (``C…``, ``G…``, ``D…``); ``channel_not_found``
+    when it is missing, empty or a user id.
+
+    A message is read and edited by the id of the conversation it is in: chat.update and
+    conversations.history answer ``channel_not_found`` to the user id a DM was posted with, and take
+    the DM's ``D…`` id that chat.postMessage answered (Slack's maintainers in
+    https://github.com/slackapi/bolt-python/issues/951 and
+    https://github.com/slackapi/python-slack-sdk/issues/528). chat.postEphemeral's ``channel`` is
+    documented as a channel, private group or IM channel, not a user
+    (https://docs.slack.dev/reference/methods/chat.postEphemeral).
+    """
+    value = channel_or_user(params)
+    if is_user_id(value):
         raise ApiError("channel_not_found")
     return value
 

@@ -33,13 +33,33 @@ def _pace(ws: Workspace, channel: str) -> None:
     ws.state.post_buckets[channel] = (tokens - 1, now)
 
 
-def post_message(ws: Workspace, params: Params) -> ApiResponse:
-    """chat.postMessage: ``channel`` plus ``text`` and/or ``blocks``, optional ``metadata`` and ``thread_ts``.
+def _destination(ws: Workspace, params: Params) -> str:
+    """The conversation a new message goes to: ``channel``, or for a user id the bot's DM with that user.
 
-    https://docs.slack.dev/reference/methods/chat.postMessage . Answers ``{"channel", "ts", "message"}``.
-    With ``Sandbox(post_rate_per_channel=...)`` an over-eager poster gets HTTP 429 (see ``_pace``).
+    chat.postMessage takes a user id as ``channel`` and posts to the app's DM with that person, opening
+    it if need be; its answer's ``channel`` is then the DM's ``D…`` id, which later calls on the message
+    need (https://docs.slack.dev/reference/methods/chat.postMessage, the ``channel`` argument and its
+    response; Slack's maintainer in https://github.com/slackapi/bolt-python/issues/951). A user id of
+    nobody in the workspace is ``channel_not_found``.
     """
-    channel = arguments.channel(params)
+    target = arguments.channel_or_user(params)
+    if not arguments.is_user_id(target):
+        return target
+    if target not in ws.users:
+        raise ApiError("channel_not_found")
+    return ws.state.open_dm([target])
+
+
+def post_message(ws: Workspace, params: Params) -> ApiResponse:
+    """chat.postMessage: ``channel`` (a conversation or a user id) plus ``text`` and/or ``blocks``,
+    optional ``metadata`` and ``thread_ts``.
+
+    https://docs.slack.dev/reference/methods/chat.postMessage . Answers ``{"channel", "ts", "message"}``,
+    ``channel`` being the conversation the message went to (a DM's ``D…`` id for a user id: see
+    ``_destination``). With ``Sandbox(post_rate_per_channel=...)`` an over-eager poster gets HTTP 429
+    (see ``_pace``).
+    """
+    channel = _destination(ws, params)
     text, blocks = arguments.content(params, MAX_MESSAGE_TEXT)
     _pace(ws, channel)
     record = ws.state.add_message(
@@ -58,7 +78,8 @@ def update(ws: Workspace, params: Params) -> ApiResponse:
     Sending ``text`` without ``blocks`` drops the old blocks. Omitted ``text`` keeps the old text, and
     omitted ``metadata`` keeps the old metadata. ``text`` is limited to ``MAX_UPDATE_TEXT``. Errors:
     ``message_not_found``, ``cant_update_message`` (another poster's message; see
-    https://docs.slack.dev/messaging/modifying-messages), ``no_text``.
+    https://docs.slack.dev/messaging/modifying-messages), ``no_text``, and ``channel_not_found`` for a
+    user id: a DM's message is edited by the DM's ``D…`` id (``arguments.channel``).
     """
     channel = arguments.channel(params)
     record = ws.state.messages.get((channel, str(params.get("ts") or "")))
@@ -84,11 +105,17 @@ def update(ws: Workspace, params: Params) -> ApiResponse:
 def post_ephemeral(ws: Workspace, params: Params) -> ApiResponse:
     """chat.postEphemeral: a message only ``user`` sees in ``channel``; answers ``{"message_ts"}``.
 
-    https://docs.slack.dev/reference/methods/chat.postEphemeral . Unknown user → ``user_not_found``.
+    https://docs.slack.dev/reference/methods/chat.postEphemeral : ``channel`` is a conversation id (a
+    user id is ``channel_not_found``: ``arguments.channel``) and ``user`` must be in it. Unknown user →
+    ``user_not_found``; a user outside a DM or group DM the bot opened → ``user_not_in_channel`` (the
+    sandbox knows no other channel's members).
     """
     channel = arguments.channel(params)
     user = params.get("user")
     if user not in ws.users:
         raise ApiError("user_not_found")
+    members = ws.state.dms.get(channel)
+    if members is not None and user not in members:
+        raise ApiError("user_not_in_channel")
     text, blocks = arguments.content(params, MAX_MESSAGE_TEXT)
     return ok(message_ts=ws.state.add_ephemeral(channel, user, text, blocks))

@@ -52,9 +52,10 @@ def history(ws: Workspace, params: Params) -> ApiResponse:
     ``{"messages", "has_more", "pin_count", "response_metadata": {"next_cursor"}}``.
 
     The sandbox has no channel list: any non-empty channel id exists, so a channel with no messages answers
-    an empty list (as real Slack does for an existing channel). A missing ``channel`` is
-    ``channel_not_found``; use ``Sandbox.inject(..., error="channel_not_found")`` to test that answer for a
-    given channel. Bad bounds: ``invalid_ts_oldest`` / ``invalid_ts_latest``; bad cursor: ``invalid_cursor``.
+    an empty list (as real Slack does for an existing channel). A missing ``channel``, or a user id (a DM
+    is read by its ``D…`` id: ``arguments.channel``), is ``channel_not_found``; use
+    ``Sandbox.inject(..., error="channel_not_found")`` to test that answer for a given channel. Bad
+    bounds: ``invalid_ts_oldest`` / ``invalid_ts_latest``; bad cursor: ``invalid_cursor``.
     """
     channel = arguments.channel(params)
     try:
@@ -89,12 +90,12 @@ def history(ws: Workspace, params: Params) -> ApiResponse:
 
 def open_conversation(ws: Workspace, params: Params) -> ApiResponse:
     """conversations.open: a DM (one user) or group DM (several, comma-separated) with the bot; the same
-    users always get the same channel id. https://docs.slack.dev/reference/methods/conversations.open
+    users always get the same channel id, and a user's DM is the one chat.postMessage to their user id
+    lands in (``State.open_dm``). https://docs.slack.dev/reference/methods/conversations.open
     """
-    users = sorted(u for u in str(params.get("users") or "").split(",") if u)
+    users = [u for u in str(params.get("users") or "").split(",") if u]
     if not users or len(users) > 8:
         raise ApiError("users_list_not_supplied" if not users else "too_many_users")
     if any(u not in ws.users for u in users):
         raise ApiError("user_not_found")
-    prefix = "D" if len(users) == 1 else "G"
-    return ok(channel={"id": prefix + "".join(u.removeprefix("U") for u in users)[:20]})
+    return ok(channel={"id": ws.state.open_dm(users)})
