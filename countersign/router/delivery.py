@@ -30,8 +30,9 @@ answers, reminders and status messages, and what to do when Slack says no.
   `delivery_failed` and tried again with a growing delay (the posting lease is pushed out), as is a
   `429` for its `Retry-After`.
 - **Rewrites** send both `text` and `blocks` (text alone drops the blocks:
-  https://docs.slack.dev/messaging/modifying-messages); a decided card that is gone or no longer
-  ours to edit gets a fresh status message instead. Ephemeral answers and reminders are best
+  https://docs.slack.dev/messaging/modifying-messages). A decided card Slack will not rewrite now
+  (429, 5xx, a timeout) is retried by the card sweep until it tells the truth; one that is gone or
+  no longer ours to edit is replaced by one status message, which later rewrites edit. Ephemeral answers and reminders are best
   effort: a Slack error is logged, not raised.
 """
 
@@ -63,6 +64,8 @@ SLOT_KEPT_MILLISECONDS = 600_000  # a reservation outlives its time by 10 minute
 RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
 BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at most every 10 minutes
 MAX_BACKOFF_SECONDS = 600
+REFRESH_BACKOFF_SECONDS = 30  # a decided card Slack would not rewrite is tried again this often
+VANISHED = {"message_not_found", "cant_update_message"}
 BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
 # User ids: `U…`, and `W…` on Enterprise Grid (the two kinds `migration.exchange` maps between:
@@ -255,48 +258,79 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> Message | None:
 
 
 def update_card(
+    runtime: Runtime,
     client: WebClient,
     request: ApprovalRequest,
     approvals: list[Decider] | None = None,
     refused: str | None = None,
 ) -> None:
     """Rewrite a request's card: the decided card (no buttons; `refused`: why the agent's worker
-    refused to run it, if it did), or the pending card with the approvals counted so far. A Slack
-    error is logged; a decided card that is gone gets a status message instead."""
+    refused to run it, if it did), or the pending card with the approvals counted so far.
+
+    A decided card is the one that must not lie, so when Slack will not rewrite it now (429, for its
+    `Retry-After`; 5xx; a timeout or a network error) the card sweep tries again
+    (`Store.refresh_card_later`, every `REFRESH_BACKOFF_SECONDS` at most) until it succeeds; a
+    decided card that is gone or no longer ours to edit is replaced by one status message, which
+    later rewrites edit. Any other error is logged."""
     if request.card_ts is None:
         return
-    card = (
-        cards.request_card(request, approvals or [])
-        if request.status == Status.PENDING
-        else cards.decided_card(request, refused)
-    )
+    decided = request.status != Status.PENDING
+    card = cards.decided_card(request, refused) if decided else cards.request_card(request, approvals or [])
     try:
-        channel = _conversation(client, request.channel)
-        client.chat_update(channel=channel, ts=request.card_ts, **card.message())
-    except SlackApiError as exc:
-        error = exc.response.get("error")
-        log.warning("request %s: card not updated (%s)", request.id, error)
-        if error in ("message_not_found", "cant_update_message") and request.status != Status.PENDING:
-            _post_status(client, request, card)
-
-
-def _post_status(client: WebClient, request: ApprovalRequest, card: cards.Card) -> None:
-    """The card is gone or not ours to edit: say how the request ended in a fresh message instead."""
-    try:
-        client.chat_postMessage(channel=request.channel, **card.message())
-    except SlackApiError as exc:
-        log.warning(
-            "request %s: status message not posted either (%s)", request.id, exc.response.get("error")
+        client.chat_update(
+            channel=_conversation(client, request.channel), ts=request.card_ts, **card.message()
         )
+    except (SlackApiError, OSError) as exc:
+        log.warning("request %s: card not updated (%s)", request.id, _error(exc))
+        if decided:
+            _not_rewritten(runtime, client, request, card, exc)
+        return
+    if request.card_refresh_due_at is not None:
+        runtime.store.card_refreshed(request.id)
+
+
+def refresh(runtime: Runtime, request: ApprovalRequest) -> None:
+    """Rewrite a decided request's card with everything known now: the decision, the edit, and the
+    execution's outcome or the agent's refusal to run it (`Store.execution_refusal`)."""
+    update_card(runtime, runtime.slack, request, refused=runtime.store.execution_refusal(request.id))
 
 
 def refresh_card(request_id: str) -> None:
     """RQ job (router worker, `jobs.REFRESH_CARD_JOB`): rewrite a decided request's card, e.g. after
-    the agent reported its outcome or refused to run it (`Store.execution_refusal`)."""
+    the agent reported its outcome or refused to run it."""
     runtime = current()
     request = runtime.store.get(request_id)
     if request is not None and request.status != Status.PENDING:
-        update_card(runtime.slack, request, refused=runtime.store.execution_refusal(request_id))
+        refresh(runtime, request)
+
+
+def _error(exc: Exception) -> str:
+    return str(exc.response.get("error")) if isinstance(exc, SlackApiError) else type(exc).__name__
+
+
+def _not_rewritten(
+    runtime: Runtime, client: WebClient, request: ApprovalRequest, card: cards.Card, exc: Exception
+) -> None:
+    """A decided card Slack did not rewrite: replace a vanished one, retry a transient failure."""
+    if not isinstance(exc, SlackApiError):  # a timeout or a network error
+        runtime.store.refresh_card_later(request.id, REFRESH_BACKOFF_SECONDS)
+    elif _error(exc) in VANISHED:
+        _post_status(runtime, client, request, card)
+    elif transient(exc):
+        wait = retry_after(exc) if rate_limited(exc) else REFRESH_BACKOFF_SECONDS
+        runtime.store.refresh_card_later(request.id, wait)
+
+
+def _post_status(runtime: Runtime, client: WebClient, request: ApprovalRequest, card: cards.Card) -> None:
+    """The card is gone or not ours to edit: say how the request ended in a fresh message instead,
+    which becomes the request's card (so it is posted once)."""
+    try:
+        posted = client.chat_postMessage(channel=request.channel, **card.message())
+    except (SlackApiError, OSError) as exc:
+        log.warning("request %s: status message not posted either (%s)", request.id, _error(exc))
+        runtime.store.refresh_card_later(request.id, REFRESH_BACKOFF_SECONDS)
+        return
+    runtime.store.card_refreshed(request.id, moved_to=(str(posted["channel"]), str(posted["ts"])))
 
 
 def mark_escalated(client: WebClient, old: ApprovalRequest, to_channel: str) -> None:

@@ -109,10 +109,10 @@ def settle(
     if isinstance(result, Counted):
         answer = texts.counted_text(request, result.approvals, result.repeated)
         delivery.tell(client, request.channel, user_id, answer)
-        delivery.update_card(client, request, result.approvals)
+        delivery.update_card(runtime, client, request, result.approvals)
         return "counted"
     relay.try_publish(runtime.redis, result.event)
-    delivery.update_card(client, request)
+    delivery.update_card(runtime, client, request)
     return "decided"
 
 

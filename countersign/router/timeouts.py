@@ -46,6 +46,8 @@ def sweep(runtime: Runtime, limit: int = 100, drain_seconds: float = DRAIN_SECON
             break
     for request in runtime.store.due_for_reminder(limit):
         _each(_remind, runtime, request)
+    for request in runtime.store.due_for_card_refresh(limit):
+        _each(delivery.refresh, runtime, request)  # a decided card Slack would not rewrite earlier
     for request in runtime.store.due_for_card(limit=limit):
         _each(post_card, runtime, request)  # its posting died with a process: find the card or post it
     return changed
@@ -107,7 +109,7 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) 
             one.request.level,
             one.request.timeout_result,
         )
-        _each(lambda rt, r: delivery.update_card(rt.slack, r), runtime, one.request)
+        _each(lambda rt, r: delivery.update_card(rt, rt.slack, r), runtime, one.request)
     return len(decided)
 
 

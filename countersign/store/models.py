@@ -176,6 +176,7 @@ class Base(DeclarativeBase):
 # Partial indexes for the sweep (migration 0005): only the few pending rows it may have to act on.
 CARDS_DUE = "status = 'pending' AND card_ts IS NULL"
 REMINDERS_DUE = "status = 'pending' AND next_reminder_at IS NOT NULL"
+CARD_REFRESH_DUE = "card_refresh_due_at IS NOT NULL"  # migration 0007
 
 
 def _where(predicate: str) -> dict[str, Any]:
@@ -244,11 +245,13 @@ class ApprovalRequest(Base):
     next_reminder_at: Mapped[datetime | None]
     card_lease_until: Mapped[datetime | None]
     card_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    card_refresh_due_at: Mapped[datetime | None]
 
     __table_args__ = (
         Index("ix_approval_requests_pending_expiry", "status", "expires_at"),
         Index("ix_approval_requests_cards_due", "level_started_at", **_where(CARDS_DUE)),
         Index("ix_approval_requests_reminders_due", "next_reminder_at", **_where(REMINDERS_DUE)),
+        Index("ix_approval_requests_card_refresh_due", "card_refresh_due_at", **_where(CARD_REFRESH_DUE)),
         Index(  # PostgreSQL only (migration 0005): whose approvals are pending (`Store.pending_for`)
             "ix_approval_requests_pending_approvers",
             "approvers",

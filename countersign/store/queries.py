@@ -194,6 +194,19 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
+    def due_for_card_refresh(self, limit: int = 100) -> list[ApprovalRequest]:
+        """Requests whose card Slack would not rewrite earlier and whose retry is due (database
+        clock), oldest first; found through the partial index `ix_approval_requests_card_refresh_due`
+        (migration 0007)."""
+        with self._read() as session:
+            stmt = (
+                select(ApprovalRequest)
+                .where(ApprovalRequest.card_refresh_due_at <= utcnow())
+                .order_by(ApprovalRequest.card_refresh_due_at)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
     def due_for_reminder(self, limit: int = 100) -> list[ApprovalRequest]:
         """Pending requests with a card whose next reminder is due (database clock); found through
         the partial index `ix_approval_requests_reminders_due` (migration 0005)."""

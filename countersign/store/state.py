@@ -103,6 +103,30 @@ class Store(Records):
                 .values(card_lease_until=utcnow_plus(seconds))
             )
 
+    def refresh_card_later(self, request_id: str, seconds: int) -> None:
+        """Slack would not rewrite the card now: have the card sweep try again in `seconds`
+        (database clock), and on each later tick until it succeeds (`card_refreshed`)."""
+        with self._write() as session:
+            session.execute(
+                update(ApprovalRequest)
+                .where(ApprovalRequest.id == request_id)
+                .values(card_refresh_due_at=utcnow_plus(seconds))
+            )
+
+    def card_refreshed(self, request_id: str, moved_to: tuple[str, str] | None = None) -> None:
+        """The card now tells the truth: nothing more is due. With `moved_to` (`(channel, ts)`), the
+        old card vanished and a status message stands in for it: later rewrites edit that message,
+        so a vanished card gets one status message, not one a refresh (audited `card_replaced`)."""
+        moved = {"channel": moved_to[0], "card_ts": moved_to[1]} if moved_to else {}
+        with self._write() as session:
+            session.execute(
+                update(ApprovalRequest)
+                .where(ApprovalRequest.id == request_id)
+                .values(card_refresh_due_at=None, **moved)
+            )
+            if moved_to:
+                self._audit(session, request_id, "card_replaced", None, channel=moved_to[0], ts=moved_to[1])
+
     def reroute(
         self, request_id: str, channel: str, level: int, why: str, **detail: Any
     ) -> ApprovalRequest | None:

@@ -202,7 +202,7 @@ def test_a_vanished_card_gets_a_fresh_status_message(
     assert request is not None
     store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", empty_resume)
     sb.inject("chat.update", error="message_not_found")
-    delivery.update_card(runtime.slack, store.get(request_id))  # type: ignore[arg-type]
+    delivery.update_card(runtime, runtime.slack, store.get(request_id))  # type: ignore[arg-type]
     messages: list[dict[str, Any]] = sb.messages("C0FINANCE")
     assert len(messages) == 2 and "Approved by <@U0LEAD>" in str(messages[1]["blocks"])
 

@@ -1,0 +1,87 @@
+"""A decided card never keeps its buttons: when Slack will not rewrite it (429, 5xx), the card sweep
+tries again until the card tells the truth; a vanished card gets one status message, which later
+rewrites edit instead of posting another."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from redis import Redis
+
+from countersign.agent import ApprovalClient, report_outcome
+from countersign.router import delivery, timeouts
+from countersign.router.cards import APPROVE_ACTION
+from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
+from countersign.store import Store
+from tests.helpers import drain, empty_resume, wait_for
+from tests.helpers.builders import age, post_card, status
+
+
+def has_buttons(message: dict[str, Any]) -> bool:
+    return any(block.get("type") == "actions" for block in message["blocks"])
+
+
+def card_of(sb: Sandbox, ts: str) -> dict[str, Any]:
+    return next(m for m in sb.messages("C0FINANCE") if m["ts"] == ts)
+
+
+def refresh_due(store: Store, request_id: str) -> bool:
+    row = store.get(request_id)
+    return row is not None and row.card_refresh_due_at is not None
+
+
+def test_a_card_slack_rate_limits_after_an_approval_is_rewritten_by_the_sweep(
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    sb.inject("chat.update", status=429, retry_after=7)
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    wait_for(lambda: refresh_due(store, request_id), what="the rewrite to be deferred")
+    assert status(store, request_id) == "approved" and has_buttons(card_of(sb, card["ts"]))
+    timeouts.sweep(runtime)
+    assert has_buttons(card_of(sb, card["ts"]))  # Slack said wait 7 s: not yet
+    age(store, request_id, card_refresh_due_at=-1)
+    timeouts.sweep(runtime)
+    assert not has_buttons(card_of(sb, card["ts"])) and not refresh_due(store, request_id)
+    assert "Approved by <@U0LEAD>" in json.dumps(card_of(sb, card["ts"])["blocks"])
+
+
+def test_a_card_slack_fails_to_rewrite_after_an_expiry_is_rewritten_by_the_sweep(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    age(store, request_id, expires_at=-1)
+    sb.inject("chat.update", status=503, times=2)  # the client's own retry meets the second one
+    timeouts.sweep(runtime)
+    assert status(store, request_id) == "expired" and has_buttons(card_of(sb, card["ts"]))
+    assert refresh_due(store, request_id)
+    age(store, request_id, card_refresh_due_at=-1)
+    timeouts.sweep(runtime)
+    assert not has_buttons(card_of(sb, card["ts"])) and not refresh_due(store, request_id)
+
+
+def test_a_vanished_card_gets_one_status_message_which_later_rewrites_edit(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    sb, _ = sandbox
+    request_id, _ = post_card(client, redis, sb)
+    store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", empty_resume)
+    sb.inject("chat.update", error="message_not_found")
+    delivery.refresh(runtime, store.get(request_id))  # type: ignore[arg-type]
+    messages = sb.messages("C0FINANCE")
+    assert len(messages) == 2 and "Approved by <@U0LEAD>" in json.dumps(messages[1]["blocks"])
+    row = store.get(request_id)
+    assert row is not None and row.card_ts == messages[1]["ts"]
+    report_outcome(request_id, True, "refunded", runtime)
+    drain(redis)  # the card refresh the report queued
+    messages = sb.messages("C0FINANCE")
+    assert len(messages) == 2 and "Executed ✓" in json.dumps(messages[1]["blocks"], ensure_ascii=False)
