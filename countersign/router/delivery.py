@@ -32,8 +32,8 @@ answers, reminders and status messages, and what to do when Slack says no.
 - **Rewrites** send both `text` and `blocks` (text alone drops the blocks:
   https://docs.slack.dev/messaging/modifying-messages). A decided card Slack will not rewrite now
   (429, 5xx, a timeout) is retried by the card sweep until it tells the truth; one that is gone or
-  no longer ours to edit is replaced by one status message, which later rewrites edit. Ephemeral answers and reminders are best
-  effort: a Slack error is logged, not raised.
+  no longer ours to edit is replaced by one status message, which later rewrites edit. A reminder
+  Slack is busy for stays due; ephemeral answers are best effort (a Slack error is logged).
 """
 
 from __future__ import annotations
@@ -348,7 +348,8 @@ def mark_escalated(client: WebClient, old: ApprovalRequest, to_channel: str) -> 
 
 
 def remind(client: WebClient, request: ApprovalRequest) -> None:
-    """Post the reminder as a thread reply under the card; errors are logged."""
+    """Post the reminder as a thread reply under the card. Raises `RetryLater` when Slack is busy or
+    unreachable (429, 5xx, a timeout), and `SlackApiError` when it refuses for good."""
     try:
         client.chat_postMessage(
             channel=_conversation(client, request.channel),
@@ -356,7 +357,11 @@ def remind(client: WebClient, request: ApprovalRequest) -> None:
             text=texts.reminder_text(request),
         )
     except SlackApiError as exc:
-        log.warning("request %s: reminder not posted (%s)", request.id, exc.response.get("error"))
+        if transient(exc):
+            raise RetryLater(retry_after(exc), _error(exc)) from None
+        raise
+    except OSError as exc:
+        raise RetryLater(REFRESH_BACKOFF_SECONDS, type(exc).__name__) from None
 
 
 def tell(client: WebClient, channel: str | None, user_id: str, text: str) -> None:

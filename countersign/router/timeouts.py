@@ -142,5 +142,14 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
 
 
 def _remind(runtime: Runtime, request: ApprovalRequest) -> None:
-    if runtime.store.claim_reminder(request):
+    """Post a due reminder and only then mark it sent: one Slack is busy for stays due (its claim
+    runs out and a later tick posts it); one Slack refuses for good is marked failed."""
+    if not runtime.store.claim_reminder(request):
+        return
+    try:
         delivery.remind(runtime.slack, request)
+    except SlackApiError as exc:
+        log.warning("request %s: reminder not posted (%s)", request.id, exc.response.get("error"))
+        runtime.store.reminder_sent(request, failed=str(exc.response.get("error")))
+        return
+    runtime.store.reminder_sent(request)

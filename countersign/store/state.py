@@ -378,8 +378,18 @@ class Store(Records):
                 session.execute(delete(Vote).where(Vote.request_id == request.id))  # a new level votes afresh
         return row
 
-    def claim_reminder(self, request: ApprovalRequest) -> bool:
-        """Take the request's next reminder (once, even with two sweepers) and schedule the one after."""
+    def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:
+        """Take the request's due reminder for `lease_seconds` (once, even with two sweepers): its
+        due time moves that far on, so if the reminder is not posted and marked (`reminder_sent`)
+        by then, a later sweep takes it again."""
+        with self._write() as session:
+            where = (*self._same_reminder(request), ApprovalRequest.next_reminder_at <= utcnow())
+            return update_request(session, where, next_reminder_at=utcnow_plus(lease_seconds)) is not None
+
+    def reminder_sent(self, request: ApprovalRequest, failed: str | None = None) -> bool:
+        """Mark the claimed reminder posted (audit `reminded`), or given up for good with Slack's
+        error `failed` (audit `reminder_failed`), and schedule the one after. False if the request
+        moved on meanwhile (decided, escalated, or the reminder marked by another sweeper)."""
         offsets = request.rules.reminders_seconds
         sent = request.reminders_sent + 1
         later = (
@@ -388,16 +398,23 @@ class Store(Records):
             else None
         )
         with self._write() as session:
-            where = (
-                ApprovalRequest.id == request.id,
-                ApprovalRequest.status == Status.PENDING,
-                ApprovalRequest.level == request.level,
-                ApprovalRequest.reminders_sent == request.reminders_sent,
+            row = update_request(
+                session, self._same_reminder(request), reminders_sent=sent, next_reminder_at=later
             )
-            claimed = update_request(session, where, reminders_sent=sent, next_reminder_at=later) is not None
-            if claimed:
-                self._audit(session, request.id, "reminded", None, level=request.level, reminder=sent)
-        return claimed
+            if row is not None:
+                event, detail = ("reminder_failed", {"why": failed}) if failed else ("reminded", {})
+                self._audit(session, request.id, event, None, level=request.level, reminder=sent, **detail)
+        return row is not None
+
+    @staticmethod
+    def _same_reminder(request: ApprovalRequest) -> tuple[Any, ...]:
+        """The request is still pending at the same level, with the same reminders sent."""
+        return (
+            ApprovalRequest.id == request.id,
+            ApprovalRequest.status == Status.PENDING,
+            ApprovalRequest.level == request.level,
+            ApprovalRequest.reminders_sent == request.reminders_sent,
+        )
 
     def claim_execution(self, request_id: str, actor: str) -> ApprovalRequest | NotExecutable:
         """Claim the single execution of an approved request whose grant has not expired (database clock).

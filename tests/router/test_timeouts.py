@@ -263,3 +263,47 @@ def test_a_request_that_cannot_expire_does_not_hold_up_the_others(
     assert timeouts.sweep(runtime) == 2
     assert [status(store, i) for i in ids] == ["expired", "pending", "expired"]
     assert "expired" not in events(store, ids[1]) and store.outbox_event(ids[1]) is None
+
+
+def test_a_reminder_is_marked_sent_only_once_it_is_posted(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    age(store, request_id, next_reminder_at=-1)
+    sb.inject("chat.postMessage", status=429, retry_after=3)
+    timeouts.sweep(runtime)
+    assert [m for m in sb.messages("C0FINANCE") if m["thread_ts"]] == []
+    row = store.get(request_id)
+    assert row is not None and row.reminders_sent == 0 and "reminded" not in events(store, request_id)
+    timeouts.sweep(runtime)  # claimed for a minute: not taken again at once
+    assert [m for m in sb.messages("C0FINANCE") if m["thread_ts"]] == []
+    age(store, request_id, next_reminder_at=-1)  # the claim ran out
+    timeouts.sweep(runtime)
+    [reminder] = [m for m in sb.messages("C0FINANCE") if m["thread_ts"] == card["ts"]]
+    assert "Reminder for" in reminder["text"] and events(store, request_id).count("reminded") == 1
+    assert store.get(request_id).reminders_sent == 1  # type: ignore[union-attr]
+
+
+def test_a_reminder_slack_refuses_for_good_is_marked_failed_not_retried(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    sb, _ = sandbox
+    request_id, _ = post_card(client, redis, sb)
+    age(store, request_id, next_reminder_at=-1)
+    sb.inject("chat.postMessage", error="is_archived")
+    timeouts.sweep(runtime)
+    assert "reminder_failed" in events(store, request_id)
+    age(store, request_id, next_reminder_at=-1)
+    timeouts.sweep(runtime)  # the next reminder is due and goes out: the failed one is not retried
+    assert events(store, request_id).count("reminder_failed") == 1
