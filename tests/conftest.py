@@ -27,6 +27,7 @@ from countersign.router import directory
 from countersign.router import runtime as runtime_module
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox, serve
+from countersign.sandbox.limits import METHOD_CALLS_PER_MINUTE
 from countersign.store import Store, create_db_engine, upgrade
 from countersign.store.models import Base
 from tests.helpers.redis_server import RedisServer
@@ -120,7 +121,7 @@ def policy_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def sandbox() -> Iterator[tuple[Sandbox, str]]:
     """The Slack sandbox over HTTP: `(sandbox, base_url)`; its Web API is at `base_url + '/api/'`."""
-    sb = Sandbox(signing_secret=secrets.token_hex(16))
+    sb = Sandbox(signing_secret=secrets.token_hex(16), method_limits=METHOD_CALLS_PER_MINUTE)
     server = serve(sb)
     yield sb, server.url
     server.shutdown()

@@ -95,6 +95,21 @@ ACK_TIMEOUT_SECONDS = 3.0
 #: and tolerates short bursts (https://docs.slack.dev/apis/web-api/rate-limits). Slack gives no burst size;
 #: the sandbox's default allows this many back-to-back posts per channel.
 POST_MESSAGE_BURST = 3
+#: Web API calls a minute, per method, per workspace, per app, by the method's rate-limit tier (Tier 2:
+#: 20+, Tier 3: 50+, Tier 4: 100+), when a Sandbox turns them on: over them Slack answers HTTP 429
+#: ``ratelimited`` with ``Retry-After`` (https://docs.slack.dev/apis/web-api/rate-limits; each method's
+#: tier is on its reference page). chat.postMessage is "special" (``POST_MESSAGE_BURST`` above).
+METHOD_CALLS_PER_MINUTE = {
+    "usergroups.users.list": 20,
+    "chat.update": 50,
+    "conversations.open": 50,
+    "conversations.history": 50,
+    "chat.postEphemeral": 100,
+    "users.info": 100,
+    "views.open": 100,
+    "views.push": 100,
+    "views.update": 100,
+}
 
 #: Block types Slack accepts in messages. https://docs.slack.dev/reference/block-kit/blocks
 BLOCK_TYPES = frozenset(

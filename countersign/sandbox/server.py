@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Any
 
 from countersign.sandbox.identity import RESPONSE_URL_PATH
+from countersign.sandbox.limits import METHOD_CALLS_PER_MINUTE
 from countersign.sandbox.modals import SubmissionRefused
 from countersign.sandbox.sandbox import Sandbox
 from countersign.sandbox.webapi.answers import ApiError, ApiResponse
@@ -272,11 +273,13 @@ def serve(sb: Sandbox, host: str = "127.0.0.1", port: int = 0) -> SandboxServer:
 
 
 def run(host: str, port: int, signing_secret: str, interactivity_url: str | None = None) -> None:
-    """Serve a fresh sandbox in the foreground until interrupted (Ctrl-C).
+    """Serve a fresh sandbox in the foreground until interrupted (Ctrl-C), with Slack's per-method
+    rate limits on (``limits.METHOD_CALLS_PER_MINUTE``).
 
     Prints exactly one line, ``sandbox: http://HOST:PORT``, once listening.
     """
-    httpd = _bind(Sandbox(signing_secret, interactivity_url), host, port)
+    sandbox = Sandbox(signing_secret, interactivity_url, method_limits=METHOD_CALLS_PER_MINUTE)
+    httpd = _bind(sandbox, host, port)
     print(f"sandbox: {httpd.sandbox.base_url}", flush=True)
     try:
         httpd.serve_forever()

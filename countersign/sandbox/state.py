@@ -22,7 +22,7 @@ class State:
 
     Web API bookkeeping: ``calls`` lists the calls (``CallRecord``); ``faults`` maps a method to its queued
     faults (``Fault``, see ``Sandbox.inject``); ``post_buckets`` maps a channel to ``(tokens, clock
-    seconds)`` for chat.postMessage pacing.
+    seconds)`` for chat.postMessage pacing, ``method_buckets`` a method to the same for its tier.
     """
 
     def __init__(self) -> None:
@@ -35,6 +35,7 @@ class State:
         self.calls: list[CallRecord] = []
         self.faults: dict[str, list[Fault]] = {}
         self.post_buckets: dict[str, tuple[float, float]] = {}
+        self.method_buckets: dict[str, tuple[float, float]] = {}
         self._last_microseconds = 0
 
     def next_ts(self) -> str:

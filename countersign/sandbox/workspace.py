@@ -30,7 +30,9 @@ class Workspace:
     pacing; tests pass a fake clock instead of sleeping. ``post_rate_per_channel`` (messages per second,
     default None = off) paces chat.postMessage per channel the way Slack does (about 1 per second, short
     bursts of up to ``post_burst`` tolerated; https://docs.slack.dev/apis/web-api/rate-limits): over it the
-    call answers HTTP 429 ``ratelimited`` with ``Retry-After``.
+    call answers HTTP 429 ``ratelimited`` with ``Retry-After``. ``method_limits`` (calls a minute by Web
+    API method, e.g. ``limits.METHOD_CALLS_PER_MINUTE``; default None = off) does the same for each
+    method's rate-limit tier.
 
     Tunable attributes: ``trigger_ttl_seconds`` (``TRIGGER_TTL_SECONDS``, how long a trigger_id stays usable)
     and ``ack_timeout_seconds`` (``ACK_TIMEOUT_SECONDS``, how long Slack waits for the ack of a
@@ -47,6 +49,7 @@ class Workspace:
         clock: Callable[[], float] = time.time,
         post_rate_per_channel: float | None = None,
         post_burst: int = POST_MESSAGE_BURST,
+        method_limits: dict[str, int] | None = None,
     ) -> None:
         self.signing_secret = signing_secret
         self.interactivity_url = interactivity_url
@@ -60,6 +63,7 @@ class Workspace:
         self.ack_timeout_seconds = ACK_TIMEOUT_SECONDS
         self.post_rate_per_channel = post_rate_per_channel
         self.post_burst = post_burst
+        self.method_limits = method_limits
         self.state = State()
 
     def team_of(self, user_id: str) -> str:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-
+from countersign.sandbox import buckets
 from countersign.sandbox.identity import BOT_USER_ID
 from countersign.sandbox.limits import MAX_MESSAGE_TEXT, MAX_UPDATE_TEXT
 from countersign.sandbox.shapes import slack_message
@@ -24,13 +23,9 @@ def _pace(ws: Workspace, channel: str) -> None:
     rate = ws.post_rate_per_channel
     if not rate:
         return
-    now = ws.clock()
-    tokens, last = ws.state.post_buckets.get(channel, (float(ws.post_burst), now))
-    tokens = min(float(ws.post_burst), tokens + max(0.0, now - last) * rate)
-    if tokens < 1:
-        ws.state.post_buckets[channel] = (tokens, now)
-        raise ratelimited(max(1, math.ceil((1 - tokens) / rate)))
-    ws.state.post_buckets[channel] = (tokens - 1, now)
+    wait = buckets.take(ws.state.post_buckets, channel, rate, float(ws.post_burst), ws.clock())
+    if wait:
+        raise ratelimited(wait)
 
 
 def _destination(ws: Workspace, params: Params) -> str:

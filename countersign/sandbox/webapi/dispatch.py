@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 
+from countersign.sandbox import buckets
 from countersign.sandbox.modals import ViewError
 from countersign.sandbox.types import Fault
-from countersign.sandbox.webapi.answers import ApiError, ApiResponse
+from countersign.sandbox.webapi.answers import ApiError, ApiResponse, ratelimited
 from countersign.sandbox.webapi.arguments import Params, parse_params
 from countersign.sandbox.webapi.methods import METHODS
 from countersign.sandbox.workspace import Workspace
@@ -34,6 +35,14 @@ def _fault_response(fault: Fault) -> ApiResponse | None:
     return ApiError(error or "internal_error", status, headers=headers).response
 
 
+def _over_tier(ws: Workspace, method: str) -> int:
+    """Seconds to wait when ``method`` is over its calls a minute (``ws.method_limits``), else 0."""
+    per_minute = (ws.method_limits or {}).get(method)
+    if not per_minute:
+        return 0
+    return buckets.take(ws.state.method_buckets, method, per_minute / 60, float(per_minute), ws.clock())
+
+
 def _answer(ws: Workspace, method: str, params: Params, authorization: str) -> ApiResponse:
     handler = METHODS.get(method)
     if handler is None:
@@ -45,6 +54,9 @@ def _answer(ws: Workspace, method: str, params: Params, authorization: str) -> A
         raise ApiError("invalid_auth")
     with ws.state.lock:
         fault = ws.state.take_fault(method)
+        wait = _over_tier(ws, method)
+    if wait:
+        return ratelimited(wait).response
     if fault is not None:
         if fault["delay_seconds"]:
             time.sleep(fault["delay_seconds"])
@@ -68,7 +80,8 @@ def handle(
     The token comes from ``Authorization: Bearer <token>`` or a ``token`` argument: missing → ``not_authed``,
     not a bot token (``xoxb-``) → ``invalid_auth`` (https://docs.slack.dev/authentication/tokens). An
     unknown method is HTTP 404 ``unknown_method``. A fault queued by ``Sandbox.inject`` is applied after
-    the token check, before the method runs.
+    the token check, before the method runs; then a method over its tier's calls a minute
+    (``Workspace.method_limits``) answers 429 ``ratelimited`` with ``Retry-After``.
     """
     response: ApiResponse | None
     try:
