@@ -88,6 +88,13 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--burst", action="store_true", help="stop when the queue is empty")
     worker.set_defaults(handler=_worker)
 
+    agent = commands.add_parser(
+        "agent-worker", help="run an agent's RQ worker on its resume queues (JSON serializer, scheduler)"
+    )
+    agent.add_argument("queues", nargs="+", metavar="QUEUE", help="the agent's resume queue(s)")
+    agent.add_argument("--burst", action="store_true", help="stop when the queues are empty")
+    agent.set_defaults(handler=_agent_worker)
+
     run = commands.add_parser("run", help="run everything locally (the Slack sandbox when no token is set)")
     run.add_argument(
         "--agent-queue",
@@ -263,6 +270,12 @@ def _worker(args: argparse.Namespace) -> None:
     from .router.worker import run_worker
 
     run_worker(burst=args.burst)
+
+
+def _agent_worker(args: argparse.Namespace) -> None:
+    from .agent.worker import run_agent_worker
+
+    run_agent_worker(load_settings(), args.queues, burst=args.burst)
 
 
 def _run(args: argparse.Namespace) -> int:

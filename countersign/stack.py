@@ -2,8 +2,8 @@
 
 Starts, in order: a private `redis-server` when nothing answers at `REDIS_URL`; the Slack sandbox
 when `SLACK_BOT_TOKEN` is unset (with a fresh signing secret shared by sandbox and bot); the
-database migrations; then `countersign web`, `countersign worker` and one RQ worker (JSON
-serializer) per agent resume queue. Ctrl-C stops them all; if one dies, the rest are stopped too.
+database migrations; then `countersign web`, `countersign worker` and `countersign agent-worker`
+on the agents' resume queues. Ctrl-C stops them all; if one dies, the rest are stopped too.
 """
 
 from __future__ import annotations
@@ -103,19 +103,7 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
         upgrade(create_db_engine(env.get("DATABASE_URL", settings.DATABASE_URL)))
         stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")
         stack.start("worker", *COUNTERSIGN, "worker")
-        for queue in agent_queues:
-            stack.start(
-                f"agent worker {queue}",
-                sys.executable,
-                "-m",
-                "rq.cli",
-                "worker",
-                "--url",
-                env["REDIS_URL"],
-                "-S",
-                "rq.serializers.JSONSerializer",
-                queue,
-            )
+        stack.start("agent worker", *COUNTERSIGN, "agent-worker", *agent_queues)
         print(f"countersign run: web on http://127.0.0.1:{settings.PORT}/slack/events")
         if page:
             print(f"countersign run: open the Slack sandbox at {page}", flush=True)

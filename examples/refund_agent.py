@@ -7,7 +7,7 @@ Ask (the agent's process enqueues the approval request and exits):
 Resume (a separate RQ worker runs `resume(decision)` once a reviewer decides; the JSON serializer
 is required, countersign never pickles):
 
-    rq worker -S rq.serializers.JSONSerializer refund-agent
+    countersign agent-worker refund-agent
 
 `resume` runs the refund through `approved_action`: only an approved decision with a valid,
 unexpired grant, only the payload the reviewer approved (or edited), and only once.

@@ -41,3 +41,17 @@ def execute(payload: dict[str, Any]) -> str:
 def executed(redis: Any) -> list[dict[str, Any]]:
     """Every payload `execute` ran, in order."""
     return [json.loads(item) for item in redis.lrange(EXECUTED_KEY, 0, -1)]
+
+
+FLAKY_FUNC = "tests.helpers.agent.flaky"
+
+
+def flaky(name: str) -> int:
+    """A job that fails on its first run and succeeds on the next; counts its runs in Redis under
+    `test-agent:flaky:<name>`."""
+    job = get_current_job()
+    assert job is not None
+    runs = int(job.connection.incr(f"test-agent:flaky:{name}"))
+    if runs == 1:
+        raise RuntimeError("the first run fails")
+    return runs
