@@ -277,10 +277,10 @@ def print_table(rows: Sequence[tuple[str, object]], header: tuple[str, str] = ("
 
 
 @contextlib.contextmanager
-def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
-    """A new, empty, migrated database for one run, dropped afterwards: on the PostgreSQL server of
-    `url` (a database named `countersign_bench_<random>`), or a SQLite file in `tmp` when `url` is
-    None. Yields its URL."""
+def bench_database(url: str | None, tmp: Path, keep: bool = False) -> Iterator[str]:
+    """A new, empty, migrated database for one run, dropped afterwards (unless `keep`): on the
+    PostgreSQL server of `url` (a database named `countersign_bench_<random>`), or a SQLite file in
+    `tmp` when `url` is None. Yields its URL."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import OperationalError
@@ -316,8 +316,9 @@ def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
         yield fresh
     finally:
         engine.dispose()
-        with server.connect() as connection:
-            connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        if not keep:
+            with server.connect() as connection:
+                connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         server.dispose()
 
 
