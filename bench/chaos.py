@@ -122,6 +122,7 @@ class Chaos:
         self.turn = itertools.count()
         self.fault_log = (self.tmp / "faults.log").open("a", buffering=1)
         self.journal_left = -1
+        self.jobs: dict[str, dict[str, Any]] = {}  # resume jobs of approvals that have not run
         self.started = time.monotonic()
         self.ended_faults = 0.0
 
@@ -176,6 +177,7 @@ class Chaos:
                     "rq.serializers.JSONSerializer",
                     "--maintenance-interval",
                     "15",
+                    *(["--with-scheduler"] if self.args.agent_with_scheduler else []),
                     "chaos-agent",
                 ],
                 env,
@@ -370,6 +372,7 @@ class Chaos:
             self.stop_review.set()
             review.join()
             self.wait_journal()
+            self.snapshot_jobs()
         finally:
             self.stop_review.set()
             self.stop.set()
@@ -409,6 +412,28 @@ class Chaos:
                 if self.journal_left == 0:
                     return
             time.sleep(1)
+
+    def snapshot_jobs(self) -> None:
+        """While Redis is still up: where the resume job of each approval that has not run is (its RQ
+        status, and when a retry is scheduled for), for the evidence."""
+        from rq.job import Job
+        from rq.registry import ScheduledJobRegistry
+        from rq.serializers import JSONSerializer
+
+        effects = Counter(self.effects.read_text().split())
+        scheduled = ScheduledJobRegistry("chaos-agent", connection=self.redis, serializer=JSONSerializer)
+        for r in self.rows():
+            if r.status != "approved" or effects[r.idempotency_key]:
+                continue
+            job_id = f"resume-{r.id}"
+            try:
+                job = Job.fetch(job_id, connection=self.redis, serializer=JSONSerializer)
+                state = {"status": str(job.get_status()), "retries_left": job.retries_left}
+                when = scheduled.get_scheduled_time(job_id) if job_id in scheduled else None
+                state["scheduled_for"] = when.isoformat() if when else None
+            except Exception as exc:  # gone from Redis
+                state = {"status": f"not in Redis ({type(exc).__name__})"}
+            self.jobs[r.id] = state
 
     def rows(self) -> list[ApprovalRequest]:
         with self.store._read() as session:
@@ -479,7 +504,11 @@ class Chaos:
         restarts = self.postgres.restarts if self.postgres is not None else []
         counts: list[tuple[str, object]] = [
             ("requests", self.args.requests),
-            ("processes", f"{self.args.webs} web, {self.args.workers} worker, {self.args.agents} agent"),
+            (
+                "processes",
+                f"{self.args.webs} web, {self.args.workers} worker, {self.args.agents} agent"
+                + (" (with scheduler)" if self.args.agent_with_scheduler else ""),
+            ),
             ("database", "postgresql (own server)" if self.postgres else database_url.split(":")[0]),
             ("kills", f"{sum(self.kills.values())} ({kills})" if kills else 0),
             ("redis restarts", self.redis_restarts),
@@ -589,6 +618,8 @@ class Chaos:
                 for c in by_request[rid]:
                     c["unrecorded"] = (c["request_id"], c["user"], c["sent"]) in unmatched
                 shown.append({"request": rid, "show": state, "clicks": by_request[rid]})
+                if rid in self.jobs:
+                    shown[-1]["resume_job"] = self.jobs[rid]
             if ids:
                 evidence[name] = {"count": len(ids), "requests": shown}
         evidence["told"] = [asdict(c) for c in clicks["told"]]
@@ -625,6 +656,11 @@ def main() -> int:
     parser.add_argument("--webs", type=int, default=1, help="`countersign web` processes (default 1)")
     parser.add_argument("--workers", type=int, default=1, help="`countersign worker` processes (default 1)")
     parser.add_argument("--agents", type=int, default=1, help="RQ agent workers (default 1)")
+    parser.add_argument(
+        "--agent-with-scheduler",
+        action="store_true",
+        help="run the agent workers with `--with-scheduler` (README's command runs them without)",
+    )
     parser.add_argument(
         "--submit-seconds", type=float, default=60.0, help="spread the requests over this long"
     )
