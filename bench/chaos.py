@@ -264,14 +264,15 @@ class Chaos:
             self.clicks.append(Click(request_id, channel, user, web, sent, status))
 
     def review(self) -> None:
-        """Reviewers: approve every pending card; again after 3 s if it is still pending."""
+        """Reviewers: approve every pending card; again after 3 s if it is still pending. While the
+        database does not answer, the cards last seen pending are still on their screens."""
         last: dict[str, float] = {}
+        rows: list[Any] = []
         while not self.stop_review.wait(0.3):
             try:
                 rows = self.pending_cards()
-            except Exception as exc:  # the database is restarting: the cards are still on screen
-                self.note(f"review: {type(exc).__name__}")
-                continue
+            except Exception as exc:
+                self.note(f"review: {type(exc).__name__}; clicking the cards last seen pending")
             for row in rows:
                 if time.monotonic() - last.get(row.id, 0) < 3:
                     continue
