@@ -14,9 +14,9 @@ sandbox, against a SQLite file, a scratch database on the PostgreSQL server of `
 The faults (process kills, spread over every process; Redis and PostgreSQL restarts) are spread
 over `--fault-seconds`.
 
-Reviewers click Approve (duplicates, concurrent quorum votes and non-approvers included), each
-click going to one of the web processes in turn, and click again when a card stays pending, as
-people do; the agent sends a request again (same idempotency key) when the router has not stored it
+Reviewers click Approve on the cards they see in the sandbox (duplicates, concurrent quorum votes
+and non-approvers included), each click going to one of the web processes in turn, and click again
+when a card still shows its buttons 3 s later, as people do; the agent sends a request again (same idempotency key) when the router has not stored it
 after a while, as `RouterUnavailable` tells it to. Afterwards every request must be in exactly one
 terminal state with exactly one card, no buttons left on a decided card, and a complete audit trail;
 every approved action must have run exactly once, or be flagged as started with no outcome (the
@@ -79,6 +79,7 @@ actions:
   deploy: {channel: C0DEPLOY, require: [{when: "true", approvals: 2}]}
 """
 ACTIONS = ("refund", "email", "deploy")
+DEPLOY_CHANNEL = "C0DEPLOY"  # the policy's channel of the one action class that needs 2 approvals
 TERMINAL = ("approved", "rejected", "expired")
 APPROVERS = ("U0LEAD", "U0ALICE")
 # The audit events one processed click of its user leaves (a decision's own event comes with a vote).
@@ -232,18 +233,29 @@ class Chaos:
         with self.store.engine.connect() as connection:
             return set(connection.execute(select(ApprovalRequest.idempotency_key)).scalars())
 
-    def pending_cards(self) -> list[Any]:
-        with self.store.engine.connect() as connection:
-            return list(
-                connection.execute(
-                    select(
-                        ApprovalRequest.id,
-                        ApprovalRequest.channel,
-                        ApprovalRequest.card_ts,
-                        ApprovalRequest.required_approvals,
-                    ).where(ApprovalRequest.status == "pending", ApprovalRequest.card_ts.is_not(None))
-                ).all()
-            )
+    def pending_cards(self) -> list[tuple[str, str, str, int]]:
+        """The cards on the reviewers' screens that still show Approve, as `(request id, channel, ts,
+        approvals needed)`: read from the sandbox, as people read Slack, so they click on while the
+        database is down (the needed approvals come from the policy: 2 in the deploy channel)."""
+        state = self.sandbox.state
+        with state.lock:
+            return [
+                (
+                    record["metadata"]["event_payload"]["request_id"],
+                    record["channel"],
+                    record["ts"],
+                    2 if record["channel"] == DEPLOY_CHANNEL else 1,
+                )
+                for record in state.messages.values()
+                if record.get("metadata")
+                and not record.get("thread_ts")
+                and any(
+                    element.get("action_id") == APPROVE_ACTION
+                    for block in record["blocks"]
+                    if block.get("type") == "actions"
+                    for element in block.get("elements", [])
+                )
+            ]
 
     def click(self, request_id: str, channel: str, ts: str, user: str) -> None:
         """Press Approve as `user`: the signed payload goes to the next web process in turn."""
@@ -264,27 +276,20 @@ class Chaos:
             self.clicks.append(Click(request_id, channel, user, web, sent, status))
 
     def review(self) -> None:
-        """Reviewers: approve every pending card; again after 3 s if it is still pending. While the
-        database does not answer, the cards last seen pending are still on their screens."""
+        """Reviewers: approve every card that shows Approve; again after 3 s if it still does."""
         last: dict[str, float] = {}
-        rows: list[Any] = []
         while not self.stop_review.wait(0.3):
-            try:
-                rows = self.pending_cards()
-            except Exception as exc:
-                self.note(f"review: {type(exc).__name__}; clicking the cards last seen pending")
-            for row in rows:
-                if time.monotonic() - last.get(row.id, 0) < 3:
+            for request_id, channel, ts, approvals in self.pending_cards():
+                if time.monotonic() - last.get(request_id, 0) < 3:
                     continue
-                last[row.id] = time.monotonic()
-                users = ["U0LEAD", "U0ALICE"] if row.required_approvals > 1 else ["U0LEAD"]
+                last[request_id] = time.monotonic()
+                users = ["U0LEAD", "U0ALICE"] if approvals > 1 else ["U0LEAD"]
                 if self.rng.random() < 0.2:
                     users.append("U0LEAD")  # a double click
                 if self.rng.random() < 0.1:
                     users.append("U0MALLORY")  # not an approver
                 threads = [
-                    threading.Thread(target=self.click, args=(row.id, row.channel, row.card_ts, u))
-                    for u in users
+                    threading.Thread(target=self.click, args=(request_id, channel, ts, u)) for u in users
                 ]
                 for thread in threads:
                     thread.start()
