@@ -14,10 +14,11 @@ sandbox, against a SQLite file, a scratch database on the PostgreSQL server of `
 The faults (process kills, spread over every process; Redis and PostgreSQL restarts) are spread
 over `--fault-seconds`.
 
-Reviewers click Approve on the cards they see in the sandbox (duplicates, concurrent quorum votes
-and non-approvers included), each click going to one of the web processes in turn, and click again
-when a card still shows its buttons 3 s later, as people do; the agent sends a request again (same idempotency key) when the router has not stored it
-after a while, as `RouterUnavailable` tells it to. Afterwards every request must be in exactly one
+Reviewers click Approve on the cards they see in the sandbox, 0.5 to 5 s after a card appears
+(duplicates, concurrent quorum votes and non-approvers included), each click going to one of the web
+processes in turn, and click again when a card still shows its buttons 3 s later, as people do;
+the agent sends a request again (same idempotency key) when the router has not stored it after a
+while, as `RouterUnavailable` tells it to. Afterwards every request must be in exactly one
 terminal state with exactly one card, no buttons left on a decided card, and a complete audit trail;
 every approved action must have run exactly once, or be flagged as started with no outcome (the
 agent was killed inside the action: countersign runs an action at most once, and shows that case on
@@ -276,13 +277,17 @@ class Chaos:
             self.clicks.append(Click(request_id, channel, user, web, sent, status))
 
     def review(self) -> None:
-        """Reviewers: approve every card that shows Approve; again after 3 s if it still does."""
-        last: dict[str, float] = {}
+        """Reviewers: approve every card that shows Approve, 0.5 to 5 s after it appears (people take
+        a moment); again every 3 s while it still does."""
+        due: dict[str, float] = {}
         while not self.stop_review.wait(0.3):
             for request_id, channel, ts, approvals in self.pending_cards():
-                if time.monotonic() - last.get(request_id, 0) < 3:
+                now = time.monotonic()
+                if request_id not in due:
+                    due[request_id] = now + self.rng.uniform(0.5, 5)
+                if now < due[request_id]:
                     continue
-                last[request_id] = time.monotonic()
+                due[request_id] = now + 3
                 users = ["U0LEAD", "U0ALICE"] if approvals > 1 else ["U0LEAD"]
                 if self.rng.random() < 0.2:
                     users.append("U0LEAD")  # a double click
