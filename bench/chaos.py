@@ -554,12 +554,13 @@ class Chaos:
         return 1 if any(flagged[name] for name in failures) or self.journal_left > 0 else 0
 
     def check_clicks(self, by_id: dict[str, ApprovalRequest], trails: dict[str, Any]) -> dict[str, Any]:
-        """Match every acked click to the audit event its processing left (`CLICK_EVENTS` by its user
-        on its request, at or after it was sent). One left without an event is:
-        - `masked`: the clicker's vote is recorded anyway (another click of theirs counted, or the
-          journal's replay found the vote and rightly did nothing): harmless;
+        """Match the acked clicks to the audit events their processing left (`CLICK_EVENTS` by the
+        clicker on the request; each event to the latest click of that user on that request sent
+        before it). A click left without an event is:
         - `told`: the reviewer got the "could not record" answer in the card's channel within 60 s
           (matched one to one by user and channel: approximate when several cards share a channel);
+        - `masked`: the clicker's vote is recorded anyway (another click of theirs counted, or the
+          journal's replay found the vote and rightly did nothing): harmless;
         - `lost`: otherwise, on a request still pending at the end;
         - `silent`: otherwise (the request was decided by other clicks; the click left no trace).
         Returns the request ids of `lost` and `silent`, the clicks of `told` and `masked`."""
@@ -583,22 +584,21 @@ class Chaos:
                 acked[(c.request_id, c.user)].append(c)
         unmatched: list[Click] = []
         for pair, pressed in acked.items():
-            times = sorted(events.get(pair, []))
-            for c in pressed:  # earliest click first, to the earliest event not before it (1 s slack)
-                found = next((i for i, at in enumerate(times) if at >= c.sent - 1), None)
-                if found is None:
-                    unmatched.append(c)
-                else:
-                    times.pop(found)
-        for c in unmatched:
+            left = list(pressed)  # oldest first
+            for at in sorted(events.get(pair, [])):  # each event to the latest click before it (1 s slack)
+                found = next((i for i in range(len(left) - 1, -1, -1) if left[i].sent <= at + 1), None)
+                if found is not None:
+                    left.pop(found)
+            unmatched += left
+        for c in sorted(unmatched, key=lambda c: c.sent):
             request = by_id.get(c.request_id)
             answers = told[(c.channel, c.user)]
             answer = next((i for i, ts in enumerate(answers) if c.sent - 1 <= ts <= c.sent + 60), None)
-            if c.user in voters.get(c.request_id, set()):
-                result["masked"].append(c)
-            elif answer is not None:
+            if answer is not None:
                 answers.pop(answer)
                 result["told"].append(c)
+            elif c.user in voters.get(c.request_id, set()):
+                result["masked"].append(c)
             elif request is None or request.status not in TERMINAL:
                 result["lost"].append(c.request_id)
             else:
@@ -633,8 +633,16 @@ class Chaos:
                     shown[-1]["resume_job"] = self.jobs[rid]
             if ids:
                 evidence[name] = {"count": len(ids), "requests": shown}
-        evidence["told"] = [asdict(c) for c in clicks["told"]]
-        evidence["masked"] = [asdict(c) for c in clicks["masked"]]
+        for name in ("told", "masked"):
+            ids = sorted({c.request_id for c in clicks[name]})[:EVIDENCE_IDS]
+            evidence[name] = {
+                "clicks": [asdict(c) for c in clicks[name]],
+                "requests": [
+                    {"request": rid, "show": self.client.get(rid).as_dict(), "clicks": by_request[rid]}
+                    for rid in ids
+                    if rid in by_id
+                ],
+            }
         (self.tmp / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
 
 
