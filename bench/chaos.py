@@ -126,7 +126,6 @@ class Chaos:
         self.journal_left = -1
         self.jobs: dict[str, dict[str, Any]] = {}  # resume jobs of approvals that have not run
         self.started = time.monotonic()
-        self.ended_faults = 0.0
 
     def note(self, what: str) -> None:
         """One line in faults.log (wall clock, as in the processes' logs)."""
@@ -358,7 +357,6 @@ class Chaos:
                     self.kills[name] += 1
             except Exception:
                 self.note(f"{what}: fault failed\n{traceback.format_exc()}")
-        self.ended_faults = time.monotonic()
 
     def supervise(self) -> None:
         while not self.stop.wait(1):
