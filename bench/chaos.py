@@ -124,6 +124,7 @@ class Chaos:
         self.turn = itertools.count()
         self.fault_log = (self.tmp / "faults.log").open("a", buffering=1)
         self.journal_left = -1
+        self.stalls = 0
         self.jobs: dict[str, dict[str, Any]] = {}  # resume jobs of approvals that have not run
         self.started = time.monotonic()
 
@@ -307,14 +308,15 @@ class Chaos:
         submission time and 4 s a fault."""
         if self.args.fault_seconds is not None:
             return float(self.args.fault_seconds)
-        events = self.args.kills + self.args.redis_restarts + self.args.pg_restarts
+        events = self.args.kills + self.args.redis_restarts + self.args.pg_restarts + self.args.vote_stalls
         return max(self.args.submit_seconds, 4.0 * events, self.args.requests / (0.9 * CARD_CHANNELS))
 
     def fault_plan(self) -> list[str]:
-        """The faults in order: kills evenly, Redis and PostgreSQL restarts at even fractions of the
-        run (a PostgreSQL restart just after a Redis restart at the same fraction)."""
+        """The faults in order: kills evenly, Redis and PostgreSQL restarts and vote stalls at even
+        fractions of the run (a PostgreSQL restart just after a Redis restart at the same fraction)."""
         a = self.args
-        plan = [((i + 0.5) / a.kills, 2, "kill") for i in range(a.kills)]
+        plan = [((i + 0.5) / a.kills, 3, "kill") for i in range(a.kills)]
+        plan += [((i + 0.7) / a.vote_stalls, 2, "stall") for i in range(a.vote_stalls)]
         plan += [((i + 1) / (a.redis_restarts + 1), 0, "redis") for i in range(a.redis_restarts)]
         plan += [((i + 1) / (a.pg_restarts + 1), 1, "postgres") for i in range(a.pg_restarts)]
         return [what for *_, what in sorted(plan)]
@@ -338,6 +340,8 @@ class Chaos:
                     wait_for_redis(self.redis_server, self.redis_url)
                     self.redis_restarts += 1
                     self.note("redis: up")
+                elif what == "stall":
+                    self.stall_votes()
                 elif what == "postgres":
                     assert self.postgres is not None
                     mode = self.pg_mode(pg_number)
@@ -357,6 +361,29 @@ class Chaos:
                     self.kills[name] += 1
             except Exception:
                 self.note(f"{what}: fault failed\n{traceback.format_exc()}")
+
+    def stall_votes(self) -> None:
+        """The database is slow to record votes (the `votes` table locked) while clicks arrive, and
+        every web process is SIGKILLed with those clicks acked and still waiting: the journal must
+        replay them (or find them recorded by a later click)."""
+        from sqlalchemy import text
+
+        hold = self.fault_rng.uniform(1.5, 3)
+        webs = [name for name in self.children if name.startswith("web-")]
+        with self.store.engine.connect() as connection:
+            connection.execute(text("SET LOCAL lock_timeout = '10s'"))
+            connection.execute(text("LOCK TABLE votes IN EXCLUSIVE MODE"))
+            self.note(f"votes: locked for {hold:.1f} s, then SIGKILL of {', '.join(webs)}")
+            time.sleep(hold)
+            for name in webs:
+                self.children[name].kill()
+                self.kills[name] += 1
+            connection.rollback()
+        self.stalls += 1
+        self.note("votes: unlocked")
+        time.sleep(self.fault_rng.uniform(0.2, 1.0))
+        for name in webs:
+            self.children[name].start()
 
     def supervise(self) -> None:
         while not self.stop.wait(1):
@@ -522,11 +549,13 @@ class Chaos:
             ("kills", f"{sum(self.kills.values())} ({kills})" if kills else 0),
             ("redis restarts", self.redis_restarts),
             ("postgres restarts", f"{len(restarts)} ({', '.join(restarts)})" if restarts else 0),
+            ("vote stalls (every web killed)", self.stalls),
             ("approved", len(approved)),
             ("executed once", sum(1 for r in approved if effects[r.idempotency_key] == 1)),
             ("clicks sent / acked (200)", f"{len(self.clicks)} / {len(acked)}"),
             ("acked clicks told 'not recorded'", len(clicks["told"])),
             ("acked clicks, no own trace, vote recorded", len(clicks["masked"])),
+            ("acked clicks replayed from the journal (logs)", self.log_lines("acked by a process that died")),
             ("journal entries left", max(self.journal_left, 0)),
             *((name, len(ids)) for name, ids in flagged.items()),
         ]
@@ -550,6 +579,14 @@ class Chaos:
                 shown = sorted(set(flagged[name]))
                 print(f"{name}: {' '.join(shown[:12])}{' …' if len(shown) > 12 else ''}")
         return 1 if any(flagged[name] for name in failures) or self.journal_left > 0 else 0
+
+    def log_lines(self, text: str) -> int:
+        """How many lines of the processes' logs contain `text`."""
+        return sum(
+            line.count(text)
+            for log in self.tmp.glob("*.log")
+            for line in log.read_text(errors="replace").splitlines()
+        )
 
     def check_clicks(self, by_id: dict[str, ApprovalRequest], trails: dict[str, Any]) -> dict[str, Any]:
         """Match the acked clicks to the audit events their processing left (`CLICK_EVENTS` by the
@@ -670,6 +707,13 @@ def main() -> int:
         help="fast: fast shutdown; kill: SIGKILL of the postmaster; crash: SIGKILL of all its processes; "
         f"cycle (default): {', '.join(PG_CYCLE)}, in turn",
     )
+    parser.add_argument(
+        "--vote-stalls",
+        type=int,
+        default=0,
+        help="times the votes table is locked for 1.5-3 s and every web process SIGKILLed meanwhile, "
+        "with acked clicks in flight (PostgreSQL only; default 0)",
+    )
     parser.add_argument("--webs", type=int, default=1, help="`countersign web` processes (default 1)")
     parser.add_argument("--workers", type=int, default=1, help="`countersign worker` processes (default 1)")
     parser.add_argument("--agents", type=int, default=1, help="RQ agent workers (default 1)")
@@ -711,6 +755,8 @@ def main() -> int:
     args.postgres = args.postgres or bool(args.pg_restarts)
     if args.postgres and args.database_url:
         parser.error("--postgres and --database-url exclude each other")
+    if args.vote_stalls and not (args.postgres or args.database_url):
+        parser.error("--vote-stalls needs PostgreSQL (--postgres or --database-url)")
     if min(args.webs, args.workers, args.agents) < 1:
         parser.error("--webs, --workers and --agents must be at least 1")
     exit_on_sigterm()
