@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,10 +24,13 @@ PYTHON_M = [sys.executable, "-m"]
 
 
 class Child:
-    """A supervised child process in its own process group, restartable after a kill."""
+    """A supervised child process in its own process group, restartable after a kill; `user` (when
+    we are root) runs it as that OS user instead."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
-        self.name, self.argv, self.env, self.log = name, argv, env, log
+    def __init__(
+        self, name: str, argv: list[str], env: dict[str, str], log: Path, user: str | None = None
+    ) -> None:
+        self.name, self.argv, self.env, self.log, self.user = name, argv, env, log, user
         self.process: subprocess.Popen[bytes] | None = None
         self.lock = threading.Lock()  # one instance at a time, whoever restarts it
 
@@ -42,6 +47,7 @@ class Child:
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                user=self.user,
             )
 
     def _kill(self) -> None:
@@ -98,6 +104,132 @@ def _pings(redis: Redis) -> bool:
         return False
 
 
+PG_BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
+"""Where `initdb`, `postgres` live (Debian's postgresql-15 package; `PG_BIN` overrides)."""
+
+
+class PostgresServer:
+    """A private PostgreSQL server for one run, as `start_redis` is a private Redis: `initdb` into a
+    new temporary directory (trust authentication, superuser `postgres`), then `postgres` on a free
+    port of 127.0.0.1 with no Unix socket. Run as the `postgres` OS user when we are root (the
+    server refuses to run as root); the directory is handed to that user.
+
+    `restart(mode)` takes the server down and up again the way it goes down in production:
+    `fast` is a fast shutdown (SIGINT to the postmaster: clients are disconnected, open transactions
+    rolled back, a checkpoint written); `kill` is a crash of the postmaster alone (SIGKILL: its
+    backends notice and exit, and the next start runs crash recovery); `crash` kills the postmaster
+    and every backend at once (SIGKILL to the process group, as when the container or machine dies).
+    """
+
+    MODES = ("fast", "kill", "crash")
+
+    def __init__(self, log: Path, max_connections: int = 300) -> None:
+        from countersign.ports import free_port
+
+        self.dir = Path(tempfile.mkdtemp(prefix="countersign-pg-"))
+        self.data = self.dir / "data"
+        self.user = "postgres" if os.geteuid() == 0 else None
+        if self.user is not None:
+            shutil.chown(self.dir, self.user, self.user)
+        self.env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
+        subprocess.run(
+            [str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+            env=self.env,
+            user=self.user,
+            check=True,
+            capture_output=True,
+        )
+        self.port = free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": "",
+            "max_connections": str(max_connections),
+        }
+        argv = [str(PG_BIN / "postgres"), "-D", str(self.data), "-p", str(self.port)]
+        for name, value in settings.items():
+            argv += ["-c", f"{name}={value}"]
+        self.child = Child("postgres", argv, self.env, log, user=self.user)
+        self.restarts: list[str] = []
+
+    def start(self) -> None:
+        self.child.start()
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Return once the server accepts connections (crash recovery included); start it again if it
+        exited meanwhile (a new postmaster refuses to start while the old one's backends live on)."""
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                psycopg.connect(self.url, connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"PostgreSQL did not start (see {self.child.log})") from None
+                self.child.restart_if_dead()
+                time.sleep(0.1)
+
+    def restart(self, mode: str, down_seconds: float) -> None:
+        """Stop the server (`mode`: see the class), stay down `down_seconds`, start it, wait for it."""
+        if mode not in self.MODES:
+            raise ValueError(f"unknown restart mode {mode!r}")
+        with self.child.lock:
+            process = self.child.process
+            assert process is not None
+            if mode == "crash":
+                self.child._kill()
+            else:
+                process.send_signal(signal.SIGINT if mode == "fast" else signal.SIGKILL)
+                process.wait(60)
+                if mode == "kill":  # the orphaned backends see the postmaster gone and exit
+                    wait_until(lambda: not session_pids(process.pid), 30, "orphaned backends did not exit")
+            time.sleep(down_seconds)
+            self.child._start()
+        self.restarts.append(mode)
+        self.wait_ready()
+
+    def stop(self, keep: bool = False) -> None:
+        """Fast shutdown (SIGKILL after 20 s), then remove the data directory unless `keep`."""
+        with self.child.lock:
+            process = self.child.process
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(20)
+            self.child._kill()
+            with contextlib.suppress(ProcessLookupError):
+                if process is not None:
+                    for pid in session_pids(process.pid):
+                        os.kill(pid, signal.SIGKILL)
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def postgres_server(log: Path, keep: bool = False) -> Iterator[PostgresServer]:
+    """A started `PostgresServer`, stopped (and its files removed unless `keep`) on any exit."""
+    server = PostgresServer(log)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop(keep=keep)
+
+
+def session_pids(session_id: int) -> list[int]:
+    """The live processes of a session (Linux: field 6 of /proc/<pid>/stat), zombies left out."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == session_id and fields[0] != "Z":
+                pids.append(int(stat.parent.name))
+    return pids
+
+
 def countersign_env(
     tmp: Path, policy: str, redis_url: str, database_url: str, slack_url: str
 ) -> dict[str, str]:
@@ -145,10 +277,10 @@ def print_table(rows: Sequence[tuple[str, object]], header: tuple[str, str] = ("
 
 
 @contextlib.contextmanager
-def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
-    """A new, empty, migrated database for one run, dropped afterwards: on the PostgreSQL server of
-    `url` (a database named `countersign_bench_<random>`), or a SQLite file in `tmp` when `url` is
-    None. Yields its URL."""
+def bench_database(url: str | None, tmp: Path, keep: bool = False) -> Iterator[str]:
+    """A new, empty, migrated database for one run, dropped afterwards (unless `keep`): on the
+    PostgreSQL server of `url` (a database named `countersign_bench_<random>`), or a SQLite file in
+    `tmp` when `url` is None. Yields its URL."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import OperationalError
@@ -167,7 +299,9 @@ def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
             "(postgresql://user@host:port/db); leave it out to use a SQLite file"
         )
     name = f"countersign_bench_{secrets.token_hex(4)}"
-    server = create_engine(parsed.set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+    server = create_engine(
+        parsed.set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT", pool_pre_ping=True
+    )
     try:
         with server.connect() as connection:
             connection.execute(text(f"CREATE DATABASE {name}"))
@@ -182,8 +316,9 @@ def bench_database(url: str | None, tmp: Path) -> Iterator[str]:
         yield fresh
     finally:
         engine.dispose()
-        with server.connect() as connection:
-            connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        if not keep:
+            with server.connect() as connection:
+                connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         server.dispose()
 
 
