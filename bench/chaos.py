@@ -6,7 +6,7 @@ restarts empty and PostgreSQL restarts; then a check in the spirit of Jepsen's t
         --requests 1000 --kills 30
 
 Runs real processes (`--webs` `countersign web` under gunicorn, each on its own port; `--workers`
-`countersign worker`, each with its own sweep process; `--agents` RQ agent workers running
+`countersign worker`, each with its own sweep process; `--agents` `countersign agent-worker`s running
 `bench.chaos_agent.execute` through `approved_action`), a private `redis-server` and the Slack
 sandbox, against a SQLite file, a scratch database on the PostgreSQL server of `--database-url`, or
 (`--postgres`) a PostgreSQL server of the run's own, which `--pg-restarts` restarts during the run
@@ -169,19 +169,7 @@ class Chaos:
             name = f"agent-{number}"
             self.children[name] = Child(
                 name,
-                [
-                    *python,
-                    "rq.cli",
-                    "worker",
-                    "--url",
-                    self.redis_url,
-                    "-S",
-                    "rq.serializers.JSONSerializer",
-                    "--maintenance-interval",
-                    "15",
-                    *(["--with-scheduler"] if self.args.agent_with_scheduler else []),
-                    "chaos-agent",
-                ],
+                [*python, "countersign.cli", "agent-worker", "chaos-agent"],
                 env,
                 self.tmp / f"{name}.log",
             )
@@ -542,8 +530,7 @@ class Chaos:
             ("requests", self.args.requests),
             (
                 "processes",
-                f"{self.args.webs} web, {self.args.workers} worker, {self.args.agents} agent"
-                + (" (with scheduler)" if self.args.agent_with_scheduler else ""),
+                f"{self.args.webs} web, {self.args.workers} worker, {self.args.agents} agent",
             ),
             ("database", "postgresql (own server)" if self.postgres else database_url.split(":")[0]),
             ("kills", f"{sum(self.kills.values())} ({kills})" if kills else 0),
@@ -716,11 +703,8 @@ def main() -> int:
     )
     parser.add_argument("--webs", type=int, default=1, help="`countersign web` processes (default 1)")
     parser.add_argument("--workers", type=int, default=1, help="`countersign worker` processes (default 1)")
-    parser.add_argument("--agents", type=int, default=1, help="RQ agent workers (default 1)")
     parser.add_argument(
-        "--agent-with-scheduler",
-        action="store_true",
-        help="run the agent workers with `--with-scheduler` (README's command runs them without)",
+        "--agents", type=int, default=1, help="`countersign agent-worker` processes (default 1)"
     )
     parser.add_argument(
         "--submit-seconds", type=float, default=60.0, help="spread the requests over this long"
