@@ -141,7 +141,10 @@ def test_a_job_run_again_early_keeps_its_time(
     redis.zrem(ScheduledJobRegistry(queue=queue).key, job_id)
     queue.enqueue_job(queue.fetch_job(job_id))  # e.g. a scheduler moved it back too soon
     drain(redis)
-    assert scheduled_at(redis, job_id) == slot  # rescheduled for the same time, not behind the rest
+    again = scheduled_at(redis, job_id)
+    # the same reserved time, not behind the rest; RQ keeps whole seconds, and this host's clock is
+    # read a moment after Redis's, so under load the rounding may land on the next second
+    assert slot is not None and again is not None and slot <= again <= slot + 1
     later = client.request(refund(run_id="later"))
     drain(redis)
     assert reserved(redis, later) == reserved(redis, ids[-1]) + PACE_MILLISECONDS  # the line did not move
