@@ -39,15 +39,16 @@ answers, reminders and status messages, and what to do when Slack says no.
 from __future__ import annotations
 
 import logging
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from redis import Redis
+from rq import Retry
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
 from ..store import ApprovalRequest, Decider, Status
-from . import cards, texts
+from . import cards, jobs, texts
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
@@ -207,7 +208,12 @@ def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> Approval
     users = request.eligible_approvers[:8]
     if request.channel.startswith((*USER_ID_PREFIXES, "D")) or not users:
         raise SlackApiError(f"cannot deliver to {request.channel} ({error})", {"ok": False, "error": error})
-    direct = str(runtime.slack.conversations_open(users=",".join(users))["channel"]["id"])
+    try:
+        direct = str(runtime.slack.conversations_open(users=",".join(users))["channel"]["id"])
+    except SlackApiError as exc:
+        if rate_limited(exc):  # the DM is the way to deliver: wait as Slack asks, like posting
+            raise RetryLater(retry_after(exc)) from None
+        raise
     log.error(
         "request %s: cannot post to %s (%s); sending it to the approvers in %s",
         request.id,
@@ -333,18 +339,40 @@ def _post_status(runtime: Runtime, client: WebClient, request: ApprovalRequest, 
     runtime.store.card_refreshed(request.id, moved_to=(str(posted["channel"]), str(posted["ts"])))
 
 
-def mark_escalated(client: WebClient, old: ApprovalRequest, to_channel: str) -> None:
-    """Rewrite the card of the level `old` was at to say where the request went; errors are logged."""
+def mark_escalated(runtime: Runtime, old: ApprovalRequest, to_channel: str) -> None:
+    """Rewrite the card of the level `old` was at to say where the request went (no buttons). When
+    Slack will not rewrite it now (429, 5xx, a timeout), the rewrite becomes a router job
+    (`jobs.enqueue_rewrite`) that tries again at Slack's pace; a refusal for good is logged."""
     if old.card_ts is None:
         return
+    message = cards.escalated_card(old, to_channel).message()
+    wait = _rewrite(runtime.slack, old.id, old.channel, old.card_ts, message)
+    if wait is not None:
+        jobs.enqueue_rewrite(runtime.redis, old.id, old.channel, old.card_ts, message, wait)
+
+
+def rewrite_message(request_id: str, channel: str, ts: str, message: dict[str, Any]) -> Retry | None:
+    """RQ job (router worker, `jobs.REWRITE_JOB`): replace the text and blocks of the message at
+    (`channel`, `ts`) with `message`; a `Retry` in Slack's `Retry-After` seconds (30 for a 5xx or a
+    timeout) while Slack is busy, at most `jobs.MAX_REWRITES` times."""
+    wait = _rewrite(current().slack, request_id, channel, ts, message)
+    return None if wait is None else Retry(max=jobs.MAX_REWRITES, interval=[wait])
+
+
+def _rewrite(
+    client: WebClient, request_id: str, channel: str, ts: str, message: dict[str, Any]
+) -> int | None:
+    """chat.update one message; the seconds to wait before trying again, or None when done (or
+    refused for good: logged)."""
     try:
-        client.chat_update(
-            channel=_conversation(client, old.channel),
-            ts=old.card_ts,
-            **cards.escalated_card(old, to_channel).message(),
-        )
-    except SlackApiError as exc:
-        log.warning("request %s: old card not updated (%s)", old.id, exc.response.get("error"))
+        client.chat_update(channel=_conversation(client, channel), ts=ts, **message)
+    except (SlackApiError, OSError) as exc:
+        log.warning("request %s: message %s not rewritten (%s)", request_id, ts, _error(exc))
+        if not isinstance(exc, SlackApiError):
+            return REFRESH_BACKOFF_SECONDS
+        if transient(exc):
+            return retry_after(exc) if rate_limited(exc) else REFRESH_BACKOFF_SECONDS
+    return None
 
 
 def remind(client: WebClient, request: ApprovalRequest) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from datetime import timedelta
 from typing import Any
 
 from redis import Redis
@@ -39,12 +40,17 @@ INTAKE_TIMEOUT_SECONDS = 60
 REFRESH_CARD_JOB = "countersign.router.delivery.refresh_card"
 """`refresh_card(request_id)`: rewrite a decided request's card (e.g. after the agent reported)."""
 
+REWRITE_JOB = "countersign.router.delivery.rewrite_message"
+"""`rewrite_message(request_id, channel, ts, message)`: a card rewrite Slack was too busy for."""
+MAX_REWRITES = 20
+"""A rewrite Slack stays busy for is tried this many times (at Slack's `Retry-After`), then logged."""
+
 RESUME_RETRY = Retry(max=3, interval=[10, 60, 300])
 """A resume job whose worker died (RQ moves it to the failed registry as abandoned) runs again;
 `execute_approved` still lets the payload run at most once."""
 RESUME_TIMEOUT_SECONDS = 600
 
-JOB_PATHS = (INTAKE_JOB, REFRESH_CARD_JOB)
+JOB_PATHS = (INTAKE_JOB, REFRESH_CARD_JOB, REWRITE_JOB)
 """Every job function of ours, by import path (a test imports each)."""
 
 
@@ -82,6 +88,22 @@ def enqueue_refresh_card(redis: Redis, request_id: str) -> None:
     """Enqueue a rewrite of the request's card on the router worker. Raises redis-py's `RedisError`."""
     json_queue(INTAKE_QUEUE, redis).enqueue(
         REFRESH_CARD_JOB, request_id, description=f"refresh card {request_id}"
+    )
+
+
+def enqueue_rewrite(
+    redis: Redis, request_id: str, channel: str, ts: str, message: dict[str, Any], seconds: int
+) -> None:
+    """Schedule a rewrite of the message at (`channel`, `ts`) on the router worker in `seconds`.
+    Raises redis-py's `RedisError`."""
+    json_queue(INTAKE_QUEUE, redis).enqueue_in(
+        timedelta(seconds=seconds),
+        REWRITE_JOB,
+        request_id,
+        channel,
+        ts,
+        message,
+        description=f"rewrite message {ts} of {request_id}",
     )
 
 

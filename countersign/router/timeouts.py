@@ -133,7 +133,7 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
     if row is None:
         return 0
     log.info("request %s escalated to level %s in %s", request.id, row.level, row.channel)
-    delivery.mark_escalated(runtime.slack, request, row.channel)
+    delivery.mark_escalated(runtime, request, row.channel)
     try:
         post_card(runtime, row)
     except (SlackApiError, RetryLater) as exc:  # the sweep's due_for_card posts it a little later

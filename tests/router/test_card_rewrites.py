@@ -5,6 +5,8 @@ rewrites edit instead of posting another."""
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 from typing import Any
 
 from redis import Redis
@@ -12,10 +14,11 @@ from redis import Redis
 from countersign.agent import ApprovalClient, report_outcome
 from countersign.router import delivery, timeouts
 from countersign.router.cards import APPROVE_ACTION
+from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import drain, empty_resume, wait_for
+from tests.helpers import drain, empty_resume, run_scheduled, wait_for
 from tests.helpers.builders import age, post_card, status
 
 
@@ -25,6 +28,18 @@ def has_buttons(message: dict[str, Any]) -> bool:
 
 def card_of(sb: Sandbox, ts: str) -> dict[str, Any]:
     return next(m for m in sb.messages("C0FINANCE") if m["ts"] == ts)
+
+
+def scheduled(redis: Redis) -> list[str]:
+    """The ids of the jobs RQ has scheduled on the router's queue."""
+    return json_queue("countersign", redis).scheduled_job_registry.get_job_ids()
+
+
+def scheduled_in(redis: Redis, job_id: str) -> float:
+    """Seconds from now until RQ runs the scheduled job `job_id`."""
+    return (
+        float(redis.zscore(json_queue("countersign", redis).scheduled_job_registry.key, job_id)) - time.time()
+    )
 
 
 def refresh_due(store: Store, request_id: str) -> bool:
@@ -85,3 +100,29 @@ def test_a_vanished_card_gets_one_status_message_which_later_rewrites_edit(
     drain(redis)  # the card refresh the report queued
     messages = sb.messages("C0FINANCE")
     assert len(messages) == 2 and "Executed ✓" in json.dumps(messages[1]["blocks"], ensure_ascii=False)
+
+
+def test_an_escalated_card_slack_rate_limits_is_rewritten_by_a_job_at_slacks_pace(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    sb.inject("chat.update", status=429, retry_after=9)
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)
+    assert store.get(request_id).channel == "C0FINLEADS"  # type: ignore[union-attr]
+    assert has_buttons(card_of(sb, card["ts"]))  # the old card is not rewritten yet
+    [job_id] = scheduled(redis)
+    assert 8 <= scheduled_in(redis, job_id) <= 10  # Slack's Retry-After
+    sb.inject("chat.update", status=503, times=2)  # busy again: the job tries again later
+    run_scheduled(redis, job_id)
+    assert has_buttons(card_of(sb, card["ts"])) and scheduled(redis) == [job_id]
+    run_scheduled(redis, job_id)
+    old = card_of(sb, card["ts"])
+    assert not has_buttons(old) and "escalated to <#C0FINLEADS>" in json.dumps(old["blocks"])
+    assert scheduled(redis) == []

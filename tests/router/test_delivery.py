@@ -278,3 +278,18 @@ def test_a_failing_lookup_for_an_earlier_card_never_posts_blind(
     else:
         raise AssertionError("posted without knowing whether the card exists")
     assert card_count(sb, request_id) == 1
+
+
+def test_a_rate_limited_dm_fallback_waits_as_slack_asks(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    sb.inject("chat.postMessage", error="channel_not_found")
+    sb.inject("conversations.open", status=429, retry_after=13)
+    request_id = client.request(refund())
+    drain(redis)
+    wait = scheduled_in(redis, intake_job_id(request_id))
+    assert wait is not None and 12 <= wait <= 14  # Slack's Retry-After, not the 30 s back-off
+    assert "delivery_failed" not in [e.event for e in store.audit_trail(request_id)]
+    row = store.get(request_id)
+    assert row is not None and row.card_ts is None and row.channel == "C0FINANCE"
