@@ -127,6 +127,38 @@ def test_click_racing_the_sweep_and_two_sweepers_end_in_one_terminal_state(
     assert len(store.unpublished()) + json_queue(agent.QUEUE, redis).count == 1
 
 
+def test_three_sweepers_at_once_post_one_reminder_and_one_escalation_card(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """Several router workers each run the sweep: leases and conditional updates, not a lone
+    process, keep each due reminder and escalation to one."""
+    sb, _ = sandbox
+    reminded, card = post_card(client, redis, sb)
+    redis.delete("countersign:pace:C0FINANCE")  # as if the channel's pace had let a second card out
+    escalated, _ = post_card(client, redis, sb, idempotency_key="second")
+    age(store, reminded, next_reminder_at=-1)
+    age(store, escalated, expires_at=-1)
+    start = threading.Barrier(3)
+
+    def sweeper() -> None:
+        start.wait()
+        timeouts.sweep(runtime)
+
+    threads = [threading.Thread(target=sweeper) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len([m for m in sb.messages("C0FINANCE") if m["thread_ts"] == card["ts"]]) == 1
+    assert events(store, escalated).count("escalated") == 1
+    assert len([m for m in sb.messages("C0FINLEADS") if escalated in str(m["blocks"])]) == 1
+
+
 def test_a_click_after_the_deadline_is_refused_even_before_the_sweep(
     engine_policy: Path,
     client: ApprovalClient,
