@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: install run test lint format clean bench-install bench-intake bench-latency bench-pause bench-langgraph \
-	bench-channel bench-chaos
+	bench-channel bench-chaos bench-durability
 
 $(STAMP): pyproject.toml
 	command -v redis-server >/dev/null || { apt-get update -q && apt-get install -y -q redis-server; }
@@ -59,6 +59,9 @@ bench-langgraph: bench-install
 
 bench-channel: bench-install
 	$(BIN)/python bench/busy_channel.py --database-url $(BENCH_DB)
+
+bench-durability: bench-install
+	$(BIN)/python bench/durability_cost.py --database-url $(BENCH_DB)
 
 bench-chaos: bench-install
 	$(BIN)/python bench/chaos.py --requests 300 --kills 12
