@@ -181,7 +181,7 @@ def _pending_note(request: ApprovalRequest, approvals: list[Decider]) -> str:
     if request.required_approvals > 1:
         done = ", ".join(f"<@{a['slack_user_id']}>" for a in approvals) or "none yet"
         parts.append(f"{len(approvals)} of {request.required_approvals} approvals ({done})")
-    parts.append(f"Why: {escape(clip(request.review_reason or 'policy', 300))}")
+    parts.append(f"Why: {escape(clip(request.review_reason or 'policy', 500))}")  # room for two labels
     parts.append(
         f"Expires {when(request.expires_at)}, then {_then(request)}" if request.expires_at else "No timeout"
     )

@@ -123,8 +123,11 @@ def judge(action: str, version: int, pick: Callable[[str], Any], facts: dict[str
     else:
         review, verdict = _review(pick("auto_approve"), pick("review_when"), facts)
         reason = verdict.technical() if verdict else f"policy v{version} reviews every {action}"
-        said = verdict and texts.rule_result(verdict.key, verdict.held, verdict.label)
-        says = said or texts.reviewed_every(action)
+        says = (
+            texts.rule_result(verdict.key, verdict.held, verdict.label)
+            if verdict
+            else texts.reviewed_every(action)
+        )
     if not review:
         return Gate(False, reason, says=says)
     approvals, quorum = _quorum(pick("require") or [], facts)
