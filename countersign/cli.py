@@ -29,6 +29,7 @@ from .exceptions import (
     UsageError,
 )
 from .ports import port_is_free
+from .schema import ApprovalRequestV1, parse
 
 REQUEST_FLAGS = {
     "action": str,
@@ -131,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     policy = commands.add_parser("policy", help="policy file").add_subparsers(required=True, metavar="ACTION")
     check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
     check.add_argument("file", type=Path)
+    check.add_argument(
+        "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
+    )
     check.set_defaults(handler=_policy_check)
 
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
@@ -192,8 +196,15 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _request(args: argparse.Namespace) -> None:
-    client = ApprovalClient.from_env()
-    print(client.request(request_from_args(args)))
+    """Enqueue the request; with `COUNTERSIGN_POLICY` set, first refuse an action class that policy
+    does not name (`UnknownAction`), as the worker's intake would."""
+    settings = load_settings()
+    request = parse(ApprovalRequestV1, request_from_args(args))
+    if settings.COUNTERSIGN_POLICY is not None:
+        from .router.policy import load_policy
+
+        load_policy(settings.COUNTERSIGN_POLICY).route(request.action)
+    print(ApprovalClient.from_env(settings).request(request))
 
 
 def _show(args: argparse.Namespace) -> None:
@@ -228,10 +239,14 @@ def _pending(args: argparse.Namespace) -> None:
 
 
 def _policy_check(args: argparse.Namespace) -> int:
+    """Print the policy's routes, or with `--request` a dry run of that request through it."""
+    from .router.dryrun import dry_run
     from .router.policy import load_policy
 
+    request = None if args.request is None else _json_arg("--request", args.request)
     try:
-        print(load_policy(args.file).summary())
+        policy = load_policy(args.file)
+        print(policy.summary() if request is None else dry_run(policy, request))
     except PolicyError as exc:
         print(f"countersign: policy error: {exc}", file=sys.stderr)
         return 1

@@ -24,6 +24,11 @@ class InvalidRequest(CountersignError, ValueError):
     """An approval request that does not match schema v1; `str(err)` is one line naming each field."""
 
 
+class UnknownAction(InvalidRequest):
+    """The request's action class is not named in the policy, which refuses unknown classes
+    (`unknown_actions: refuse`, the default); `str(err)` names it and the known classes."""
+
+
 class UnknownRequest(CountersignError, LookupError):
     """No approval request (nor dead letter, nor queued intake) has this id."""
 

@@ -44,6 +44,7 @@ actions:
     editable: {amount: {type: decimal, places: 2, min: "0.01"}}
     edit_rule: "edited.amount <= original.amount"
     reject_reason: required
+  send_email: {}                  # named, so routed by the defaults (unknown classes are refused)
 """
 
 

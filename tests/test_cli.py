@@ -15,6 +15,7 @@ from redis import Redis
 from countersign.agent import ApprovalClient
 from countersign.cli import main
 from countersign.config import ConfigError, load_settings
+from countersign.router.jobs import json_queue
 from tests.helpers import README_REQUEST, drain
 
 
@@ -252,3 +253,113 @@ def test_socket_mode_names_itself_when_a_setting_is_missing() -> None:
         2,
         "countersign: error: COUNTERSIGN_SECRET is not set; `countersign socket` needs it",
     )
+
+
+def test_request_refuses_an_action_class_the_policy_does_not_name_before_enqueueing(
+    env: dict[str, str], redis: Redis, client: ApprovalClient
+) -> None:
+    typo = [*README_REQUEST]
+    typo[typo.index("issue_refund")] = "issue_refnd"
+    result = cli(*typo, env=env)
+    policy = env["COUNTERSIGN_POLICY"]
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        f"countersign: error: action class 'issue_refnd' is not named in policy v3 ({policy}), "
+        "which refuses unknown action classes; known: issue_refund, send_email\n",
+    )
+    assert json_queue("countersign", redis).count == 0
+    fixed = cli(*README_REQUEST, env=env)  # nothing was claimed: the same key is free for the fix
+    assert fixed.returncode == 0, fixed.stderr
+    drain(redis)
+    assert client.get(fixed.stdout.strip()).status == "pending"
+
+    # Without COUNTERSIGN_POLICY the command cannot know; the worker's intake refuses it instead.
+    no_policy = {name: value for name, value in env.items() if name != "COUNTERSIGN_POLICY"}
+    blind = cli(*typo, "--run-id", "r2", env=no_policy)
+    assert blind.returncode == 0, blind.stderr
+    drain(redis)
+    state = client.get(blind.stdout.strip())
+    assert state.status == "dead_letter" and "'issue_refnd' is not named in policy v3" in (state.reason or "")
+
+
+EXAMPLE_POLICY = str(Path(__file__).resolve().parents[1] / "examples" / "policy.yml")
+
+
+def dry_run(request: str) -> subprocess.CompletedProcess[str]:
+    return cli("policy", "check", EXAMPLE_POLICY, "--request", request)
+
+
+def test_policy_check_dry_runs_a_request_through_the_policy() -> None:
+    small = dry_run('{"action": "issue_refund", "payload": {"amount": "20.00"}}')
+    assert small.returncode == 0, small.stderr
+    lines = small.stdout.splitlines()
+    assert lines[0].startswith(f"{EXAMPLE_POLICY}: policy version 1, sha256 ")
+    assert lines[1:] == [
+        'request: issue_refund from dry-run, payload {"amount": "20.00"}',
+        "route: C0FINANCE (U0LEAD, U0ALICE; after 14400 s: escalate) → "
+        "C0FINLEADS (S0FINLEADS; after 86400 s: deny)",
+        "approvers: U0LEAD, U0ALICE",
+        "quorum: 1",
+        "auto-approved: yes, approved by policy with no card",
+        "reviewers read: the auto-approval rule held: refunds under 50 are automatic",
+        "rule: auto_approve: double(payload.amount) > 0.0 && double(payload.amount) < 50.0",
+        "labels:",
+        '  auto_approve: "refunds under 50 are automatic" for '
+        "double(payload.amount) > 0.0 && double(payload.amount) < 50.0",
+        '  require[0].when: "refunds from 10,000 need two approvers" for double(payload.amount) >= 10000.0',
+        '  edit_rule: "a refund may be lowered, never raised" for '
+        "double(edited.amount) <= double(original.amount)",
+        "evaluation errors: none",
+    ]
+    large = dry_run(
+        '{"action": "issue_refund", "payload": {"amount": "25000.00"}, "requester": "refund-agent"}'
+    )
+    assert "quorum: 2" in large.stdout and "auto-approved: no, reviewed by a human" in large.stdout
+    assert "request: issue_refund from refund-agent" in large.stdout
+
+
+def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero() -> None:
+    broken = dry_run('{"action": "issue_refund", "payload": {"amount": "fifty"}}')
+    assert broken.returncode == 0, broken.stderr
+    assert "auto-approved: no, reviewed by a human" in broken.stdout and "quorum: 2" in broken.stdout
+    assert (
+        "reviewers read: the auto-approval rule could not be evaluated: refunds under 50 are automatic; "
+        in broken.stdout
+    )
+    errors = next(line for line in broken.stdout.splitlines() if line.startswith("evaluation errors: "))
+    assert errors.startswith("evaluation errors: auto_approve: RuntimeError: Function 'double' error")
+    assert "; require[0].when: RuntimeError" in errors
+
+
+@pytest.mark.parametrize(
+    ("request_json", "status", "message"),
+    [
+        (
+            '{"action": "issue_refnd", "payload": {}}',
+            1,
+            f"action class 'issue_refnd' is not named in policy v1 ({EXAMPLE_POLICY}), which refuses "
+            "unknown action classes; known: delete_customer, issue_refund",
+        ),
+        ('{"action": "issue_refund"}', 1, "payload: Field required"),
+        ('{"action": "issue_refund", "payload": {}, "colour": 1}', 1, "colour: unknown field"),
+        ("[1]", 1, "request: should be a JSON object"),
+        ('{"action": ', 2, "--request is not valid JSON (Expecting value at character 11)"),
+    ],
+)
+def test_policy_check_refuses_a_bad_request_in_one_line(request_json: str, status: int, message: str) -> None:
+    result = dry_run(request_json)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        status,
+        "",
+        f"countersign: error: {message}\n",
+    )
+
+
+def test_policy_check_of_a_broken_policy_with_a_request_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text("version: 1\nactions:\n  refund:\n    auto_approve: {rule: 'payload.amount <'}\n")
+    result = cli("policy", "check", str(bad), "--request", '{"action": "refund", "payload": {}}')
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"countersign: policy error: {bad}: actions.refund.auto_approve.rule: ")
+    assert len(result.stderr.splitlines()) == 1

@@ -38,7 +38,7 @@ from slack_sdk.models.views import View
 
 from ..store import ApprovalRequest, Decider, Execution, Status
 from .edits import block_id as edit_block_id
-from .texts import clip, escape, mentions, not_executed, sanitize, show, verdict, when, who
+from .texts import clip, conversation, escape, mentions, not_executed, sanitize, show, verdict, when, who
 
 APPROVE_ACTION = "countersign_approve"
 REJECT_ACTION = "countersign_reject"
@@ -181,13 +181,22 @@ def _pending_note(request: ApprovalRequest, approvals: list[Decider]) -> str:
     if request.required_approvals > 1:
         done = ", ".join(f"<@{a['slack_user_id']}>" for a in approvals) or "none yet"
         parts.append(f"{len(approvals)} of {request.required_approvals} approvals ({done})")
-    parts.append(f"Why: {escape(clip(request.review_reason or 'policy', 300))}")
-    then = request.rules.level(request.level).on_timeout
-    parts.append(f"Expires {when(request.expires_at)}, then {then}" if request.expires_at else "No timeout")
+    parts.append(f"Why: {escape(clip(request.review_reason or 'policy', 500))}")  # room for two labels
+    parts.append(
+        f"Expires {when(request.expires_at)}, then {_then(request)}" if request.expires_at else "No timeout"
+    )
     if request.level:
         parts.append(f"Escalation level {request.level}")
     parts.append(f"Policy v{request.policy_version} · request {request.id}")
     return " · ".join(parts)
+
+
+def _then(request: ApprovalRequest) -> str:
+    """What the current level's timeout does: `deny`, `allow`, or `escalation to <#C…>` (or `<@U…>`)."""
+    then = request.rules.level(request.level).on_timeout
+    if then != "escalate":
+        return then
+    return f"escalation to {conversation(request.rules.level(request.level + 1).channel)}"
 
 
 def _edit_line(request: ApprovalRequest) -> str | None:
@@ -309,12 +318,16 @@ def reject_view(request: ApprovalRequest) -> dict[str, Any]:
 
 
 def details_view(request: ApprovalRequest) -> dict[str, Any]:
-    """The Details modal: the whole payload and context as pretty JSON, in sections of at most
-    3000 chars, within 100 blocks and 250 kB; what does not fit ends in an honest "… N more characters"."""
+    """The Details modal: the policy rule that sent the request to review, as written (CEL), then
+    the whole payload and context as pretty JSON, in sections of at most 3000 chars, within 100
+    blocks and 250 kB; what does not fit ends in an honest "… N more characters"."""
     blocks: list[Block] = [HeaderBlock(text=_plain(request.summary, MAX_HEADER_TEXT))]
     blocks.append(SectionBlock(fields=[_plain(f, MAX_SECTION_FIELD_TEXT) for f in _facts(request)]))
     if request.reason:
         blocks.append(SectionBlock(text=_plain(f"Reason: {request.reason}", MAX_SECTION_TEXT)))
+    if request.rules.review_rule:
+        rule = f"Policy v{request.policy_version} rule: {request.rules.review_rule}"
+        blocks.append(SectionBlock(text=_plain(rule, MAX_SECTION_TEXT)))
     parts = (("Payload", request.payload), ("Context", request.context))
     text = "\n\n".join(
         f"{title}:\n{json.dumps(data, indent=2, ensure_ascii=False)}" for title, data in parts if data
@@ -342,7 +355,7 @@ def escalated_card(request: ApprovalRequest, to_channel: str) -> Card:
     """The old card after an escalation: the same facts, no buttons, and where the request went."""
     blocks = _body(request, f"escalated-{request.level}")
     line = (
-        f"⤴ No decision in time: escalated to <#{to_channel}> at {when(request.expires_at)} · "
+        f"⤴ No decision in time: escalated to {conversation(to_channel)} at {when(request.expires_at)} · "
         f"request {request.id}"
     )
     blocks.append(SectionBlock(block_id=f"escalated-{request.level}", text=MarkdownTextObject(text=line)))

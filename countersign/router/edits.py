@@ -4,11 +4,12 @@ Values arrive as the strings typed into the Edit modal. Decimals are parsed with
 strict format (digits, optional sign and point: no commas, no exponent, so `1,000` and `1e309`
 are refused rather than guessed at), then checked for decimal places and `min`/`max`. The
 `edit_rule` is a CEL expression over `edited` and `original` (decimals as doubles); an error in
-it refuses the edit (fails closed).
+it refuses the edit (fails closed) and is logged. Reviewers read the rule's label, never its CEL.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from decimal import Context, Decimal
@@ -19,6 +20,8 @@ import cel
 from ..exceptions import CountersignError
 from ..store import ApprovalRequest, Edit, EditableField
 from . import texts
+
+log = logging.getLogger(__name__)
 
 _DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$", re.ASCII)
 _INTEGER = re.compile(r"^-?[0-9]+$", re.ASCII)
@@ -101,18 +104,24 @@ def _for_cel(payload: dict[str, Any], editable: dict[str, EditableField]) -> dic
     return converted
 
 
-def _rule_error(
-    rule: str, original: dict[str, Any], edited: dict[str, Any], editable: dict[str, EditableField]
-) -> str | None:
+def _rule_error(request: ApprovalRequest, rule: str, edited: dict[str, Any]) -> str | None:
+    editable, label = request.rules.editable, request.rules.edit_rule_label
     try:
         allowed = cel.evaluate(
-            rule, {"original": _for_cel(original, editable), "edited": _for_cel(edited, editable)}
+            rule, {"original": _for_cel(request.payload, editable), "edited": _for_cel(edited, editable)}
         )
     except InexactNumber:
         return texts.EDIT_RULE_INEXACT
     except Exception as exc:
-        return texts.edit_rule_failed(type(exc).__name__)
-    return None if allowed is True else texts.edit_not_allowed(rule)
+        log.warning(
+            "request %s: edit_rule could not be evaluated (%s): %s: %s",
+            request.id,
+            rule,
+            type(exc).__name__,
+            exc,
+        )
+        return texts.edit_rule_failed(label)
+    return None if allowed is True else texts.edit_not_allowed(label)
 
 
 def check(request: ApprovalRequest, values: dict[str, str | None]) -> EditCheck:
@@ -134,7 +143,7 @@ def check(request: ApprovalRequest, values: dict[str, str | None]) -> EditCheck:
         if result.payload[name] != original.get(name)
     ]
     rule = request.rules.edit_rule
-    if rule and (error := _rule_error(rule, original, result.payload, editable)):
+    if rule and (error := _rule_error(request, rule, result.payload)):
         changed = [e["field"] for e in result.edits] or list(editable)
         result.errors = {block_id(name): error for name in changed}
     return result

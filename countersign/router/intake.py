@@ -25,8 +25,9 @@ from ..schema import ApprovalRequestV1, IntakeMessage, parse
 from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
 from . import directory, relay
 from .delivery import CLOCK_SLACK_SECONDS, post_card
+from .gate import Gate
 from .jobs import INTAKE_RETRY
-from .policy import Gate, Route
+from .policy import Route
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,10 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         return _dead_letter(runtime, message, str(exc))
     except RetryLater as later:  # Slack busy or unreachable while resolving the approvers
         return _reschedule(parsed.request_id, later)
+    if gate.errors:
+        log.warning(
+            "request %s: policy rule not evaluated, failing closed: %s", parsed.request_id, gate.reason
+        )
     row, _ = runtime.store.create(
         {
             "id": parsed.request_id,
@@ -74,9 +79,9 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             "payload_sha256": request.payload_sha256,
             "channel": route.channel,
             "approvers": approvers,
-            "rules": route.rules,
+            "rules": route.rules.model_copy(update={"review_rule": gate.reason}),
             "required_approvals": gate.approvals,
-            "review_reason": gate.reason,
+            "review_reason": gate.says,
             "policy_version": policy.version,
             "policy_sha256": policy.sha256,
             "resume_queue": request.resume.queue,

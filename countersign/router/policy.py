@@ -1,12 +1,13 @@
 """The policy file (DESIGN.md, "Policy file"): which channel an action class goes to, who may
 approve it, when no human is needed, and the rules its reviewers work under.
 
-The file has `version`, `defaults` and `actions.<class>`; each action class takes the keys of
-`ActionPolicy` (channel, approvers, self_approval, auto_approve, review_when, always_review, require,
-editable, edit_rule, reject_reason, grant_ttl, timeout, on_timeout, escalate, reminders), falling
-back to `defaults` key by key. Any other key is refused at load rather than ignored, so a policy
-that asks for a rule this version does not enforce fails loudly instead of silently approving less
-carefully than it says.
+The file has `version`, `unknown_actions`, `defaults` and `actions.<class>`; each action class takes
+the keys of `ActionPolicy` (channel, approvers, self_approval, auto_approve, review_when,
+always_review, require, editable, edit_rule, reject_reason, grant_ttl, timeout, on_timeout, escalate,
+reminders), falling back to `defaults` key by key. An action class the file does not name is refused
+unless `unknown_actions: route` sends it by the defaults. Any other key is refused at load rather
+than ignored, so a policy that asks for a rule this version does not enforce fails loudly instead
+of silently approving less carefully than it says.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import cel
 import yaml
 from pydantic import (
     AfterValidator,
@@ -32,10 +32,11 @@ from pydantic import (
 )
 
 from ..defaults import GRANT_TTL_SECONDS
-from ..exceptions import PolicyError
+from ..exceptions import PolicyError, UnknownAction
 from ..schema import SLACK_USER_ID, one_line
 from ..store import EditableField, Level, Rules
 from ..store.rules import OnTimeout
+from .gate import Gate, Requirement, Rule, judge
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +54,7 @@ def duration_seconds(text: str) -> int:
     return int(match[1]) * _UNIT_SECONDS[match[2]]
 
 
-def _cel(expression: str) -> str:
-    try:
-        cel.compile(expression)
-    except ValueError as exc:
-        raise ValueError(f"not a valid CEL expression ({str(exc).splitlines()[0]})") from None
-    return expression
-
-
 Duration = Annotated[str, AfterValidator(lambda v: duration_seconds(v) and v)]
-CelExpression = Annotated[str, AfterValidator(_cel)]
 
 
 class Approvers(BaseModel):
@@ -79,15 +71,6 @@ class Approvers(BaseModel):
         if not self.users and not self.usergroups:
             raise ValueError("name at least one approver in users or usergroups")
         return self
-
-
-class Requirement(BaseModel):
-    """Quorum: when the CEL expression `when` holds, `approvals` distinct approvers must approve."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    when: CelExpression
-    approvals: Annotated[int, Field(ge=1, le=10)]
 
 
 class EscalationLevel(BaseModel):
@@ -110,12 +93,12 @@ class ActionPolicy(BaseModel):
     channel: Annotated[str, Field(pattern=SLACK_CONVERSATION_ID)] | None = None
     approvers: Approvers | None = None
     editable: dict[str, EditableField] | None = None
-    edit_rule: CelExpression | None = None
+    edit_rule: Rule | None = None
     reject_reason: Literal["required", "optional"] | None = None
     grant_ttl: Duration | None = None
     self_approval: StrictBool | None = None
-    auto_approve: CelExpression | None = None
-    review_when: CelExpression | None = None
+    auto_approve: Rule | None = None
+    review_when: Rule | None = None
     always_review: StrictBool | None = None
     require: list[Requirement] | None = None
     timeout: Duration | None = None
@@ -125,11 +108,13 @@ class ActionPolicy(BaseModel):
 
 
 class PolicyFile(BaseModel):
-    """The whole file as written."""
+    """The whole file as written. `unknown_actions`: what happens to a request whose action class
+    `actions` does not name: `refuse` (the default; it is dead-lettered) or `route` (by `defaults`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Annotated[int, Field(strict=True, ge=0)]
+    unknown_actions: Literal["refuse", "route"] = "refuse"
     defaults: ActionPolicy = ActionPolicy()
     actions: dict[Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")], ActionPolicy] = {}
 
@@ -146,25 +131,6 @@ class Route:
     channel: str
     approvers: Approvers
     rules: Rules
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Whether a request needs a human: `review`, `reason` (the rule that decided, shown on the
-    card and audited) and `approvals` (how many distinct approvers must approve)."""
-
-    review: bool
-    reason: str
-    approvals: int = 1
-
-
-def _holds(expression: str, facts: dict[str, Any]) -> bool | None:
-    """The CEL expression's value over `facts`, or None if it fails or is not a boolean."""
-    try:
-        value = cel.evaluate(expression, facts)
-    except Exception:  # any CEL failure means "unknown", and callers fail closed
-        return None
-    return value if isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -192,20 +158,35 @@ class Policy:
     def route(self, action: str) -> Route:
         """Channel, approvers and rules for `action`, from `actions.<action>` over `defaults`.
 
-        Raises `PolicyError` when the channel or approvers are configured nowhere (such a request
-        could be seen or approved by no one) or the escalation chain is incomplete.
+        Raises `UnknownAction` when the file does not name `action` and refuses unknown action
+        classes, and `PolicyError` when the channel or approvers are configured nowhere (such a
+        request could be seen or approved by no one) or the escalation chain is incomplete.
         """
+        if action not in self.file.actions and self.file.unknown_actions == "refuse":
+            raise UnknownAction(self._unknown(action))
+        return self._route(action)
+
+    def _unknown(self, action: str) -> str:
+        known = sorted(self.file.actions)
+        listed = ", ".join(known[:20]) + (f" (+{len(known) - 20} more)" if len(known) > 20 else "")
+        return (
+            f"action class {action!r} is not named in policy v{self.version} ({self.path}), which refuses "
+            f"unknown action classes; known: {listed or 'none'}"
+        )
+
+    def _route(self, action: str) -> Route:
         pick = self._pick(action)
         channel, approvers = pick("channel"), pick("approvers")
         if channel is None:
             raise PolicyError(f"{self.path}: no channel for action class {action!r} (set defaults.channel)")
         if approvers is None:
             raise PolicyError(f"{self.path}: no approvers for action class {action!r}")
-        editable = pick("editable") or {}
+        editable, edit_rule = pick("editable") or {}, pick("edit_rule")
         grant_ttl = pick("grant_ttl")
         rules = Rules(
             editable=editable,
-            edit_rule=pick("edit_rule"),
+            edit_rule=edit_rule and edit_rule.rule,
+            edit_rule_label=edit_rule and edit_rule.label,
             reject_reason=pick("reject_reason") or "optional",
             grant_ttl_seconds=duration_seconds(grant_ttl) if grant_ttl else GRANT_TTL_SECONDS,
             self_approval=bool(pick("self_approval")),
@@ -257,71 +238,33 @@ class Policy:
                 )
 
     def gate(self, action: str, facts: dict[str, Any]) -> Gate:
-        """Decide whether a request needs review, by the action class's rules over `facts`
-        (`{"payload", "confidence", "requester", "action"}`, the CEL variables).
-
-        `always_review` wins over everything. Otherwise the request is approved by policy when
-        `auto_approve` holds, or when `review_when` is set and does not hold. A CEL expression that
-        fails (an error, a missing field, a non-boolean) fails closed: the request is reviewed, and
-        a failing `require.when` demands the largest quorum listed.
-        """
-        pick = self._pick(action)
-        approvals, why_quorum = self._approvals(pick("require") or [], facts)
-        gate = self._gate(action, pick, facts, approvals)
-        return replace(gate, reason=gate.reason + why_quorum) if gate.review and why_quorum else gate
-
-    def _gate(self, action: str, pick: Callable[[str], Any], facts: dict[str, Any], approvals: int) -> Gate:
-        if pick("always_review"):
-            return Gate(True, f"always_review: every {action} needs a human", approvals)
-        auto, review_when = pick("auto_approve"), pick("review_when")
-        if auto is not None:
-            held = _holds(auto, facts)
-            if held:
-                return Gate(False, f"auto_approve: {auto}")
-            if held is None:
-                return Gate(
-                    True, f"auto_approve could not be evaluated ({auto}), so a human reviews", approvals
-                )
-        if review_when is not None:
-            held = _holds(review_when, facts)
-            if held is False:
-                return Gate(False, f"review_when did not hold: {review_when}")
-            reason = (
-                f"review_when: {review_when}"
-                if held
-                else f"review_when could not be evaluated ({review_when})"
-            )
-            return Gate(True, reason, approvals)
-        rule = (
-            f"auto_approve did not hold: {auto}" if auto else f"policy v{self.version} reviews every {action}"
-        )
-        return Gate(True, rule, approvals)
-
-    @staticmethod
-    def _approvals(requirements: list[Requirement], facts: dict[str, Any]) -> tuple[int, str]:
-        """How many approvals the request needs, and why (empty for the default of one)."""
-        for requirement in requirements:
-            held = _holds(requirement.when, facts)
-            if held is None:
-                most = max(r.approvals for r in requirements)
-                return (
-                    most,
-                    f"; {most} approvals because require.when could not be evaluated ({requirement.when})",
-                )
-            if held:
-                return (
-                    requirement.approvals,
-                    f"; {requirement.approvals} approvals because {requirement.when}",
-                )
-        return 1, ""
+        """Whether a request of class `action` needs review, and why, by the class's rules over
+        `facts` (`{"payload", "confidence", "requester", "action"}`, the CEL variables); see
+        `gate.judge`. A rule that cannot be evaluated fails closed."""
+        return judge(action, self.version, self._pick(action), facts)
 
     def summary(self) -> str:
         """A human-readable summary of every action class's route (for `countersign policy check`)."""
         lines = [f"{self.path}: policy version {self.version}, sha256 {self.sha256[:12]}…"]
         for action in sorted(self.file.actions):
-            levels = " → ".join(_describe(level) for level in self.route(action).rules.levels)
-            lines.append(f"  {action}: {levels}")
+            lines.append(f"  {action}: {self.describe(action)}")
+        others = self.describe("defaults") if self.file.unknown_actions == "route" else "refused"
+        lines.append(f"  any other action class: {others} (unknown_actions: {self.file.unknown_actions})")
         return "\n".join(lines)
+
+    def rules(self, action: str) -> list[tuple[str, str, str | None]]:
+        """The CEL rules `action` is gated and edited by: `(key, rule as written, label or None)`."""
+        pick = self._pick(action)
+        found = [
+            (key, rule.rule, rule.label) for key in ("auto_approve", "review_when") if (rule := pick(key))
+        ]
+        found += [(f"require[{n}].when", r.when, r.label) for n, r in enumerate(pick("require") or [])]
+        edit_rule = pick("edit_rule")
+        return found + ([("edit_rule", edit_rule.rule, edit_rule.label)] if edit_rule else [])
+
+    def describe(self, action: str) -> str:
+        """The escalation chain of `action` on one line, e.g. `C0FIN (U0A; after 14400 s: deny)`."""
+        return " → ".join(_describe(level) for level in self._route(action).rules.levels)
 
 
 def _level(channel: str, approvers: Approvers, timeout: int | None, on_timeout: OnTimeout) -> Level:
@@ -371,8 +314,13 @@ def load_policy(path: Path | str) -> Policy:
     policy = Policy(file=file, path=path, sha256=hashlib.sha256(raw).hexdigest())
     for action in file.actions:
         policy.route(action)  # every named action class must resolve to a channel, approvers, a full chain
+    if file.unknown_actions == "route" and not (file.defaults.channel and file.defaults.approvers):
+        raise PolicyError(
+            f"{path}: unknown_actions is route, so defaults needs a channel and approvers for the "
+            "action classes the file does not name"
+        )
     if file.defaults.channel and file.defaults.approvers:
-        policy.route("defaults")  # and so must the defaults, which unnamed action classes use
+        policy._route("defaults")  # and so must the defaults, which unnamed action classes use
     return policy
 
 

@@ -202,11 +202,58 @@ def too_long(limit: int) -> str:
     return f"Use at most {limit} characters."
 
 
-def edit_rule_failed(error: str) -> str:
-    """The policy's `edit_rule` raised `error` (a CEL error's class name): the edit fails closed."""
-    return f"The policy's edit rule could not be checked ({error}), so the edit is refused."
+def edit_rule_failed(label: str | None) -> str:
+    """The policy's `edit_rule` could not be evaluated (the CEL error goes to the log): the edit
+    fails closed. `label`: the rule's label, shown instead of its CEL."""
+    rule = f"edit rule ({label})" if label else "edit rule"
+    return f"The policy's {rule} could not be evaluated, so the edit is refused."
 
 
-def edit_not_allowed(rule: str) -> str:
-    """The edit breaks the policy's `edit_rule`."""
-    return f"The policy does not allow this edit ({rule})."
+def edit_not_allowed(label: str | None) -> str:
+    """The edit breaks the policy's `edit_rule`; `label`: the rule's label, shown instead of its CEL."""
+    return (
+        f"The policy does not allow this edit: {label}."
+        if label
+        else "The policy's edit rule does not allow this edit."
+    )
+
+
+# Why a request needs review (the card's "Why:"): a policy rule's label, or plain words, never CEL.
+_RULE_NAMES = {"auto_approve": "auto-approval rule", "review_when": "review rule"}
+_RESULTS = {True: "held", False: "did not hold", None: "could not be evaluated"}
+
+
+def rule_result(key: str, held: bool | None, label: str | None) -> str:
+    """The result of the rule `key` (`auto_approve` or `review_when`) that decided, e.g. "the
+    auto-approval rule did not hold: refunds under 50 are automatic" (without a label, the words
+    before the colon)."""
+    said = f"the {_RULE_NAMES[key]} {_RESULTS[held]}"
+    return f"{said}: {label}" if label else said
+
+
+def quorum_reason(approvals: int, held: bool | None, label: str | None) -> str:
+    """Why `approvals` approvals are needed: a `require` rule held (`held`), or could not be
+    evaluated (None), e.g. "2 approvals needed: refunds of 10,000 or more"."""
+    if held is None:
+        said = f"{approvals} approvals needed because the quorum rule could not be evaluated"
+        return f"{said}: {label}" if label else said
+    return (
+        f"{approvals} approvals needed: {label}"
+        if label
+        else f"{approvals} approvals needed by the quorum rule"
+    )
+
+
+def always_reviewed(action: str) -> str:
+    """Why a request of a class the policy marks `always_review` needs review."""
+    return f"every {action} request needs a human"
+
+
+def reviewed_every(action: str) -> str:
+    """Why a request of a class with no gate rule needs review."""
+    return f"the policy reviews every {action} request"
+
+
+def conversation(channel: str) -> str:
+    """A policy's channel as mrkdwn: `<@U…>` for a user id (a DM with them), else `<#C…>`."""
+    return f"<@{channel}>" if channel.startswith(("U", "W")) else f"<#{channel}>"

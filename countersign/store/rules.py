@@ -76,14 +76,19 @@ _NO_LEVEL = Level(channel="")
 
 
 class Rules(BaseModel):
-    """The rules of one request: editable fields and the edit rule, whether a rejection needs a
-    reason, how long a grant lasts, whether the human the agent acts for may approve, the reminder
-    offsets and the escalation levels (`levels[0]` is the first card)."""
+    """The rules of one request: editable fields and the edit rule (CEL, and the `edit_rule_label`
+    reviewers see instead of it), whether a rejection needs a reason, how long a grant lasts,
+    whether the human the agent acts for may approve, the reminder offsets, the escalation levels
+    (`levels[0]` is the first card) and `review_rule`: the policy rule that sent the request to
+    review or approved it, as written (CEL) with any evaluation error (for Details and the audit
+    trail; reviewers read the request's `review_reason`)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     editable: dict[str, EditableField] = {}
     edit_rule: str | None = None
+    edit_rule_label: str | None = None
+    review_rule: str | None = None
     reject_reason: Literal["required", "optional"] = "optional"
     grant_ttl_seconds: int = Field(GRANT_TTL_SECONDS, alias="grant_ttl")
     self_approval: bool = False

@@ -52,8 +52,9 @@ class Store(Records):
     def create(self, values: dict[str, Any]) -> tuple[ApprovalRequest, bool]:
         """Insert a pending request unless its id or idempotency key exists; audit `requested`.
 
-        `values` holds the `ApprovalRequest` columns except status, card and decision; the clock
-        (`expires_at`, first reminder) starts now, by the database, from `rules`. Returns
+        `values` holds the `ApprovalRequest` columns except status, card and decision; the audit
+        event carries the action class and `rules.review_rule` (the policy rule that decided). The
+        clock (`expires_at`, first reminder) starts now, by the database, from `rules`. Returns
         `(request, created)`: the stored row, which for `created=False` is the earlier request with
         the same idempotency key (compare `payload_sha256` to tell a repeat from a conflict).
         """
@@ -67,7 +68,10 @@ class Store(Records):
         with self._write() as session:
             created = self._insert(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
             if created:
-                self._audit(session, values["id"], "requested", values["requester"], action=values["action"])
+                why = {"rule": rules.review_rule} if rules.review_rule else {}
+                self._audit(
+                    session, values["id"], "requested", values["requester"], action=values["action"], **why
+                )
                 intake_done(session, values["id"])
             row = session.scalars(
                 select(ApprovalRequest).where(ApprovalRequest.idempotency_key == values["idempotency_key"])

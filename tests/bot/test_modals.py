@@ -64,7 +64,7 @@ def test_edit_approves_the_edited_amount_and_the_agent_runs_exactly_that_once(
         ("12.345", "Use at most 2 decimal places."),
         ("-5", "Must be at least 0.01."),
         ("", "Enter a value."),
-        ("600.00", "The policy does not allow this edit (edited.amount <= original.amount)."),
+        ("600.00", "The policy's edit rule does not allow this edit."),  # unlabelled: no CEL shown
     ],
 )
 def test_bad_edit_gets_the_exact_errors_ack_and_changes_nothing(

@@ -16,7 +16,7 @@ actions:
   issue_refund:
     channel: C0FINANCE
     approvers: {users: [U0LEAD, U0ALICE]}
-    auto_approve: "double(payload.amount) < 50.0"
+    auto_approve: {rule: "double(payload.amount) < 50.0", label: small refunds are automatic}
     require: [{when: "double(payload.amount) >= 10000.0", approvals: 2}]
     timeout: 4h
     on_timeout: escalate

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -186,3 +187,40 @@ def test_a_refused_execution_is_on_the_card_only_while_the_approved_action_has_n
         "Not executed: the payload the agent's worker was given is not the approved one (execution refused)"
     )
     assert (line in text) is shown
+
+
+@pytest.mark.parametrize(("escalate_to", "named"), [("C0FINLEADS", "<#C0FINLEADS>"), ("U0CFO", "<@U0CFO>")])
+def test_a_card_names_where_the_request_escalates_and_a_user_by_a_mention(
+    slack: WebClient, escalate_to: str, named: str
+) -> None:
+    levels = [
+        {"channel": "C0FINANCE", "users": ["U0LEAD"], "timeout": 3600, "on_timeout": "escalate"},
+        {"channel": escalate_to, "users": ["U0LEAD"], "timeout": 3600, "on_timeout": "deny"},
+    ]
+    pending = request(rules={"levels": levels}, expires_at=datetime.now(UTC) + timedelta(hours=1))
+    card = cards.request_card(pending)
+    assert f", then escalation to {named} · " in " ".join(texts(card.blocks, "mrkdwn"))
+    escalated = cards.escalated_card(pending, escalate_to)
+    assert f"escalated to {named} at " in " ".join(texts(escalated.blocks, "mrkdwn"))
+    assert "<#U" not in json.dumps([card.blocks, escalated.blocks])
+    assert all(slack.chat_postMessage(channel="C0FINANCE", **c.message())["ok"] for c in (card, escalated))
+
+
+def test_the_card_says_why_in_the_reviewers_words_and_details_show_the_rule_as_written(
+    slack: WebClient,
+) -> None:
+    rule = "auto_approve did not hold: double(payload.amount) < 50.0"
+    pending = request(
+        rules={"review_rule": rule},
+        review_reason="the auto-approval rule did not hold: small refunds are automatic",
+    )
+    card = cards.request_card(pending)
+    note = " ".join(texts(card.blocks, "mrkdwn"))
+    assert "Why: the auto-approval rule did not hold: small refunds are automatic · " in note
+    assert "double(" not in json.dumps(card.blocks)
+    assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
+    details = texts(cards.details_view(pending)["blocks"], "plain_text")
+    assert f"Policy v1 rule: {rule}" in details
+    assert "Policy v1 rule" not in json.dumps(
+        cards.details_view(request())["blocks"]
+    )  # none stored: none shown

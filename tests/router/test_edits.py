@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ RULES = {
     "edit_rule": "edited.amount <= original.amount",
 }
 FORMAT = "Enter a number like 1234.56: digits and at most one point, no commas or exponents."
-RULE = "The policy does not allow this edit (edited.amount <= original.amount)."
+RULE = "The policy's edit rule does not allow this edit."  # no label: plain words, never the CEL
 
 
 def edit(value: str | None, rules: dict[str, Any] = RULES, payload: dict[str, Any] | None = None) -> Any:
@@ -59,11 +60,34 @@ def test_numbers_keep_the_agents_json_type() -> None:
     }
 
 
-def test_a_broken_rule_refuses_the_edit() -> None:
-    result = edit("400", rules={**RULES, "edit_rule": "edited.nosuchfield < 1"})
-    assert result.errors == {
-        "edit-amount": "The policy's edit rule could not be checked (KeyError), so the edit is refused."
+def test_a_labelled_rule_is_quoted_by_its_label() -> None:
+    labelled = {**RULES, "edit_rule_label": "a refund may be lowered, never raised"}
+    assert edit("600", rules=labelled).errors == {
+        "edit-amount": "The policy does not allow this edit: a refund may be lowered, never raised."
     }
+
+
+@pytest.mark.parametrize(
+    ("label", "error"),
+    [
+        (None, "The policy's edit rule could not be evaluated, so the edit is refused."),
+        (
+            "amounts only go down",
+            "The policy's edit rule (amounts only go down) could not be evaluated, so the edit is refused.",
+        ),
+    ],
+)
+def test_a_broken_rule_refuses_the_edit_and_logs_the_cel_error(
+    caplog: pytest.LogCaptureFixture, label: str | None, error: str
+) -> None:
+    broken = {**RULES, "edit_rule": "edited.nosuchfield < 1", "edit_rule_label": label}
+    with caplog.at_level(logging.WARNING, logger="countersign.router.edits"):
+        result = edit("400", rules=broken)
+    assert result.errors == {"edit-amount": error}
+    assert caplog.messages == [
+        "request 01J00000000000000000000000: edit_rule could not be evaluated (edited.nosuchfield < 1): "
+        "KeyError: 'nosuchfield'"
+    ]
 
 
 def test_text_fields_have_a_length_limit() -> None:

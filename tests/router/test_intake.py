@@ -79,18 +79,31 @@ def test_invalid_message_on_the_queue_is_dead_lettered_and_visible(
     )
 
 
-def test_action_without_a_route_is_dead_lettered(
-    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, policy_file: Any
+def test_an_action_class_the_policy_does_not_name_is_dead_lettered_unless_it_routes_unknown_ones(
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
+    policy_file: Path,
 ) -> None:
-    policy_file.write_text(
-        "version: 1\ndefaults: {channel: C0OPS}\nactions:\n  issue_refund: {approvers: {users: [U0LEAD]}}\n"
-    )
-    request_id = client.request(refund(action="delete_user"))
+    typo = client.request(refund(action="issue_refnd"))  # the client has no policy: intake refuses it
     drain(redis)
-    state = client.get(request_id)
-    assert state.status == "dead_letter" and "no approvers for action class 'delete_user'" in (
-        state.reason or ""
+    state = client.get(typo)
+    assert (state.status, state.reason) == (
+        "dead_letter",
+        f"action class 'issue_refnd' is not named in policy v3 ({policy_file.resolve()}), which refuses "
+        "unknown action classes; known: issue_refund, send_email",
     )
+    assert store.get(typo) is None and sandbox[0].messages() == []
+
+    policy_file.write_text(
+        policy_file.read_text().replace("version: 3\n", "version: 4\nunknown_actions: route\n")
+    )
+    routed = client.request(refund(action="issue_refnd", run_id="r2"))
+    drain(redis)
+    assert store.get(routed).channel == "C0APPROVALS"  # type: ignore[union-attr]
+    assert len(sandbox[0].messages("C0APPROVALS")) == 1
 
 
 def test_a_card_posted_before_a_crash_is_found_not_posted_twice(

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from countersign.exceptions import PolicyError
-from countersign.router.policy import Gate, PolicyHolder, load_policy
+from countersign.exceptions import PolicyError, UnknownAction
+from countersign.router.gate import Gate
+from countersign.router.policy import Policy, PolicyHolder, load_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(tmp_path: Path, text: str) -> object:
+def load(tmp_path: Path, text: str) -> Policy:
     path = tmp_path / "policy.yml"
     path.write_text(text)
     return load_policy(path)
@@ -93,6 +94,35 @@ def load(tmp_path: Path, text: str) -> object:
             "actions.defaults: on_timeout is escalate, but no escalate level follows",
         ),
         ("version: [1\n", "not valid YAML"),
+        ("version: 1\nunknown_actions: allow\n", "unknown_actions: Input should be 'refuse' or 'route'"),
+        (
+            "version: 1\nunknown_actions: route\ndefaults: {channel: C0X}\n",
+            "unknown_actions is route, so defaults needs a channel and approvers",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    auto_approve: {rule: 'payload.amount <'}\n",
+            "actions.r.auto_approve.rule: not a valid CEL expression",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    auto_approve: 'payload.amount <'\n",
+            "actions.r.auto_approve: not a valid CEL expression",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    auto_approve: {label: small}\n",
+            "actions.r.auto_approve.rule: Field required",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    edit_rule: {rule: 'true', lable: x}\n",
+            "actions.r.edit_rule.lable: unknown field",
+        ),
+        (
+            f"version: 1\nactions:\n  r:\n    review_when: {{rule: 'true', label: {'x' * 151}}}\n",
+            "actions.r.review_when.label: String should have at most 150 characters",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    require: [{when: 'true', approvals: 1, label: \"a\\nb\"}]\n",
+            "actions.r.require.0.label: String should match pattern",
+        ),
     ],
 )
 def test_mistakes_name_the_file_and_the_field(tmp_path: Path, text: str, error: str) -> None:
@@ -109,6 +139,7 @@ def test_route_takes_the_action_class_over_the_defaults() -> None:
     assert refund.rules.to_json() == {  # the stored form
         "editable": {"amount": {"type": "decimal", "places": 2, "min": "0.01", "max_length": 3000}},
         "edit_rule": "double(edited.amount) <= double(original.amount)",
+        "edit_rule_label": "a refund may be lowered, never raised",
         "reject_reason": "required",
         "grant_ttl": 900,
         "self_approval": False,
@@ -130,36 +161,116 @@ def test_route_takes_the_action_class_over_the_defaults() -> None:
             },
         ],
     }
-    other = policy.route("send_email")
+    assert len(policy.sha256) == 64 and policy.version == 1
+
+
+def test_an_action_class_the_policy_does_not_name_is_refused_unless_it_routes_unknown_ones(
+    tmp_path: Path,
+) -> None:
+    example = ROOT / "examples" / "policy.yml"
+    with pytest.raises(UnknownAction) as raised:
+        load_policy(example).route("issue_refnd")  # a typo must not skip the refund rules
+    assert str(raised.value) == (
+        f"action class 'issue_refnd' is not named in policy v1 ({example}), which refuses unknown "
+        "action classes; known: delete_customer, issue_refund"
+    )
+    routing = tmp_path / "routing.yml"
+    routing.write_text(example.read_text().replace("version: 1\n", "version: 1\nunknown_actions: route\n"))
+    other = load_policy(routing).route("send_email")
     assert (other.channel, other.approvers.users, other.rules.reject_reason) == (
         "C0APPROVALS",
         ["U0LEAD"],
         "optional",
     )
     assert other.rules.level(0).timeout_seconds == 24 * 3600
-    assert len(policy.sha256) == 64 and policy.version == 1
+    many = "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\nactions:\n" + "".join(
+        f"  a{n:02}: {{}}\n" for n in range(25)
+    )
+    with pytest.raises(UnknownAction, match=r"known: a00, a01, .*, a19 \(\+5 more\)$"):
+        load(tmp_path, many).route("b")
 
 
-def facts(amount: str, confidence: float | None = None) -> dict[str, Any]:
+def facts(amount: object, confidence: float | None = None) -> dict[str, Any]:
     return {"payload": {"amount": amount}, "confidence": confidence, "requester": "agent", "action": "x"}
+
+
+SMALL = "double(payload.amount) > 0.0 && double(payload.amount) < 50.0"
 
 
 def test_worked_example_refund_gates() -> None:
     policy = load_policy(ROOT / "examples" / "policy.yml")
     assert policy.gate("issue_refund", facts("49.99")) == Gate(
-        False, "auto_approve: double(payload.amount) > 0.0 && double(payload.amount) < 50.0"
+        False, f"auto_approve: {SMALL}", says="the auto-approval rule held: refunds under 50 are automatic"
     )
     assert policy.gate("issue_refund", facts("50.00")) == Gate(
-        True, "auto_approve did not hold: double(payload.amount) > 0.0 && double(payload.amount) < 50.0", 1
+        True,
+        f"auto_approve did not hold: {SMALL}",
+        1,
+        "the auto-approval rule did not hold: refunds under 50 are automatic",
     )
-    assert policy.gate("issue_refund", facts("10000")).approvals == 2
+    assert policy.gate("issue_refund", facts("10000")) == Gate(
+        True,
+        f"auto_approve did not hold: {SMALL}; 2 approvals because double(payload.amount) >= 10000.0",
+        2,
+        "the auto-approval rule did not hold: refunds under 50 are automatic; "
+        "2 approvals needed: refunds from 10,000 need two approvers",
+    )
     assert policy.gate("issue_refund", facts("-100000.00")).review  # a negative refund is not "small"
-    broken = policy.gate("issue_refund", facts("fifty"))  # CEL cannot read it: fail closed
-    assert broken.review and broken.approvals == 2 and "could not be evaluated" in broken.reason
-    assert (
-        policy.gate("delete_customer", facts("1")).reason
-        == "always_review: every delete_customer needs a human"
+    delete = policy.gate("delete_customer", facts("1"))
+    assert (delete.reason, delete.says) == (
+        "always_review: every delete_customer needs a human",
+        "every delete_customer request needs a human",
     )
+
+
+def test_a_rule_that_cannot_be_evaluated_fails_closed_and_reviewers_read_its_label_not_its_cel() -> None:
+    broken = load_policy(ROOT / "examples" / "policy.yml").gate("issue_refund", facts("fifty"))
+    assert broken.review and broken.approvals == 2  # reviewed, by the largest quorum listed
+    assert broken.says == (
+        "the auto-approval rule could not be evaluated: refunds under 50 are automatic; "
+        "2 approvals needed because the quorum rule could not be evaluated: "
+        "refunds from 10,000 need two approvers"
+    )
+    error = "RuntimeError: Function 'double' error: string parse error: invalid float literal."
+    assert broken.reason.startswith(f"auto_approve could not be evaluated ({SMALL}): {error}")
+    assert [e.split(": ")[0] for e in broken.errors] == ["auto_approve", "require[0].when"]
+    assert all(error in e for e in broken.errors)
+
+
+def test_without_labels_reviewers_read_plain_words(tmp_path: Path) -> None:
+    policy = load(
+        tmp_path,
+        """\
+version: 1
+defaults: {channel: C0X, approvers: {users: [U0A, U0B]}}
+actions:
+  refund:
+    auto_approve: "payload.amount < 50"
+    require: [{when: "payload.amount >= 1000", approvals: 2}]
+  email: {review_when: "confidence < 0.9"}
+  deploy: {}
+""",
+    )
+    gates = [
+        policy.gate("refund", facts(100)),
+        policy.gate("refund", facts(5000)),
+        policy.gate("refund", facts("12")),  # a string compared with a number
+        policy.gate("email", facts("1", 0.5)),
+        policy.gate("email", facts("1", None)),
+        policy.gate("deploy", facts("1")),
+    ]
+    assert [gate.says for gate in gates] == [
+        "the auto-approval rule did not hold",
+        "the auto-approval rule did not hold; 2 approvals needed by the quorum rule",
+        "the auto-approval rule could not be evaluated; "
+        "2 approvals needed because the quorum rule could not be evaluated",
+        "the review rule held",
+        "the review rule could not be evaluated",
+        "the policy reviews every deploy request",
+    ]
+    assert not any("payload" in gate.says or "confidence" in gate.says for gate in gates)
+    assert gates[2].errors[0].startswith("auto_approve: TypeError: No such overload")
+    assert gates[4].reason.startswith("review_when could not be evaluated (confidence < 0.9): TypeError")
 
 
 def test_confidence_gate_and_always_review_win(tmp_path: Path) -> None:
@@ -173,19 +284,23 @@ actions:
   wipe: {always_review: true, auto_approve: "true"}
 """,
     )
-    assert policy.gate("send_email", facts("1", 0.95)).review is False  # type: ignore[attr-defined]
-    assert policy.gate("send_email", facts("1", 0.5)).review is True  # type: ignore[attr-defined]
-    assert policy.gate("send_email", facts("1", None)).review is True  # type: ignore[attr-defined]
-    assert policy.gate("wipe", facts("1")).review is True  # type: ignore[attr-defined]
+    assert policy.gate("send_email", facts("1", 0.95)).review is False
+    assert policy.gate("send_email", facts("1", 0.5)).review is True
+    assert policy.gate("send_email", facts("1", None)).review is True
+    assert policy.gate("wipe", facts("1")).review is True
 
 
 def test_hot_reload_and_a_broken_reload_keeps_the_last_good_policy(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "policy.yml"
-    path.write_text("version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\n")
+    path.write_text(
+        "version: 1\nunknown_actions: route\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\n"
+    )
     holder = PolicyHolder(path)
-    path.write_text("version: 2\ndefaults: {channel: C0Y, approvers: {users: [U0A]}}\n")
+    path.write_text(
+        "version: 2\nunknown_actions: route\ndefaults: {channel: C0Y, approvers: {users: [U0A]}}\n"
+    )
     assert holder.current().version == 2 and holder.current().route("a").channel == "C0Y"
     path.write_text("version: 3\ndefaults: {channel: not-a-channel}\n")
     with caplog.at_level(logging.ERROR):
@@ -209,6 +324,7 @@ def test_policy_check_prints_a_summary_or_the_errors(tmp_path: Path) -> None:
     )
     assert good.returncode == 0
     assert "issue_refund: C0FINANCE (U0LEAD, U0ALICE; after 14400 s: escalate) → C0FINLEADS" in good.stdout
+    assert good.stdout.endswith("  any other action class: refused (unknown_actions: refuse)\n")
     bad = tmp_path / "bad.yml"
     bad.write_text("version: 1\nactions:\n  refund:\n    chanel: C0X\n")
     result = subprocess.run(

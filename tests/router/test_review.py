@@ -8,6 +8,8 @@ clock had run on), then runs the sweep the router worker runs every second.
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,12 +19,13 @@ from redis import Redis
 
 from countersign.agent import ApprovalClient
 from countersign.router import timeouts
-from countersign.router.cards import APPROVE_ACTION
+from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, empty_resume, wait_for
 from tests.helpers.builders import age, events, post_card, refund, status
+from tests.helpers.modals import open_view
 
 
 def test_small_refund_is_approved_by_policy_without_a_card(
@@ -44,15 +47,36 @@ def test_small_refund_is_approved_by_policy_without_a_card(
     )
 
 
-def test_card_says_why_it_needs_review_and_when_it_expires(
-    engine_policy: Path, client: ApprovalClient, redis: Redis, sandbox: tuple[Sandbox, str]
+def test_card_says_why_it_needs_review_in_the_rules_labels_and_where_it_escalates(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _, card = post_card(client, redis, sandbox[0], payload={"amount": "abc", "currency": "USD"})
+    """A rule that cannot be evaluated (a string where CEL wants a number) fails closed. The card
+    says so in the rule's label (or plain words, for the unlabelled quorum rule), never in CEL; the
+    rule as written, with the CEL error, is in the Details modal, the audit trail and the log."""
+    sb, _ = sandbox
+    with caplog.at_level(logging.WARNING, logger="countersign.router.intake"):
+        request_id, card = post_card(client, redis, sb, payload={"amount": "abc", "currency": "USD"})
     note = str(card["blocks"])
     assert (
-        "Why: auto_approve could not be evaluated (double(payload.amount) &lt; 50.0)" in note
-    )  # fails closed
-    assert "Expires <!date^" in note and "then escalate" in note
+        "Why: the auto-approval rule could not be evaluated: small refunds are automatic; "
+        "2 approvals needed because the quorum rule could not be evaluated" in note
+    )
+    assert "payload.amount" not in note and "double(" not in note
+    assert "Expires <!date^" in note and "then escalation to <#C0FINLEADS>" in note
+
+    error = "RuntimeError: Function 'double' error: string parse error: invalid float literal."
+    rule = f"auto_approve could not be evaluated (double(payload.amount) < 50.0): {error}"
+    requested = next(e for e in store.audit_trail(request_id) if e.event == "requested")
+    assert requested.detail["rule"].startswith(rule)
+    assert any(rule in m and request_id in m for m in caplog.messages)
+    details = json.dumps(open_view(sb, card, DETAILS_ACTION, "U0LEAD", None)["view"]["blocks"])
+    assert f"Policy v9 rule: {rule}" in details
 
 
 @pytest.mark.parametrize(("confidence", "reviewed"), [(0.95, False), (0.5, True), (None, True)])

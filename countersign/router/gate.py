@@ -1,0 +1,166 @@
+"""The gate: whether a request needs a human, decided at intake by its action class's CEL rules
+(`always_review`, `auto_approve`, `review_when`), and how many approvals it needs (`require`).
+
+A rule may carry a `label`, the words reviewers see for it; the CEL itself is for the policy's
+authors (the Details modal, the audit trail, the log, `countersign policy check`). A rule that
+cannot be evaluated (an error, a missing field, a value that is not a boolean) fails closed: the
+request is reviewed, and a failing `require.when` asks for the largest quorum listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import cel
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from . import texts
+
+MAX_LABEL = 150
+
+
+def _cel(expression: str) -> str:
+    try:
+        cel.compile(expression)
+    except ValueError as exc:
+        raise ValueError(f"not a valid CEL expression ({str(exc).splitlines()[0]})") from None
+    return expression
+
+
+CelExpression = Annotated[str, AfterValidator(_cel)]
+Label = Annotated[str, Field(min_length=1, max_length=MAX_LABEL, pattern=r"^[^\r\n]+$")]
+
+
+class Rule(BaseModel):
+    """A CEL rule and the words reviewers see for it: written as the CEL string alone, or as
+    `{rule: CEL, label: text}` (one line, at most 150 characters)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule: CelExpression
+    label: Label | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare(cls, value: Any) -> Any:
+        return {"rule": _cel(value)} if isinstance(value, str) else value
+
+
+class Requirement(BaseModel):
+    """Quorum: when the CEL expression `when` holds, `approvals` distinct approvers must approve;
+    `label` is what reviewers read instead of `when`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    when: CelExpression
+    approvals: Annotated[int, Field(ge=1, le=10)]
+    label: Label | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One rule's result: `key` (`auto_approve`, `review_when`, `require[N].when`), the `rule` as
+    written and its `label`, and whether it `held` (None: it could not be evaluated, see `error`)."""
+
+    key: str
+    rule: str
+    label: str | None
+    held: bool | None
+    error: str | None = None
+
+    def technical(self) -> str:
+        """The result with the rule as written, e.g. `auto_approve did not hold: payload.x < 5`."""
+        if self.held is None:
+            return f"{self.key} could not be evaluated ({self.rule}): {self.error}"
+        return f"{self.key}: {self.rule}" if self.held else f"{self.key} did not hold: {self.rule}"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Whether a request needs a human.
+
+    `review`; `approvals`: how many distinct approvers must approve; `says`: why, in the words
+    reviewers see on the card (rule labels, or plain words, never CEL); `reason`: the same with the
+    rules as written and any evaluation error (audit trail, Details, log, and the decision's
+    `reason` when the policy approves); `errors`: each rule that could not be evaluated, and why.
+    """
+
+    review: bool
+    reason: str
+    approvals: int = 1
+    says: str = ""
+    errors: tuple[str, ...] = ()
+
+
+def evaluate(expression: str, facts: dict[str, Any]) -> tuple[bool | None, str | None]:
+    """The CEL expression's value over `facts`: `(True or False, None)`, or `(None, error)` when
+    it fails or its value is not a boolean (`error`: one line, e.g. `KeyError: 'amount'`)."""
+    try:
+        value = cel.evaluate(expression, facts)
+    except Exception as exc:  # any CEL failure means "unknown", and callers fail closed
+        first = (str(exc).splitlines() or [""])[0]
+        return None, texts.clip(f"{type(exc).__name__}: {first}", 300)
+    if isinstance(value, bool):
+        return value, None
+    return None, texts.clip(f"the value is {type(value).__name__} {value!r}, not a boolean", 300)
+
+
+def _verdict(key: str, rule: str, label: str | None, facts: dict[str, Any]) -> Verdict:
+    held, error = evaluate(rule, facts)
+    return Verdict(key, rule, label, held, error)
+
+
+def judge(action: str, version: int, pick: Callable[[str], Any], facts: dict[str, Any]) -> Gate:
+    """The gate for a request of class `action` under policy `version`, by the rules `pick(key)`
+    returns for it, over `facts` (`{"payload", "confidence", "requester", "action"}`, the CEL
+    variables). `always_review` wins over everything; otherwise the request is approved by policy
+    when `auto_approve` holds, or when `review_when` is set and does not hold."""
+    if pick("always_review"):
+        review, verdict = True, None
+        reason, says = f"always_review: every {action} needs a human", texts.always_reviewed(action)
+    else:
+        review, verdict = _review(pick("auto_approve"), pick("review_when"), facts)
+        reason = verdict.technical() if verdict else f"policy v{version} reviews every {action}"
+        says = (
+            texts.rule_result(verdict.key, verdict.held, verdict.label)
+            if verdict
+            else texts.reviewed_every(action)
+        )
+    if not review:
+        return Gate(False, reason, says=says)
+    approvals, quorum = _quorum(pick("require") or [], facts)
+    verdicts = [v for v in (verdict, quorum) if v is not None]
+    errors = tuple(f"{v.key}: {v.error}" for v in verdicts if v.held is None)
+    if quorum is None:
+        return Gate(True, reason, approvals, says, errors)
+    why = quorum.rule if quorum.held else quorum.technical()
+    said = texts.quorum_reason(approvals, quorum.held, quorum.label)
+    return Gate(True, f"{reason}; {approvals} approvals because {why}", approvals, f"{says}; {said}", errors)
+
+
+def _review(
+    auto: Rule | None, review_when: Rule | None, facts: dict[str, Any]
+) -> tuple[bool, Verdict | None]:
+    """Whether a human reviews, and the verdict of the rule that decided (None: no rule is set)."""
+    if auto is not None:
+        verdict = _verdict("auto_approve", auto.rule, auto.label, facts)
+        if verdict.held is not False or review_when is None:
+            return verdict.held is not True, verdict
+    if review_when is not None:
+        verdict = _verdict("review_when", review_when.rule, review_when.label, facts)
+        return verdict.held is not False, verdict
+    return True, None
+
+
+def _quorum(requirements: list[Requirement], facts: dict[str, Any]) -> tuple[int, Verdict | None]:
+    """How many approvals the request needs, and the verdict of the requirement that said so (None:
+    the default of one)."""
+    for index, requirement in enumerate(requirements):
+        verdict = _verdict(f"require[{index}].when", requirement.when, requirement.label, facts)
+        if verdict.held is None:
+            return max(r.approvals for r in requirements), verdict
+        if verdict.held:
+            return requirement.approvals, verdict
+    return 1, None
