@@ -48,6 +48,24 @@ def claim_key(redis: Redis, key: str, payload_sha256: str) -> str:
     raise RouterUnavailable("idempotency key kept expiring while being claimed")
 
 
+# Delete the key only while it still names this request (KEYS: the key; ARGV: the request id).
+_RELEASE = """
+local held = redis.call('GET', KEYS[1])
+if held and cjson.decode(held)['request_id'] == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def release_key(redis: Redis, key: str, request_id: str) -> bool:
+    """Free idempotency key `key` if it still names `request_id` (atomic, a Lua script): intake
+    refused that request, so the key saved no result and the agent may send it again, corrected or
+    not (Stripe saves no result for a request that failed validation either). True if freed.
+    Raises redis-py's `RedisError`."""
+    return bool(redis.register_script(_RELEASE)(keys=[_redis_key(key)], args=[request_id]))
+
+
 def remember_key(redis: Redis, key: str, request_id: str, payload_sha256: str) -> None:
     """Point the idempotency key at `request_id` again (after Redis forgot it), for 7 days."""
     redis.set(_redis_key(key), _claim(request_id, payload_sha256), ex=IDEMPOTENCY_TTL_SECONDS)

@@ -20,7 +20,7 @@ from rq import Retry, get_current_job
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import InvalidRequest, PolicyError, RetryLater
-from ..idempotency import remember_key
+from ..idempotency import release_key, remember_key
 from ..schema import ApprovalRequestV1, IntakeMessage, parse
 from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
 from . import directory, relay
@@ -49,10 +49,12 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     """Turn one intake message (`IntakeMessage` as JSON) into a stored request, then either a card
     for its approvers or, when the policy's gate allows it, an approval by policy (no card)."""
     policy = runtime.policy  # one version for the whole intake, even if the file changes meanwhile
+    key = None
     try:
         parsed = parse(IntakeMessage, message)
-        route = policy.route(parsed.request.action)
         request = parsed.request
+        key = request.key
+        route = policy.route(request.action)
         gate = policy.gate(
             request.action,
             {
@@ -65,7 +67,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         stored = _stored_by_an_earlier_run(runtime, parsed.request_id)
         approvers = stored.approvers if stored else _approvers(runtime, route, gate, request)
     except (InvalidRequest, PolicyError) as exc:
-        return _dead_letter(runtime, message, str(exc))
+        return _dead_letter(runtime, message, str(exc), key)
     except RetryLater as later:  # Slack busy or unreachable while resolving the approvers
         return _reschedule(parsed.request_id, later)
     if gate.errors:
@@ -94,6 +96,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             reason = (
                 f"IdempotencyConflict: key {request.key!r} was used by request {row.id} with another payload"
             )
+            remember_key(runtime.redis, request.key, row.id, row.payload_sha256)  # the key is row's
             return _dead_letter(runtime, message, reason)
         runtime.store.record_duplicate(parsed.request_id, row.id)
         remember_key(runtime.redis, request.key, row.id, row.payload_sha256)
@@ -194,10 +197,14 @@ def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> Tak
     return "auto_approved"
 
 
-def _dead_letter(runtime: Runtime, message: Any, reason: str) -> Taken:
+def _dead_letter(runtime: Runtime, message: Any, reason: str, key: str | None = None) -> Taken:
+    """Keep a message intake refused, with its reason; then free its idempotency `key` (if it
+    parsed), so the agent can send the request again with the same key."""
     letter_id = _letter_id(message)
     runtime.store.dead_letter(letter_id, reason, message)
     log.error("dead-lettered intake message %s: %s", letter_id, reason)
+    if key is not None:
+        release_key(runtime.redis, key, letter_id)
     return "dead_letter"
 
 

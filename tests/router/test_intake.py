@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from countersign.agent import ApprovalClient
+from countersign.agent import ApprovalClient, IdempotencyConflict
 from countersign.router import directory
 from countersign.router.intake import MAX_RESCHEDULES
 from countersign.router.jobs import intake_job_id, json_queue
@@ -37,6 +37,9 @@ def test_conflict_found_by_the_database_when_redis_forgot_the_key(
     assert state.status == "dead_letter" and "IdempotencyConflict" in (state.reason or "")
     assert len(sandbox[0].messages()) == 1
     assert store.get(first).payload["amount"] == "120.00"  # type: ignore[union-attr]
+    with pytest.raises(IdempotencyConflict) as again:  # the key names the stored request again
+        client.request(refund(payload={"amount": "999.00", "currency": "USD"}))
+    assert again.value.request_id == first
 
 
 def test_same_request_after_redis_forgot_the_key_resolves_to_the_original(
@@ -96,6 +99,10 @@ def test_an_action_class_the_policy_does_not_name_is_dead_lettered_unless_it_rou
         "unknown action classes; known: issue_refund, send_email",
     )
     assert store.get(typo) is None and sandbox[0].messages() == []
+    fixed = client.request(refund())  # same key: the refusal freed it, so the corrected request runs
+    drain(redis)
+    assert fixed != typo and store.get(fixed) is not None and len(sandbox[0].messages("C0FINANCE")) == 1
+    assert client.get(typo).status == "dead_letter"  # the refused one keeps its reason
 
     policy_file.write_text(
         policy_file.read_text().replace("version: 3\n", "version: 4\nunknown_actions: route\n")
