@@ -208,8 +208,17 @@ def _request(args: argparse.Namespace) -> None:
 
 
 def _show(args: argparse.Namespace) -> None:
-    state = ApprovalClient.from_env().get(args.request_id)
-    print(json.dumps(state.as_dict(), indent=2, ensure_ascii=False, default=str))
+    """Print the request's state; a pending one without a card yet says when its card is expected."""
+    from .connections import Connections
+    from .router.delivery import expected_card
+
+    connections = Connections(load_settings())
+    state = ApprovalClient(connections.redis, connections.store).get(args.request_id)
+    shown = state.as_dict()
+    row = connections.store.get(state.request_id) if state.status == "pending" and not state.card else None
+    if row is not None:
+        shown["card"] = expected_card(connections.redis, row)
+    print(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
 
 
 def _pending(args: argparse.Namespace) -> None:

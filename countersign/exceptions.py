@@ -67,6 +67,11 @@ class PolicyError(CountersignError, ValueError):
     """The policy file cannot be used; `str(err)` names the file, and the action class and field."""
 
 
+class IntakeLimitReached(CountersignError):
+    """Intake refused a request over the policy's `limits` (requests a minute, or pending at once,
+    per requester and action class); `str(err)` names the limit, and when to send it again."""
+
+
 class RetryLater(CountersignError):
     """Slack (or the channel's pace) asks to wait `seconds` before trying again; `why`, when given,
     is what Slack answered (its error code, e.g. `ratelimited`, or the network error's name)."""

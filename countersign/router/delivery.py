@@ -23,7 +23,10 @@ answers, reminders and status messages, and what to do when Slack says no.
   reservation when they run again. So a backlog of cards for one channel drains at the pace, each
   job runs about twice, and no job is rescheduled every second (a thundering herd that would
   delay the other channels' cards). A `429` is honoured the same way, for its `Retry-After`
-  seconds, and the card gives up its time. No worker ever sleeps.
+  seconds, and the card gives up its time. No worker ever sleeps. A card that waits a second or
+  more moves its level's deadline to its time plus the timeout (`Store.schedule_card`), so no
+  reviewer's time runs out while the card waits; one that waits over `BACKLOG_LOG_SECONDS` is
+  logged with the channel's backlog, and `countersign show` reads its time (`expected_card`).
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
   `not_in_channel` / `channel_not_found` / `is_archived` fall back once to the approvers' DM, or
   group DM for several, opened with `conversations.open`. What is still refused is audited as
@@ -62,6 +65,7 @@ PACE_MILLISECONDS = 1100
 # the time was reserved on Redis's, and a few milliseconds between the two must not cost a second.
 CLOCK_SLACK_SECONDS = 0.01
 SLOT_KEPT_MILLISECONDS = 600_000  # a reservation outlives its time by 10 minutes, for a job that runs late
+BACKLOG_LOG_SECONDS = 60  # a card that must wait longer than this for its channel is logged
 RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
 BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at most every 10 minutes
 MAX_BACKOFF_SECONDS = 600
@@ -76,7 +80,8 @@ USER_ID_PREFIXES = ("U", "W")
 
 # The channel's next free posting time, reserved once per card (unix milliseconds, Redis's clock, so
 # one clock for every worker). KEYS: the channel's next free time, this card's reservation; ARGV:
-# pace ms, ms a reservation is kept after its time. Returns {reserved ms, clock seconds, clock µs}.
+# pace ms, ms a reservation is kept after its time. Returns {reserved ms, channel's next free ms,
+# clock seconds, clock µs}.
 _RESERVE_SLOT = """
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -87,7 +92,7 @@ if not slot then
     redis.call('SET', KEYS[1], slot + pace, 'PX', slot + pace - now)
     redis.call('SET', KEYS[2], slot, 'PX', slot - now + tonumber(ARGV[2]))
 end
-return {slot, tonumber(time[1]), tonumber(time[2])}
+return {slot, tonumber(redis.call('GET', KEYS[1]) or 0), tonumber(time[1]), tonumber(time[2])}
 """
 
 
@@ -101,6 +106,26 @@ class Message(NamedTuple):
     ts: str
 
 
+class Slot(NamedTuple):
+    """A card's reserved time in its channel: `wait` seconds from now (<= 0: post now), `ahead`
+    cards reserved before it whose time has not come, and `backlog` such cards in the channel in
+    all, this one included (counted from the times, one per `PACE_MILLISECONDS`)."""
+
+    wait: float
+    ahead: int
+    backlog: int
+
+    @classmethod
+    def of(cls, slot_ms: int, free_ms: int, now_ms: float) -> Slot:
+        """The slot reserved at `slot_ms` in a channel whose next free time is `free_ms`, at
+        `now_ms` (unix milliseconds, Redis's clock)."""
+        return cls(
+            (slot_ms - now_ms) / 1000,
+            max(0, round((slot_ms - now_ms) / PACE_MILLISECONDS)),
+            max(0, round((free_ms - now_ms) / PACE_MILLISECONDS)),
+        )
+
+
 def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
     """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
 
@@ -109,11 +134,21 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
     """
     if row.card_ts is not None or row.status != Status.PENDING:
         return "duplicate"
-    wait = reserve_slot(runtime.redis, row)
-    if wait > CLOCK_SLACK_SECONDS:
-        if wait >= 1:  # keep the card sweep away until its time (the lease ends no later)
-            runtime.store.defer_card(row.id, int(wait))
-        raise RetryLater(wait)
+    slot = reserve_slot(runtime.redis, row)
+    if slot.wait > CLOCK_SLACK_SECONDS:
+        if slot.wait > BACKLOG_LOG_SECONDS:
+            log.warning(
+                "request %s: card scheduled in %.0f s in %s, %d cards ahead (%d waiting in that channel); "
+                "its timeout counts from the card",
+                row.id,
+                slot.wait,
+                row.channel,
+                slot.ahead,
+                slot.backlog,
+            )
+        if slot.wait >= 1:  # keep the card sweep away until its time, and the deadline after it
+            runtime.store.schedule_card(row, int(slot.wait))
+        raise RetryLater(slot.wait)
     claimed = runtime.store.claim_card(row.id)
     if claimed is None:
         return "duplicate"
@@ -137,17 +172,42 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
     return outcome
 
 
-def reserve_slot(redis: Redis, row: ApprovalRequest) -> float:
-    """Seconds until the time reserved for this card in its channel (<= 0: post now).
+def reserve_slot(redis: Redis, row: ApprovalRequest) -> Slot:
+    """The time reserved for this card in its channel, and the channel's backlog.
 
     The first call for a card (request id, level, channel) reserves the channel's next free time,
     `PACE_MILLISECONDS` after the previous reservation and not before now (Redis's clock); later
     calls return the same time, so a job run again keeps its place. Atomic in Redis (a Lua script).
     """
-    slot, seconds, micros = redis.register_script(_RESERVE_SLOT)(
+    slot, free, seconds, micros = redis.register_script(_RESERVE_SLOT)(
         keys=_slot_keys(row), args=[PACE_MILLISECONDS, SLOT_KEPT_MILLISECONDS]
     )
-    return float(slot / 1000 - seconds - micros / 1_000_000)
+    return Slot.of(slot, free, seconds * 1000 + micros / 1000)
+
+
+def expected_card(redis: Redis, row: ApprovalRequest) -> dict[str, Any]:
+    """When the card of a pending request that has none yet is expected, for `countersign show`:
+    `{channel, ts: None, expected, scheduled_in_seconds, cards_ahead}`, `expected` reading e.g.
+    "card scheduled in 412 s, 374 cards ahead in C0FINANCE" (its reserved time in the channel).
+    With no time reserved, or its time past, `expected` says the worker is still to post it (the
+    audit trail says what it waits for) and the two numbers are null. Reads only."""
+    channel_key, card_key = _slot_keys(row)
+    with redis.pipeline() as pipe:  # MULTI/EXEC: the clock and both times at one moment
+        pipe.time()
+        pipe.get(card_key)
+        pipe.get(channel_key)
+        (seconds, micros), slot_ms, free_ms = pipe.execute()
+    now_ms = seconds * 1000 + micros / 1000
+    slot = None if slot_ms is None else Slot.of(int(slot_ms), int(free_ms or 0), now_ms)
+    card: dict[str, Any] = {"channel": row.channel, "ts": None}
+    if slot is None or slot.wait <= 0:
+        expected = f"card not posted yet and not waiting for a time in {row.channel}; the worker posts it"
+        return card | {"expected": expected, "scheduled_in_seconds": None, "cards_ahead": None}
+    return card | {
+        "expected": f"card scheduled in {slot.wait:.0f} s, {slot.ahead} cards ahead in {row.channel}",
+        "scheduled_in_seconds": round(slot.wait),
+        "cards_ahead": slot.ahead,
+    }
 
 
 def _slot_keys(row: ApprovalRequest) -> list[str]:

@@ -1,4 +1,5 @@
-"""The intake job: validate, dedupe, route by policy, store, post the card.
+"""The intake job: validate, dedupe, route by policy, hold to the policy's intake limits, store, post
+the card.
 
 Runs on the router worker (`countersign worker`, queue `countersign`). It is safe to run twice for
 one request: the store keeps one row per idempotency key and one card `ts` per request. A message
@@ -19,11 +20,11 @@ from typing import Any, Literal
 from rq import Retry, get_current_job
 from slack_sdk.errors import SlackApiError
 
-from ..exceptions import InvalidRequest, PolicyError, RetryLater
+from ..exceptions import IntakeLimitReached, InvalidRequest, PolicyError, RetryLater
 from ..idempotency import release_key, remember_key
 from ..schema import ApprovalRequestV1, IntakeMessage, parse
 from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
-from . import directory, relay
+from . import directory, limits, relay
 from .delivery import CLOCK_SLACK_SECONDS, post_card
 from .gate import Gate
 from .jobs import INTAKE_RETRY
@@ -65,8 +66,10 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             },
         )
         stored = _stored_by_an_earlier_run(runtime, parsed.request_id)
+        if stored is None:
+            limits.admit(runtime, policy, request, parsed.request_id)
         approvers = stored.approvers if stored else _approvers(runtime, route, gate, request)
-    except (InvalidRequest, PolicyError) as exc:
+    except (InvalidRequest, PolicyError, IntakeLimitReached) as exc:
         return _dead_letter(runtime, message, str(exc), key)
     except RetryLater as later:  # Slack busy or unreachable while resolving the approvers
         return _reschedule(parsed.request_id, later)

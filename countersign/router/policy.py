@@ -4,10 +4,10 @@ approve it, when no human is needed, and the rules its reviewers work under.
 The file has `version`, `unknown_actions`, `defaults` and `actions.<class>`; each action class takes
 the keys of `ActionPolicy` (channel, approvers, self_approval, auto_approve, review_when,
 always_review, require, editable, edit_rule, reject_reason, grant_ttl, timeout, on_timeout, escalate,
-reminders), falling back to `defaults` key by key. An action class the file does not name is refused
-unless `unknown_actions: route` sends it by the defaults. Any other key is refused at load rather
-than ignored, so a policy that asks for a rule this version does not enforce fails loudly instead
-of silently approving less carefully than it says.
+reminders, limits), falling back to `defaults` key by key (`limits` field by field). An action class
+the file does not name is refused unless `unknown_actions: route` sends it by the defaults. Any
+other key is refused at load rather than ignored, so a policy that asks for a rule this version
+does not enforce fails loudly instead of silently approving less carefully than it says.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ SLACK_CONVERSATION_ID = r"^[CGDU][A-Z0-9]{2,31}$"
 SLACK_USERGROUP_ID = r"^S[A-Z0-9]{2,31}$"
 _DURATION = re.compile(r"^(\d+)(s|m|h|d)$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# Intake limits when the file sets none: far above what one agent asks a human in normal use.
+PER_MINUTE = 60
+PENDING = 100
 
 
 def duration_seconds(text: str) -> int:
@@ -85,6 +88,27 @@ class EscalationLevel(BaseModel):
     on_timeout: Literal["deny", "allow", "escalate"] = "deny"
 
 
+class Limits(BaseModel):
+    """Intake limits, per requester and action class: at most `per_minute` requests accepted in any
+    60 seconds, and at most `pending` pending at once (whole numbers, at least 1). A request over
+    either is dead-lettered at intake (`router/limits.py`). Unset fields fall back to `defaults`,
+    then to 60 a minute and 100 pending."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    per_minute: Annotated[int, Field(strict=True, ge=1)] | None = None
+    pending: Annotated[int, Field(strict=True, ge=1)] | None = None
+
+
+@dataclass(frozen=True)
+class IntakeLimits:
+    """The limits in force for one action class: `per_minute` (requests accepted in any 60 s) and
+    `pending` (pending at once), each per requester."""
+
+    per_minute: int
+    pending: int
+
+
 class ActionPolicy(BaseModel):
     """Rules for one action class; unset fields fall back to `defaults`."""
 
@@ -105,6 +129,7 @@ class ActionPolicy(BaseModel):
     on_timeout: Literal["deny", "allow", "escalate"] | None = None
     escalate: list[EscalationLevel] | None = None
     reminders: list[Duration] | None = None
+    limits: Limits | None = None
 
 
 class PolicyFile(BaseModel):
@@ -236,6 +261,17 @@ class Policy:
                     f"escalate levels after level {number} are never reached (its on_timeout is "
                     f"{level.on_timeout})"
                 )
+
+    def limits(self, action: str) -> IntakeLimits:
+        """The intake limits of `action`: `actions.<action>.limits` over `defaults.limits`, field
+        by field, over the built-in 60 a minute and 100 pending."""
+        own = self.file.actions.get(action, ActionPolicy()).limits or Limits()
+        defaults = self.file.defaults.limits or Limits()
+
+        def pick(name: str, built_in: int) -> int:
+            return next((v for v in (getattr(own, name), getattr(defaults, name)) if v is not None), built_in)
+
+        return IntakeLimits(per_minute=pick("per_minute", PER_MINUTE), pending=pick("pending", PENDING))
 
     def gate(self, action: str, facts: dict[str, Any]) -> Gate:
         """Whether a request of class `action` needs review, and why, by the class's rules over

@@ -1,6 +1,11 @@
 """The timeout sweep: expiry, escalation and reminders, decided by the database clock; and cards
 whose posting died with its process.
 
+A level's clock runs from its card: its deadline follows the card's time in a busy channel and
+starts again when the card is posted (`Store.schedule_card`, `Store.attach_card`). A level that
+times out with no card posted escalates if its policy says so, and is otherwise denied, even with
+`on_timeout: allow` (`Store.expire`): only what a reviewer could have seen may run.
+
 Run every second by the router worker's sweep process (several workers may run it at once). Each
 step is a conditional UPDATE in the store, so a click racing the sweep, or two sweeps racing each
 other, end in exactly one terminal state, one audit event and one resume event; the Slack side
@@ -103,11 +108,14 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) 
             "resume events of %d expired request(s) not marked published; the relay retries", len(decided)
         )
     for one in decided:
-        log.info(
-            "request %s expired at level %s: %s",
+        unseen = one.request.card_ts is None  # `allow` needs a card someone saw: the store denied it
+        log.log(
+            logging.WARNING if unseen else logging.INFO,
+            "request %s expired at level %s: %s%s",
             one.request.id,
             one.request.level,
             one.request.timeout_result,
+            " (its card was never posted, so nothing runs)" if unseen else "",
         )
         _each(lambda rt, r: delivery.update_card(rt, rt.slack, r), runtime, one.request)
     return len(decided)
@@ -129,7 +137,7 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
             request.id, "escalation_failed", "policy", why="too_few_approvers", approvers=approvers
         )
         return _expire(runtime, [(request, TimeoutResult.DENY)])
-    row = runtime.store.escalate(request, level.channel, approvers, level.timeout_seconds)
+    row = runtime.store.escalate(request, level.channel, approvers)
     if row is None:
         return 0
     log.info("request %s escalated to level %s in %s", request.id, row.level, row.channel)

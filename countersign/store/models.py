@@ -177,6 +177,7 @@ class Base(DeclarativeBase):
 CARDS_DUE = "status = 'pending' AND card_ts IS NULL"
 REMINDERS_DUE = "status = 'pending' AND next_reminder_at IS NOT NULL"
 CARD_REFRESH_DUE = "card_refresh_due_at IS NOT NULL"  # migration 0007
+PENDING = "status = 'pending'"  # migration 0008: one requester's pending requests of a class
 
 
 def _where(predicate: str) -> dict[str, Any]:
@@ -189,8 +190,11 @@ class ApprovalRequest(Base):
 
     `status` moves `pending → approved | rejected | expired` only through `Store` (each one
     conditional UPDATE). `required_approvals` distinct approvers must approve (quorum, in `votes`);
-    `expires_at` is when the current escalation `level` times out (database clock), and
-    `timeout_result` (`deny` | `allow`) is the policy's answer when it does. `approvers` (Slack
+    `expires_at` is when the current escalation `level` times out (database clock): its timeout
+    counted from when the level began, or from the time its card waits for in a busy channel, until
+    the card is posted, then from the card's posting (`level_started_at`, from which reminders
+    count, moves there too); `timeout_result` (`deny` | `allow`) is the policy's answer when it
+    does (`deny` for a level whose card was never posted). `approvers` (Slack
     user ids of the current level) and `rules` (`Rules`) are the policy's, snapshotted at intake.
     `channel` is where the current level's card goes, then where it is: the level's channel (a
     channel id, or a user id for a DM) until the card is posted, then the id of the conversation
@@ -252,6 +256,7 @@ class ApprovalRequest(Base):
         Index("ix_approval_requests_cards_due", "level_started_at", **_where(CARDS_DUE)),
         Index("ix_approval_requests_reminders_due", "next_reminder_at", **_where(REMINDERS_DUE)),
         Index("ix_approval_requests_card_refresh_due", "card_refresh_due_at", **_where(CARD_REFRESH_DUE)),
+        Index("ix_approval_requests_pending_requester", "action", "requester", **_where(PENDING)),
         Index(  # PostgreSQL only (migration 0005): whose approvals are pending (`Store.pending_for`)
             "ix_approval_requests_pending_approvers",
             "approvers",

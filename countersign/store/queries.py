@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Self
 
-from sqlalchemy import Engine, literal, select
+from sqlalchemy import Engine, func, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -163,6 +163,16 @@ class Queries:
                 .limit(limit)
             )
             return list(session.scalars(stmt))
+
+    def pending_count(self, action: str, requester: str) -> int:
+        """How many requests of action class `action` from `requester` are pending now; counted
+        through the partial index `ix_approval_requests_pending_requester` (migration 0008), so
+        the count costs what that requester has pending, not every pending request."""
+        with self._read() as session:
+            stmt = select(func.count()).where(
+                is_pending(), ApprovalRequest.action == action, ApprovalRequest.requester == requester
+            )
+            return int(session.scalar(stmt) or 0)
 
     def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
         """Pending requests with no card, no live posting lease, older than `grace_seconds` at their

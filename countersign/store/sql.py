@@ -93,6 +93,24 @@ def first_reminder(rules: Rules) -> utcnow_plus | None:
     return utcnow_plus(offsets[0]) if offsets else None
 
 
+def deadline(rules: Rules, level: int, after_seconds: int = 0) -> utcnow_plus | None:
+    """When escalation `level` times out if its clock starts `after_seconds` from the database's
+    now, or None for a level without a timeout."""
+    timeout = rules.level(level).timeout_seconds
+    return utcnow_plus(after_seconds + timeout) if timeout else None
+
+
+def level_clock(rules: Rules, level: int) -> dict[str, Any]:
+    """The columns of escalation `level`'s clock started now (database clock): its deadline
+    (`expires_at`), `level_started_at`, and its first reminder, none sent yet."""
+    return {
+        "expires_at": deadline(rules, level),
+        "level_started_at": utcnow(),
+        "next_reminder_at": first_reminder(rules),
+        "reminders_sent": 0,
+    }
+
+
 def why_not_executable(request: ApprovalRequest | None) -> NotExecutableWhy:
     """Why `Store.claim_execution` found nothing to claim."""
     if request is None:

@@ -34,7 +34,8 @@ from .records import Records, intake_done
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
-    first_reminder,
+    deadline,
+    level_clock,
     no_live_card_lease,
     not_timed_out,
     update_request,
@@ -54,17 +55,13 @@ class Store(Records):
 
         `values` holds the `ApprovalRequest` columns except status, card and decision; the audit
         event carries the action class and `rules.review_rule` (the policy rule that decided). The
-        clock (`expires_at`, first reminder) starts now, by the database, from `rules`. Returns
-        `(request, created)`: the stored row, which for `created=False` is the earlier request with
-        the same idempotency key (compare `payload_sha256` to tell a repeat from a conflict).
+        clock (`expires_at`, first reminder) starts now, by the database, from `rules`, and starts
+        again when the card is posted (`attach_card`). Returns `(request, created)`: the stored row,
+        which for `created=False` is the earlier request with the same idempotency key (compare
+        `payload_sha256` to tell a repeat from a conflict).
         """
         rules: Rules = values["rules"]
-        timeout = rules.level(0).timeout_seconds
-        clock = {
-            "expires_at": utcnow_plus(timeout) if timeout else None,
-            "level_started_at": utcnow(),
-            "next_reminder_at": first_reminder(rules),
-        }
+        clock = level_clock(rules, 0)
         with self._write() as session:
             created = self._insert(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
             if created:
@@ -105,6 +102,27 @@ class Store(Records):
                 update(ApprovalRequest)
                 .where(ApprovalRequest.id == request_id, ApprovalRequest.card_ts.is_(None))
                 .values(card_lease_until=utcnow_plus(seconds))
+            )
+
+    def schedule_card(self, request: ApprovalRequest, seconds: int) -> None:
+        """The card of `request`'s level waits `seconds` for its time in its channel (the channel's
+        pace): nobody posts it before then (the posting lease), and the level's deadline moves to
+        that time plus the level's timeout (database clock), so a card waiting its turn behind a
+        backlog never loses its reviewers' time. Nothing changes once the card is posted, the
+        request decided or moved to another level."""
+        with self._write() as session:
+            session.execute(
+                update(ApprovalRequest)
+                .where(
+                    ApprovalRequest.id == request.id,
+                    ApprovalRequest.status == Status.PENDING,
+                    ApprovalRequest.card_ts.is_(None),
+                    ApprovalRequest.level == request.level,
+                )
+                .values(
+                    card_lease_until=utcnow_plus(seconds),
+                    expires_at=deadline(request.rules, request.level, seconds),
+                )
             )
 
     def refresh_card_later(self, request_id: str, seconds: int) -> None:
@@ -156,7 +174,9 @@ class Store(Records):
     def attach_card(self, request_id: str, channel: str, ts: str, level: int = 0) -> bool:
         """Record where the request's card at escalation `level` is, once: the `channel` Slack
         answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
-        and replaces the user id) and its `ts`; audit `card_posted`. False if it had one, or the
+        and replaces the user id) and its `ts`; audit `card_posted`. The level's clock starts again
+        now (database clock), as reviewers can see the card from now on: its deadline is the
+        level's timeout from now, and its reminders count from now. False if it had one, or the
         request moved on to another level meanwhile."""
         with self._write() as session:
             where = (
@@ -164,10 +184,12 @@ class Store(Records):
                 ApprovalRequest.card_ts.is_(None),
                 ApprovalRequest.level == level,
             )
-            attached = update_request(session, where, channel=channel, card_ts=ts) is not None
-            if attached:
+            row = update_request(session, where, channel=channel, card_ts=ts)
+            if row is not None:
+                clock = level_clock(row.rules, level)
+                session.execute(update(ApprovalRequest).where(where[0]).values(**clock))
                 self._audit(session, request_id, "card_posted", None, ts=ts)
-        return attached
+        return row is not None
 
     def decide(
         self,
@@ -313,12 +335,16 @@ class Store(Records):
         Each is conditional on the request still pending at the same escalation level and past its
         `expires_at` (database clock), so a click racing the sweep, or two sweeps, end in exactly one
         terminal state. `allow` lets the payload run (a grant, flagged `auto_proceeded` in the audit
-        trail). Returns the `Decided` of the requests this call expired, in `due` order; those that
-        something else got to first are left out. Any error rolls the whole batch back.
+        trail), but only for a request whose card is posted: one no reviewer was shown is denied
+        instead (fails closed; the audit event's `card_shown` is false). Returns the `Decided` of
+        the requests this call expired, in `due` order; those that something else got to first are
+        left out. Any error rolls the whole batch back.
         """
         decided = []
         with self._write() as session:
-            for request, result in due:
+            for request, asked in due:
+                shown = request.card_ts is not None
+                result = asked if shown else TimeoutResult.DENY
                 grant_ttl = request.rules.grant_ttl_seconds
                 values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=result)
                 one = self._decide_in(
@@ -327,9 +353,11 @@ class Store(Records):
                     values,
                     resume,
                     *self._timed_out(request),
+                    ApprovalRequest.card_ts.is_not(None) if shown else ApprovalRequest.card_ts.is_(None),
                     result=result,
                     level=request.level,
                     auto_proceeded=result == TimeoutResult.ALLOW,
+                    card_shown=shown,
                 )
                 if one is not None:
                     decided.append(one)
@@ -340,21 +368,19 @@ class Store(Records):
         return (ApprovalRequest.level == request.level, ApprovalRequest.expires_at <= utcnow())
 
     def escalate(
-        self, request: ApprovalRequest, channel: str, approvers: list[str], timeout: int | None
+        self, request: ApprovalRequest, channel: str, approvers: list[str]
     ) -> ApprovalRequest | None:
         """Move a timed-out request to its next escalation level: a new channel and approvers, a
-        fresh clock (`timeout` seconds from the database's now) and reminders, no card yet, and no
-        votes (the new level's approvers decide afresh); audit `escalated` with the old card.
-        Same conditions as `expire`; None if something else won."""
+        fresh clock (the level's timeout from the database's now, started again when its card is
+        posted: `attach_card`) and reminders, no card yet, and no votes (the new level's approvers
+        decide afresh); audit `escalated` with the old card. Same conditions as `expire`; None if
+        something else won."""
         values = {
             "level": request.level + 1,
             "channel": channel,
             "approvers": approvers,
             "card_ts": None,
-            "expires_at": utcnow_plus(timeout) if timeout else None,
-            "level_started_at": utcnow(),
-            "reminders_sent": 0,
-            "next_reminder_at": first_reminder(request.rules),
+            **level_clock(request.rules, request.level + 1),
             "card_lease_until": None,
             "card_attempts": 0,
         }
