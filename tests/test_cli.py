@@ -16,7 +16,8 @@ from countersign.agent import ApprovalClient
 from countersign.cli import main
 from countersign.config import ConfigError, load_settings
 from countersign.router.jobs import json_queue
-from tests.helpers import README_REQUEST, drain
+from tests.helpers import README_REQUEST, drain, hold_channel
+from tests.helpers.builders import refund
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -363,3 +364,19 @@ def test_policy_check_of_a_broken_policy_with_a_request_is_one_line(tmp_path: Pa
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"countersign: policy error: {bad}: actions.refund.auto_approve.rule: ")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_show_says_when_the_card_of_a_request_in_a_busy_channel_is_expected(
+    env: dict[str, str], redis: Redis, client: ApprovalClient
+) -> None:
+    hold_channel(redis, "C0FINANCE", seconds=300)  # a flood's cards go first, one per 1.1 s
+    request_id = client.request(refund())
+    drain(redis)
+    result = cli("show", request_id, env=env)
+    assert result.returncode == 0, result.stderr
+    card = json.loads(result.stdout)["card"]
+    assert (card["channel"], card["ts"]) == ("C0FINANCE", None)
+    assert 280 <= card["scheduled_in_seconds"] <= 300 and 255 <= card["cards_ahead"] <= 273
+    assert card["expected"] == (
+        f"card scheduled in {card['scheduled_in_seconds']} s, {card['cards_ahead']} cards ahead in C0FINANCE"
+    )

@@ -1,7 +1,8 @@
 """Test helpers, shared by every test module (no test module imports another).
 
 Here: waiting on a condition with a deadline (`wait_for`), running RQ queues in-process (`drain`)
-and a job RQ scheduled for later now (`run_scheduled`), the README's first request
+and a job RQ scheduled for later now (`run_scheduled`), a channel busy with earlier cards
+(`hold_channel`), the README's first request
 (`README_REQUEST`) and an empty outbox row (`empty_resume`). Beside it: `agent` (the test agent
 whose resume jobs record what they were given), `builders` (requests, cards and what became of
 them), `redis_server` (a redis-server of the tests' own) and `strategies` (hypothesis strategies).
@@ -58,6 +59,16 @@ def run_scheduled(redis: Redis, job_id: str, queue: str = "countersign") -> None
     rq_queue.scheduled_job_registry.remove(job)
     rq_queue.enqueue_job(job)
     drain(redis, queue)
+
+
+def hold_channel(redis: Redis, channel: str, seconds: int = 60) -> None:
+    """Make `channel`'s next free posting time `seconds` from now (Redis's clock), as a burst of
+    earlier cards would. The cards after it then wait for their times however slowly this machine
+    runs the jobs: with the pace alone, a job run more than `PACE_MILLISECONDS` after the one before
+    it finds its time already come and posts at once."""
+    now_seconds, now_micros = redis.time()
+    free = now_seconds * 1000 + now_micros // 1000 + seconds * 1000
+    redis.set(f"countersign:pace:{channel}", free, px=seconds * 1000)
 
 
 def empty_resume(row: ApprovalRequest) -> ResumeEvent:

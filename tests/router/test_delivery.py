@@ -5,9 +5,12 @@ status message. Nothing is lost and nothing is posted twice."""
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from typing import Any
 
+import pytest
 from redis import Redis
 from rq.registry import ScheduledJobRegistry
 
@@ -19,7 +22,7 @@ from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import drain, empty_resume, wait_for
+from tests.helpers import drain, empty_resume, hold_channel, wait_for
 from tests.helpers.builders import refund
 
 
@@ -44,16 +47,6 @@ def scheduled_in(redis: Redis, job_id: str) -> float | None:
     """Seconds from now until RQ runs the scheduled job `job_id` again, or None if not scheduled."""
     at = scheduled_at(redis, job_id)
     return None if at is None else at - time.time()
-
-
-def hold_channel(redis: Redis, channel: str, seconds: int = 60) -> None:
-    """Make `channel`'s next free posting time `seconds` from now (Redis's clock), as a burst of
-    earlier cards would. The cards after it then wait for their times however slowly this machine
-    runs the jobs: with the pace alone, a job run more than `PACE_MILLISECONDS` after the one before
-    it finds its time already come and posts at once."""
-    now_seconds, now_micros = redis.time()
-    free = now_seconds * 1000 + now_micros // 1000 + seconds * 1000
-    redis.set(f"countersign:pace:{channel}", free, px=seconds * 1000)
 
 
 def test_rate_limit_reschedules_for_retry_after_and_posts_once_later(
@@ -148,6 +141,29 @@ def test_a_job_run_again_early_keeps_its_time(
     later = client.request(refund(run_id="later"))
     drain(redis)
     assert reserved(redis, later) == reserved(redis, ids[-1]) + PACE_MILLISECONDS  # the line did not move
+
+
+def test_a_card_scheduled_far_out_is_logged_with_the_channel_backlog(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    hold_channel(redis, "C0FINANCE", seconds=120)  # earlier cards: two minutes of them
+    ids = [client.request(refund(run_id=str(n))) for n in range(2)]
+    with caplog.at_level(logging.WARNING, logger="countersign.router.delivery"):
+        drain(redis)
+    logged = [r.getMessage() for r in caplog.records if "card scheduled in" in r.getMessage()]
+    found = [
+        re.fullmatch(
+            rf"request {request_id}: card scheduled in (\d+) s in C0FINANCE, (\d+) cards ahead "
+            r"\((\d+) waiting in that channel\); its timeout counts from the card",
+            line,
+        )
+        for request_id, line in zip(ids, logged, strict=True)
+    ]
+    (wait, ahead, backlog), (later_wait, later_ahead, later_backlog) = [
+        [int(n) for n in match.groups()] for match in found if match
+    ]
+    assert 100 <= wait <= 120 and later_wait in (wait, wait + 1, wait + 2)
+    assert later_ahead == ahead + 1 and later_backlog == later_ahead + 1 and backlog == ahead + 1
 
 
 def test_server_error_is_retried_after_a_back_off(

@@ -12,7 +12,7 @@ import pytest
 
 from countersign.exceptions import PolicyError, UnknownAction
 from countersign.router.gate import Gate
-from countersign.router.policy import Policy, PolicyHolder, load_policy
+from countersign.router.policy import IntakeLimits, Policy, PolicyHolder, load_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,6 +123,15 @@ def load(tmp_path: Path, text: str) -> Policy:
             "version: 1\nactions:\n  r:\n    require: [{when: 'true', approvals: 1, label: \"a\\nb\"}]\n",
             "actions.r.require.0.label: String should match pattern",
         ),
+        ("version: 1\ndefaults: {limits: {per_minute: 0}}\n", "defaults.limits.per_minute: Input should be"),
+        (
+            "version: 1\nactions:\n  r:\n    limits: {pending: '100'}\n",
+            "actions.r.limits.pending: Input should",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    limits: {per_hour: 5}\n",
+            "actions.r.limits.per_hour: unknown field",
+        ),
     ],
 )
 def test_mistakes_name_the_file_and_the_field(tmp_path: Path, text: str, error: str) -> None:
@@ -162,6 +171,18 @@ def test_route_takes_the_action_class_over_the_defaults() -> None:
         ],
     }
     assert len(policy.sha256) == 64 and policy.version == 1
+
+
+def test_intake_limits_take_the_action_class_over_the_defaults_field_by_field(tmp_path: Path) -> None:
+    policy = load(
+        tmp_path,
+        "version: 1\nunknown_actions: route\n"
+        "defaults: {channel: C0X, approvers: {users: [U0A]}, limits: {pending: 20}}\n"
+        "actions:\n  bulk: {limits: {per_minute: 600}}\n  plain: {}\n",
+    )
+    assert policy.limits("bulk") == IntakeLimits(per_minute=600, pending=20)
+    assert policy.limits("plain") == IntakeLimits(per_minute=60, pending=20)  # 60 a minute when unset
+    assert load_policy(ROOT / "examples" / "policy.yml").limits("issue_refund") == IntakeLimits(60, 100)
 
 
 def test_an_action_class_the_policy_does_not_name_is_refused_unless_it_routes_unknown_ones(

@@ -8,6 +8,7 @@ clock had run on), then runs the sweep the router worker runs every second.
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,11 @@ from countersign.decision import Decision
 from countersign.router import runtime as runtime_module
 from countersign.router import timeouts
 from countersign.router.cards import APPROVE_ACTION
-from countersign.router.jobs import json_queue
+from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, Store
-from tests.helpers import agent, drain, empty_resume, wait_for
+from tests.helpers import agent, drain, empty_resume, hold_channel, run_scheduled, wait_for
 from tests.helpers.builders import age, events, post_card, refund, status
 
 
@@ -339,3 +340,85 @@ def test_a_reminder_slack_refuses_for_good_is_marked_failed_not_retried(
     age(store, request_id, next_reminder_at=-1)
     timeouts.sweep(runtime)  # the next reminder is due and goes out: the failed one is not retried
     assert events(store, request_id).count("reminder_failed") == 1
+
+
+def reserved_at(redis: Redis, channel: str, request_id: str, level: int = 0) -> float:
+    """The unix second reserved for the card of `request_id` at `level` in `channel`'s pace."""
+    return int(redis.get(f"countersign:pace:{channel}:{request_id}:{level}")) / 1000  # type: ignore[arg-type]
+
+
+def its_time_comes(redis: Redis, store: Store, channel: str, request_id: str, level: int = 0) -> None:
+    """The card's reserved time in `channel` is now (Redis's clock), as if the cards ahead had
+    posted; so the posting lease that kept others away until then runs out."""
+    seconds, micros = redis.time()
+    redis.set(f"countersign:pace:{channel}:{request_id}:{level}", seconds * 1000 + micros // 1000)
+    age(store, request_id, card_lease_until=-1)
+
+
+def card_posted_at(store: Store, request_id: str) -> datetime:
+    """When the request's latest card was stored (database clock)."""
+    return [e.at for e in store.audit_trail(request_id) if e.event == "card_posted"][-1]
+
+
+def test_a_flood_into_one_channel_cannot_let_allow_run_what_no_card_showed(
+    engine_policy: Path, client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime
+) -> None:
+    """A burst puts the channel's later cards minutes out (Slack's pace), while each has an hour
+    with `on_timeout: allow`: a waiting card's deadline follows its time, a card's hour starts when
+    it is posted, and a deadline that passes with no card posted denies."""
+    ids = [
+        client.request(refund(action="send_email", payload={"to": f"{n}@b.c"}, step=f"flood-{n}"))
+        for n in range(20)
+    ]
+    drain(redis)
+    waiting = [row for i in ids if (row := store.get(i)) is not None and row.card_ts is None]
+    assert len(waiting) >= 10  # one card per 1.1 s in C0APPROVALS: the later ones wait their turn
+    last = waiting[-1]
+    assert last.expires_at is not None  # its hour begins at its card's time, not at intake
+    assert last.expires_at.timestamp() >= reserved_at(redis, "C0APPROVALS", last.id) + 3600 - 2
+
+    age(store, last.id, expires_at=-1)  # the deadline passes and its card is still not posted
+    timeouts.sweep(runtime)
+    row = store.get(last.id)
+    assert row is not None and (row.status, row.timeout_result) == ("expired", "deny")
+    decision = store.outbox_event(last.id).body  # type: ignore[union-attr]
+    assert (decision["timeout_result"], decision["grant"]) == ("deny", None)
+    expired = next(e for e in store.audit_trail(last.id) if e.event == "expired")
+    assert (expired.detail["card_shown"], expired.detail["auto_proceeded"]) == (False, False)
+
+    shown = waiting[-2]  # its card posts when its time comes: its hour starts then
+    age(store, shown.id, expires_at=5)
+    its_time_comes(redis, store, "C0APPROVALS", shown.id)
+    run_scheduled(redis, intake_job_id(shown.id))
+    row = store.get(shown.id)
+    assert row is not None and row.card_ts is not None and row.expires_at is not None
+    assert abs(row.expires_at - card_posted_at(store, shown.id) - timedelta(hours=1)) < timedelta(seconds=1)
+    age(store, shown.id, expires_at=-1)
+    timeouts.sweep(runtime)
+    assert store.get(shown.id).timeout_result == "allow"  # type: ignore[union-attr]  # a card was shown
+
+
+def test_each_escalation_level_counts_its_timeout_and_reminders_from_its_own_card(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    request_id, _ = post_card(client, redis, sandbox[0])
+    hold_channel(redis, "C0FINLEADS", seconds=120)  # the leads' channel is busy with other cards
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)
+    row = store.get(request_id)
+    assert row is not None and (row.level, row.card_ts) == (1, None) and row.expires_at is not None
+    assert row.expires_at.timestamp() >= reserved_at(redis, "C0FINLEADS", request_id, 1) + 24 * 3600 - 2
+
+    its_time_comes(redis, store, "C0FINLEADS", request_id, 1)
+    age(store, request_id, level_started_at=-10)  # the card sweep's turn
+    timeouts.sweep(runtime)
+    row = store.get(request_id)
+    assert row is not None and row.card_ts is not None and len(sandbox[0].messages("C0FINLEADS")) == 1
+    posted = card_posted_at(store, request_id)
+    assert abs(row.expires_at - posted - timedelta(hours=24)) < timedelta(seconds=1)  # type: ignore[operator]
+    assert abs(row.next_reminder_at - posted - timedelta(hours=1)) < timedelta(seconds=1)  # type: ignore[operator]

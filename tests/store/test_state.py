@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 from countersign.router.jobs import resume_job_id
-from countersign.store import AlreadyDecided, Decided, NotExecutable, Store
-from tests.helpers.builders import new_request, resume
+from countersign.store import AlreadyDecided, Decided, Level, NotExecutable, Rules, Store, TimeoutResult
+from tests.helpers.builders import age, new_request, resume
 
 
 def test_create_is_idempotent_on_the_key(store: Store) -> None:
@@ -162,3 +163,30 @@ def test_publishing_many_marks_each_once(store: Store) -> None:
     assert all(
         [a.event for a in store.audit_trail(e.request_id)].count("resume_published") == 1 for e in events
     )
+
+
+def test_a_timeout_allows_only_what_a_posted_card_showed_and_counts_from_the_card(store: Store) -> None:
+    rules = Rules(levels=[Level(channel="C0X", users=["U0LEAD"], timeout=60, on_timeout="allow")])
+    unseen, seen = new_request(store, rules=rules), new_request(store, rules=rules)
+    age(store, seen.id, expires_at=-30)  # as if its card waited 30 s past the deadline intake set
+    assert store.attach_card(seen.id, "C0X", "1.000100")
+    posted = store.get(seen.id)
+    assert posted is not None and posted.expires_at is not None and posted.level_started_at is not None
+    assert posted.expires_at - posted.level_started_at == timedelta(seconds=60)  # from the card's posting
+    assert store.expire([(posted, TimeoutResult.ALLOW)], resume) == []  # not due: its minute has begun
+    for row in (unseen, seen):
+        age(store, row.id, expires_at=-1)
+    due = [(store.get(row.id), TimeoutResult.ALLOW) for row in (unseen, seen)]
+    decided = store.expire(due, resume)  # type: ignore[arg-type]
+    assert [(d.request.id, d.request.timeout_result) for d in decided] == [
+        (unseen.id, "deny"),
+        (seen.id, "allow"),
+    ]
+    assert decided[0].request.approved_payload is None and decided[0].event.body["grant"] is None
+    shown = [
+        e.detail["card_shown"]
+        for row in (unseen, seen)
+        for e in store.audit_trail(row.id)
+        if e.event == "expired"
+    ]
+    assert shown == [False, True]
