@@ -33,6 +33,7 @@ from rq import Worker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
+    NO_INTAKE_LIMITS,
     PYTHON_M,
     Child,
     bench_database,
@@ -51,7 +52,8 @@ from countersign.store import Store, create_db_engine
 BUSY = "C0BUSY"
 OTHER_CHANNELS = 10
 POLICY = (
-    "version: 1\ndefaults: {channel: C0BENCH, approvers: {users: [U0LEAD]}}\nactions:\n"
+    f"version: 1\ndefaults: {{channel: C0BENCH, approvers: {{users: [U0LEAD]}}, {NO_INTAKE_LIMITS}}}\n"
+    "actions:\n"
     f"  busy: {{channel: {BUSY}}}\n"
     + "".join(f"  other{n}: {{channel: C0OTHER{n}}}\n" for n in range(OTHER_CHANNELS))
 )

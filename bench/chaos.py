@@ -52,6 +52,7 @@ from sqlalchemy import select
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
+    NO_INTAKE_LIMITS,
     PYTHON_M,
     Child,
     PostgresServer,
@@ -71,14 +72,16 @@ from countersign.sandbox import Sandbox, serve
 from countersign.sandbox.interactivity import signed_post
 from countersign.store import ApprovalRequest, Store
 
-POLICY = """\
-version: 1
-defaults: {channel: C0CHAOS, approvers: {users: [U0LEAD, U0ALICE]}}
+POLICY = (
+    "version: 1\n"
+    f"defaults: {{channel: C0CHAOS, approvers: {{users: [U0LEAD, U0ALICE]}}, {NO_INTAKE_LIMITS}}}\n"
+    """\
 actions:
   refund: {channel: C0REFUND}
   email: {channel: C0EMAIL, approvers: {users: [U0LEAD]}}
   deploy: {channel: C0DEPLOY, require: [{when: "true", approvals: 2}]}
 """
+)
 ACTIONS = ("refund", "email", "deploy")
 DEPLOY_CHANNEL = "C0DEPLOY"  # the policy's channel of the one action class that needs 2 approvals
 TERMINAL = ("approved", "rejected", "expired")

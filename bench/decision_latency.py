@@ -46,6 +46,7 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
+    NO_INTAKE_LIMITS,
     PYTHON_M,
     ROOT,
     Child,
@@ -76,7 +77,8 @@ ACK_TARGET_MILLISECONDS, RESUME_TARGET_MILLISECONDS = 100, 50
 def policy() -> str:
     actions = "\n".join(f"  a{n}: {{channel: C0L{n:03d}}}" for n in range(CHANNELS))
     return (
-        f"version: 1\ndefaults: {{channel: C0LAT, approvers: {{users: [{APPROVER}]}}}}\nactions:\n{actions}\n"
+        f"version: 1\ndefaults: {{channel: C0LAT, approvers: {{users: [{APPROVER}]}}, {NO_INTAKE_LIMITS}}}\n"
+        f"actions:\n{actions}\n"
     )
 
 

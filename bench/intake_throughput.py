@@ -25,6 +25,7 @@ from rq import Worker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
+    NO_INTAKE_LIMITS,
     PYTHON_M,
     Child,
     bench_database,
@@ -45,7 +46,8 @@ def policy(classes: int) -> str:
     """A policy with `classes` action classes `a<n>`, each posting to a channel of its own."""
     actions = "\n".join(f"  a{n}: {{channel: C0B{n:05d}}}" for n in range(classes))
     return (
-        f"version: 1\ndefaults: {{channel: C0BENCH, approvers: {{users: [U0LEAD]}}}}\nactions:\n{actions}\n"
+        f"version: 1\ndefaults: {{channel: C0BENCH, approvers: {{users: [U0LEAD]}}, {NO_INTAKE_LIMITS}}}\n"
+        f"actions:\n{actions}\n"
     )
 
 

@@ -51,6 +51,7 @@ from sqlalchemy.orm import Session
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
+    NO_INTAKE_LIMITS,
     PYTHON_M,
     Child,
     bench_database,
@@ -73,12 +74,14 @@ from countersign.store import ApprovalRequest, OutboxEvent, Store, create_db_eng
 
 REVIEWERS = 1000
 TYPICAL, HEAVY = "U0R0042", "U0HEAVY"
-POLICY = """\
-version: 1
-defaults: {channel: C0BENCH, approvers: {users: [U0LEAD]}, timeout: 24h, on_timeout: deny}
+POLICY = (
+    "version: 1\ndefaults: {channel: C0BENCH, approvers: {users: [U0LEAD]}, timeout: 24h, on_timeout: deny, "
+    f"{NO_INTAKE_LIMITS}}}\n"
+    """\
 actions:
   pay_vendor: {channel: C0AP, approvers: {users: [U0ALICE, U0BOB]}, timeout: 24h, on_timeout: deny}
 """
+)
 # Columns of the copies that differ from the template row `t`; `g` runs 1..n. Approvers: 2 of
 # REVIEWERS (reviewer a is paired with 7a+1 mod REVIEWERS, so each one is on ~2n/REVIEWERS requests).
 AGO = "now() - make_interval(secs => (CAST(:n AS int) - g) * 0.5)"  # one request every 0.5 s

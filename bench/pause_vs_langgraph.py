@@ -55,6 +55,7 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
+    NO_INTAKE_LIMITS,
     PYTHON_M,
     Child,
     bench_database,
@@ -248,7 +249,7 @@ def policy(channels: int) -> str:
     """One action class per channel (same approver and rules), so Slack's one-post-a-second pace per
     channel, which countersign honours, never delays a card in this benchmark."""
     actions = "\n".join(f"  issue_refund_{n}: {{channel: C0REFUND{n:04d}}}" for n in range(channels))
-    defaults = f"{{channel: C0APPROVALS, approvers: {{users: [{APPROVER['id']}]}}}}"
+    defaults = f"{{channel: C0APPROVALS, approvers: {{users: [{APPROVER['id']}]}}, {NO_INTAKE_LIMITS}}}"
     return f"version: 1\ndefaults: {defaults}\nactions:\n{actions}\n"
 
 

@@ -8,9 +8,9 @@ So a burst is refused at once instead of queueing cards in its channel for an ho
   id → Redis's time), checked and recorded in one Lua script, so two router workers cannot both take
   the last place. A request is counted once however often its intake job runs; a refused one is not
   counted.
-- **Pending**: counted in the database (`Store.pending_count`), which knows what is pending. Router
-  workers taking one requester's requests at the same moment may each find room for one more, so
-  the count can pass the limit by at most the number of router workers.
+- **Pending**: counted in the database (`Store.pending_count`, up to the limit), which knows what is
+  pending. Router workers taking one requester's requests at the same moment may each find room for
+  one more, so the count can pass the limit by at most the number of router workers.
 
 The requester is the name the agent gives: the limits contain a runaway agent, not one that makes
 up a new name for each request (the timeouts, which count from the card, keep such a flood from
@@ -58,7 +58,7 @@ def admit(runtime: Runtime, policy: Policy, request: ApprovalRequestV1, request_
     limits = policy.limits(request.action)
     who = f"requester {request.requester!r} has"
     limit = f"(policy v{policy.version} limits"
-    pending = runtime.store.pending_count(request.action, request.requester)
+    pending = runtime.store.pending_count(request.action, request.requester, up_to=limits.pending)
     if pending >= limits.pending:
         raise IntakeLimitReached(
             f"intake limit: {who} {pending} {request.action} requests pending {limit}.pending: "

@@ -164,15 +164,19 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def pending_count(self, action: str, requester: str) -> int:
-        """How many requests of action class `action` from `requester` are pending now; counted
-        through the partial index `ix_approval_requests_pending_requester` (migration 0008), so
-        the count costs what that requester has pending, not every pending request."""
+    def pending_count(self, action: str, requester: str, up_to: int) -> int:
+        """How many requests of action class `action` from `requester` are pending now, counted up
+        to `up_to` (a limit needs no more), through the partial index
+        `ix_approval_requests_pending_requester` (migration 0008): the count reads at most `up_to`
+        index entries, whatever else is pending."""
         with self._read() as session:
-            stmt = select(func.count()).where(
-                is_pending(), ApprovalRequest.action == action, ApprovalRequest.requester == requester
+            pending = (
+                select(literal(1))
+                .where(is_pending(), ApprovalRequest.action == action, ApprovalRequest.requester == requester)
+                .limit(up_to)
+                .subquery()
             )
-            return int(session.scalar(stmt) or 0)
+            return int(session.scalar(select(func.count()).select_from(pending)) or 0)
 
     def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
         """Pending requests with no card, no live posting lease, older than `grace_seconds` at their

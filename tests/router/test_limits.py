@@ -90,7 +90,7 @@ def test_a_requester_at_its_pending_limit_is_refused_until_one_is_decided(
         "intake limit: requester 'refund-agent' has 2 send_email requests pending (policy v5 "
         "limits.pending: 2); send it again once fewer are pending"
     )
-    assert store.get(ids[2]) is None and store.pending_count("send_email", "refund-agent") == 2
+    assert store.get(ids[2]) is None and store.pending_count("send_email", "refund-agent", up_to=100) == 2
 
     store.decide(
         ids[0], "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], "slack", runtime.resume_event
