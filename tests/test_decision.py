@@ -16,9 +16,11 @@ SECRET = "test-secret"
 
 
 def decided(store: Store, outcome: str, timeout_result: str | None = None) -> Any:
-    """A stored request decided `outcome` through the store's transitions (a timeout for `expired`)."""
+    """A stored request decided `outcome` through the store's transitions (a timeout for `expired`,
+    after its card was posted: `allow` runs only what a card showed)."""
     row = new_request(store)
     if outcome == "expired":
+        store.attach_card(row.id, "C0X", "1.000100")
         age(store, row.id, expires_at=-1)
         [result] = store.expire([(store.get(row.id), TimeoutResult(timeout_result))], resume)
         return result.request

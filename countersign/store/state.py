@@ -55,10 +55,9 @@ class Store(Records):
 
         `values` holds the `ApprovalRequest` columns except status, card and decision; the audit
         event carries the action class and `rules.review_rule` (the policy rule that decided). The
-        clock (`expires_at`, first reminder) starts now, by the database, from `rules`, and starts
-        again when the card is posted (`attach_card`). Returns `(request, created)`: the stored row,
-        which for `created=False` is the earlier request with the same idempotency key (compare
-        `payload_sha256` to tell a repeat from a conflict).
+        clock (`expires_at`, first reminder) starts now by the database, from `rules` (and again at
+        `attach_card`). Returns `(request, created)`: the stored row, which for `created=False` is
+        the earlier request with the same key (compare `payload_sha256`: a repeat or a conflict).
         """
         rules: Rules = values["rules"]
         clock = level_clock(rules, 0)
@@ -105,24 +104,20 @@ class Store(Records):
             )
 
     def schedule_card(self, request: ApprovalRequest, seconds: int) -> None:
-        """The card of `request`'s level waits `seconds` for its time in its channel (the channel's
-        pace): nobody posts it before then (the posting lease), and the level's deadline moves to
-        that time plus the level's timeout (database clock), so a card waiting its turn behind a
-        backlog never loses its reviewers' time. Nothing changes once the card is posted, the
-        request decided or moved to another level."""
+        """The card of `request`'s level waits `seconds` for its time in its channel's pace: nobody
+        posts it before then (the posting lease), and the level's deadline moves to that time plus
+        its timeout (database clock), so a card behind a backlog never loses its reviewers' time.
+        Nothing changes once the card is posted, the request decided or moved to another level."""
+        pending_without_card = (
+            ApprovalRequest.id == request.id,
+            ApprovalRequest.status == Status.PENDING,
+            ApprovalRequest.card_ts.is_(None),
+            ApprovalRequest.level == request.level,
+        )
+        clock = deadline(request.rules, request.level, seconds)
         with self._write() as session:
-            session.execute(
-                update(ApprovalRequest)
-                .where(
-                    ApprovalRequest.id == request.id,
-                    ApprovalRequest.status == Status.PENDING,
-                    ApprovalRequest.card_ts.is_(None),
-                    ApprovalRequest.level == request.level,
-                )
-                .values(
-                    card_lease_until=utcnow_plus(seconds),
-                    expires_at=deadline(request.rules, request.level, seconds),
-                )
+            update_request(
+                session, pending_without_card, card_lease_until=utcnow_plus(seconds), expires_at=clock
             )
 
     def refresh_card_later(self, request_id: str, seconds: int) -> None:
@@ -186,8 +181,9 @@ class Store(Records):
             )
             row = update_request(session, where, channel=channel, card_ts=ts)
             if row is not None:
-                clock = level_clock(row.rules, level)
-                session.execute(update(ApprovalRequest).where(where[0]).values(**clock))
+                session.execute(
+                    update(ApprovalRequest).where(where[0]).values(**level_clock(row.rules, level))
+                )
                 self._audit(session, request_id, "card_posted", None, ts=ts)
         return row is not None
 
@@ -336,9 +332,9 @@ class Store(Records):
         `expires_at` (database clock), so a click racing the sweep, or two sweeps, end in exactly one
         terminal state. `allow` lets the payload run (a grant, flagged `auto_proceeded` in the audit
         trail), but only for a request whose card is posted: one no reviewer was shown is denied
-        instead (fails closed; the audit event's `card_shown` is false). Returns the `Decided` of
-        the requests this call expired, in `due` order; those that something else got to first are
-        left out. Any error rolls the whole batch back.
+        (fails closed; audited `card_shown: false`). Returns the `Decided` of the requests this call
+        expired, in `due` order (not those something else got to first). Any error rolls the whole
+        batch back.
         """
         decided = []
         with self._write() as session:
