@@ -112,8 +112,8 @@ def not_executed(request: ApprovalRequest, why: str) -> str:
 
 def not_resumed(request: ApprovalRequest, problem: ResumeProblem) -> str:
     """The decided card's line while the agent has not run the decision: its resume job failed, or
-    no worker has taken it, e.g. "⚠ The agent has not run it: its resume job failed
-    (ValueError: Invalid attribute name: agent.resum); RQ will run it again (3 more times)"."""
+    no worker has taken it, e.g. "⚠ The agent has not run it: its resume job `agent.resum` failed
+    (ValueError: Invalid attribute name: resum); RQ will run it again (3 more times)"."""
     lead = (
         "The agent has not run it" if request.approved_payload is not None else "The agent has not been told"
     )
@@ -128,7 +128,8 @@ def not_resumed(request: ApprovalRequest, problem: ResumeProblem) -> str:
         if left
         else "RQ will not run it again"
     )
-    return f"⚠ {lead}: its resume job failed ({escape(clip(problem['error'], 500))}); {again}"
+    error = escape(clip(problem["error"], 500))
+    return f"⚠ {lead}: its resume job `{escape(request.resume_func)}` failed ({error}); {again}"
 
 
 def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:
