@@ -43,6 +43,11 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         ),
         ("SLACK_BOT_TOKEN", "xoxp-user-token", "SLACK_BOT_TOKEN: must be a bot token starting with xoxb-"),
         ("SLACK_API_URL", "not a url", "SLACK_API_URL: Input should be a valid URL"),
+        (
+            "COUNTERSIGN_RESUME_WAIT_SECONDS",
+            "0",
+            "COUNTERSIGN_RESUME_WAIT_SECONDS: Input should be greater than or equal to 1 (got '0')",
+        ),
     ],
 )
 def test_malformed_setting_fails_naming_the_variable(
@@ -68,6 +73,13 @@ def test_command_stops_at_start_with_one_line_naming_the_missing_variable() -> N
     assert result.stderr.strip() == (
         "countersign: error: PORT: Input should be a valid integer, "
         "unable to parse string as an integer (got 'x')"
+    )
+
+    result = cli("worker", env={"SLACK_BOT_TOKEN": "xoxb-1", "COUNTERSIGN_RESUME_WAIT_SECONDS": "5m"})
+    assert (result.returncode, result.stderr) == (
+        2,
+        "countersign: error: COUNTERSIGN_RESUME_WAIT_SECONDS: Input should be a valid integer, "
+        "unable to parse string as an integer (got '5m')\n",
     )
 
 

@@ -115,7 +115,9 @@ def not_resumed(request: ApprovalRequest, problem: ResumeProblem) -> str:
     no worker has taken it, e.g. "⚠ The agent has not run it: its resume job `agent.resum` failed
     (ValueError: Invalid attribute name: resum); RQ will run it again (3 more times)"."""
     lead = (
-        "The agent has not run it" if request.approved_payload is not None else "The agent has not been told"
+        "The agent has not run it"
+        if request.approved_payload is not None
+        else "The agent has not processed it"
     )
     if problem["event"] == "resume_not_taken":
         return (

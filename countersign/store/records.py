@@ -113,6 +113,8 @@ class Records(Queries):
         execution recorded: the outbox row's `problem` (`ResumeNotTaken`) and the audit event
         `resume_not_taken` by `actor`, all in one transaction. Returns their request ids."""
         noted: list[str] = []
+        if not waiting:
+            return noted
         with self._write() as session:
             for request_id, queue in waiting.items():
                 problem: ResumeNotTaken = {

@@ -212,5 +212,6 @@ def test_why_the_agent_has_not_run_the_decision_is_inert_and_fits(slack: WebClie
     rejected = request(status="rejected", decided_by=lee)
     text = json.dumps(cards.decided_card(rejected, problem=untaken).blocks, ensure_ascii=False)  # type: ignore[arg-type]
     assert (
-        "⚠ The agent has not been told: no worker has taken its resume job from queue `agent-q` since" in text
+        "⚠ The agent has not processed it: no worker has taken its resume job from queue `agent-q` since"
+        in text
     )

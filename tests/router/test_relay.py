@@ -150,7 +150,7 @@ def test_an_untaken_rejection_is_cleared_once_a_worker_has_run_its_job(
     assert relay.note_untaken(store, redis, waited_seconds=0) == 1
     drain(redis)
     blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
-    assert "⚠ The agent has not been told: no worker has taken its resume job" in blocks
+    assert "⚠ The agent has not processed it: no worker has taken its resume job" in blocks
     assert relay.clear_taken(store, redis) == 0  # still waiting
     drain(redis, agent.QUEUE)
     assert [d["outcome"] for d in agent.resumed(redis)] == ["rejected"]
