@@ -48,11 +48,11 @@ RESUME_FAILED_CALLBACK = "countersign.agent.callbacks.resume_failed"
 (also when its function cannot be imported): it notes on the card and in the audit trail that the
 agent has not run the decision, and why."""
 
+RESUME_JOB_PREFIX = "resume-"
+"""A resume job's id is this and the request id (`resume_job_id`)."""
+
 JOB_PATHS = (INTAKE_JOB, REFRESH_CARD_JOB, RESUME_FAILED_CALLBACK)
 """Every job function and callback of ours, by import path (a test imports each)."""
-
-
-RESUME_JOB_PREFIX = "resume-"
 
 
 def json_queue(name: str, redis: Redis) -> Queue:

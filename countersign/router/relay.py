@@ -128,17 +128,22 @@ def note_untaken(store: Store, redis: Redis, waited_seconds: int, per_queue: int
     return len(noted)
 
 
-def clear_taken(store: Store, redis: Redis) -> int:
+def clear_taken(store: Store, redis: Redis, page: int = 500) -> int:
     """Clear the problem noted on resume jobs a worker has since run to the end (RQ status
-    `finished`), audited `resume_taken`, and rewrite their cards. (A job the agent's worker takes
-    for an approval clears it itself when `execute_approved` claims the run.) Returns how many."""
-    events = store.resume_problems()
-    with redis.pipeline(transaction=False) as pipeline:
-        for event in events:
-            pipeline.hget(Job.key_for(event.job_id), "status")
-        statuses = pipeline.execute()
-    finished = [e.request_id for e, status in zip(events, statuses, strict=True) if status == FINISHED]
-    cleared = store.resumes_taken(finished, RELAY)
+    `finished`), audited `resume_taken`, and rewrite their cards; all of them, `page` at a time (a
+    job that failed for good keeps its problem, and must not hide the others). A job the agent's
+    worker takes for an approval clears it itself, when `execute_approved` claims the run.
+    Returns how many were cleared."""
+    cleared: list[str] = []
+    events = store.resume_problems(limit=page)
+    while events:
+        with redis.pipeline(transaction=False) as pipeline:
+            for event in events:
+                pipeline.hget(Job.key_for(event.job_id), "status")
+            statuses = pipeline.execute()
+        finished = [e.request_id for e, status in zip(events, statuses, strict=True) if status == FINISHED]
+        cleared += store.resumes_taken(finished, RELAY)
+        events = store.resume_problems(after=events[-1].id, limit=page) if len(events) == page else []
     for request_id in cleared:
         enqueue_refresh_card(redis, request_id)
     return len(cleared)

@@ -121,14 +121,14 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def resume_problems(self, limit: int = 100) -> list[OutboxEvent]:
+    def resume_problems(self, after: int = 0, limit: int = 500) -> list[OutboxEvent]:
         """Resume events with a problem noted (`OutboxEvent.problem`: the agent has not run them),
-        oldest first, at most `limit`; found through the partial index `ix_outbox_problem`
-        (migration 0008)."""
+        by outbox id, the `limit` first after the id `after` (to page through them); found through
+        the partial index `ix_outbox_problem` (migration 0008)."""
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
-                .where(OutboxEvent.problem.is_not(None))
+                .where(OutboxEvent.problem.is_not(None), OutboxEvent.id > after)
                 .order_by(OutboxEvent.id)
                 .limit(limit)
             )

@@ -12,7 +12,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain
-from tests.helpers.builders import decided_card, edited_card, events, refund
+from tests.helpers.builders import decided_card, edited_card, events, new_request, refund
 
 
 def decided_without_publishing(client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime) -> str:
@@ -159,3 +159,17 @@ def test_an_untaken_rejection_is_cleared_once_a_worker_has_run_its_job(
     blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
     assert "Rejected by <@U0LEAD>" in blocks and "⚠" not in blocks
     assert events(store, request_id)[-2:] == ["resume_not_taken", "resume_taken"]
+
+
+def test_a_resume_that_failed_for_good_does_not_keep_later_ones_from_being_cleared(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    stuck = new_request(store)
+    store.decide(stuck.id, "rejected", [], via="policy", resume=runtime.resume_event)
+    store.resume_failed(stuck.id, "ValueError: Invalid attribute name: f", 0, "agent")  # RQ gave up on it
+    request_id, _ = decided_card(client, redis, runtime, sandbox[0], func=agent.FUNC, vote="rejected")
+    relay.sweep(store, redis)
+    store.resume_failed(request_id, "RuntimeError: the agent's database was down", 1, "agent")
+    drain(redis, agent.QUEUE)  # then its job ran to the end
+    assert relay.clear_taken(store, redis, page=1) == 1  # found on the second page
+    assert [e.request_id for e in store.resume_problems()] == [stuck.id]
