@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     DATABASE_URL: str = "sqlite:///countersign.db"
     COUNTERSIGN_POLICY: Path | None = None
     COUNTERSIGN_SECRET: str | None = None
+    COUNTERSIGN_RESUME_WAIT_SECONDS: Annotated[int, Field(ge=1)] = 300
+    """How long a published resume job may wait on its queue before the card says no worker took it."""
     PORT: Annotated[int, Field(ge=1, le=65535)] = 3000
 
     @field_validator("REDIS_URL")

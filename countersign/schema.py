@@ -21,7 +21,6 @@ M = TypeVar("M", bound=BaseModel)
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_DEPTH = 32
 SLACK_USER_ID = r"^[UW][A-Z0-9]{2,31}$"
-FUNC_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
 
 
 def payload_sha256(payload: dict[str, Any]) -> str:
@@ -59,12 +58,28 @@ def _check_depth(value: Any, budget: int) -> None:
 
 
 class Resume(BaseModel):
-    """Where the decision goes: an RQ job `func(decision)` on the queue `queue`."""
+    """Where the decision goes: an RQ job `func(decision)` on the queue `queue`.
+
+    `func` is checked for its form only (a dotted path of Python identifiers, module then
+    function): whether it imports is up to the agent's worker, whose code the requester may not
+    have. One that does not is said on the card once the worker tries it (`agent/callbacks.py`).
+    """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     queue: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
-    func: Annotated[str, Field(pattern=FUNC_PATH, max_length=255)]
+    func: Annotated[str, Field(max_length=255)]
+
+    @field_validator("func")
+    @classmethod
+    def _import_path(cls, value: str) -> str:
+        parts = value.split(".")
+        if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+            raise ValueError(
+                "should be a dotted import path, module then function "
+                "(e.g. examples.refund_agent.resume), which the agent's worker imports"
+            )
+        return value
 
 
 class ApprovalRequestV1(BaseModel):

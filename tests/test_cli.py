@@ -44,6 +44,11 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         ),
         ("SLACK_BOT_TOKEN", "xoxp-user-token", "SLACK_BOT_TOKEN: must be a bot token starting with xoxb-"),
         ("SLACK_API_URL", "not a url", "SLACK_API_URL: Input should be a valid URL"),
+        (
+            "COUNTERSIGN_RESUME_WAIT_SECONDS",
+            "0",
+            "COUNTERSIGN_RESUME_WAIT_SECONDS: Input should be greater than or equal to 1 (got '0')",
+        ),
     ],
 )
 def test_malformed_setting_fails_naming_the_variable(
@@ -69,6 +74,13 @@ def test_command_stops_at_start_with_one_line_naming_the_missing_variable() -> N
     assert result.stderr.strip() == (
         "countersign: error: PORT: Input should be a valid integer, "
         "unable to parse string as an integer (got 'x')"
+    )
+
+    result = cli("worker", env={"SLACK_BOT_TOKEN": "xoxb-1", "COUNTERSIGN_RESUME_WAIT_SECONDS": "5m"})
+    assert (result.returncode, result.stderr) == (
+        2,
+        "countersign: error: COUNTERSIGN_RESUME_WAIT_SECONDS: Input should be a valid integer, "
+        "unable to parse string as an integer (got '5m')\n",
     )
 
 
@@ -100,6 +112,21 @@ def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str,
         "countersign: error: --payload is not valid JSON"
     )
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the form, not SQL
+def test_a_resume_func_that_is_no_import_path_is_refused_at_request(env: dict[str, str]) -> None:
+    """Only the form is checked: whether `examples.refund_agent.resum` imports is for the agent's
+    worker to say (on the card), as the requester may not have the agent's code."""
+    flags = [*README_REQUEST[:-1], "examples/refund_agent.py"]
+    result = cli(*flags, env=env)
+    assert (result.returncode, result.stderr) == (
+        1,
+        "countersign: error: resume.func: should be a dotted import path, module then function "
+        "(e.g. examples.refund_agent.resume), which the agent's worker imports\n",
+    )
+    accepted = cli(*README_REQUEST[:-1], "examples.refund_agent.resum", env=env)
+    assert accepted.returncode == 0 and len(accepted.stdout.strip()) == 26  # a request id
 
 
 def test_request_from_flags_and_from_a_file_then_show(
@@ -138,6 +165,9 @@ def test_request_from_flags_and_from_a_file_then_show(
     assert shown["request"]["confidence"] == 0.8 and shown["request"]["channel"] == "C0FINANCE"
     assert shown["card"]["channel"] == "C0FINANCE" and shown["decision"] is None
     assert [e["event"] for e in shown["audit"]] == ["requested", "card_posted"]
+    times = [shown["request"]["created_at"], *(e["at"] for e in shown["audit"])]
+    assert all(t.endswith("Z") and "+00:00" not in t for t in times), times  # one format: RFC 3339 UTC, `Z`
+    assert shown["resume"] is None  # not decided yet
 
     assert main(["show", "01J00000000000000000000009"]) == 1
     assert capsys.readouterr().err == "countersign: error: no approval request '01J00000000000000000000009'\n"

@@ -36,9 +36,21 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from ..store import ApprovalRequest, Decider, Execution, Status
+from ..store import ApprovalRequest, Decider, Execution, ResumeProblem, Status
 from .edits import block_id as edit_block_id
-from .texts import clip, conversation, escape, mentions, not_executed, sanitize, show, verdict, when, who
+from .texts import (
+    clip,
+    conversation,
+    escape,
+    mentions,
+    not_executed,
+    not_resumed,
+    sanitize,
+    show,
+    verdict,
+    when,
+    who,
+)
 
 APPROVE_ACTION = "countersign_approve"
 REJECT_ACTION = "countersign_reject"
@@ -206,8 +218,11 @@ def _edit_line(request: ApprovalRequest) -> str | None:
     return f"✏️ {escape(clip(changes, 1500))}, edited by {who(request)}"
 
 
-def _execution_line(request: ApprovalRequest, refused: str | None) -> str | None:
-    """How the approved action went; or, while nothing ran, why the agent's worker refused it."""
+def _execution_line(
+    request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None
+) -> str | None:
+    """How the approved action went; or, while nothing ran, why the agent has not run the decision
+    or why its worker refused to."""
     if request.execution == Execution.EXECUTED:
         return f"Executed ✓ at {when(request.executed_at)}"
     if request.execution == Execution.STARTED:
@@ -217,20 +232,35 @@ def _execution_line(request: ApprovalRequest, refused: str | None) -> str | None
         )
     if request.execution == Execution.FAILED:
         return f"Failed ✗ {escape(clip(request.execution_detail or '', 500))}"
+    if problem is not None and request.execution is None:
+        return not_resumed(request, problem)
     if refused and request.execution is None and request.approved_payload is not None:
         return not_executed(request, refused)
     return None
 
 
-def decided_card(request: ApprovalRequest, refused: str | None = None) -> Card:
+def _state(request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None) -> str:
+    """What the verdict's `block_id` names, so that a changed line gets a fresh one."""
+    if request.execution is not None:
+        return request.execution
+    if problem is not None:
+        return f"{problem['event']}{problem['retries_left'] if problem['event'] == 'resume_failed' else ''}"
+    return refused or "open"
+
+
+def decided_card(
+    request: ApprovalRequest, refused: str | None = None, problem: ResumeProblem | None = None
+) -> Card:
     """The card after the decision: the same facts, no buttons; who decided what and when, the
     edit diff, the reviewer's reason, and the execution outcome once the agent reports it, or
-    (`refused`: the `why` of its latest refusal) that the approved action did not run, and why."""
+    while it has not: why the agent has not run the decision (`problem`: its resume job failed or
+    no worker took it, `OutboxEvent.problem`), or why its worker refused to (`refused`: the `why`
+    of its latest refusal)."""
     icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
-    lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request, refused)]
+    lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request, refused, problem)]
     if request.decision_reason:
         lines.append(f"Reviewer's reason: {escape(clip(request.decision_reason, 1000))}")
-    version = f"{request.status}-{request.execution or refused or 'open'}"
+    version = f"{request.status}-{_state(request, refused, problem)}"
     lines.append(f"Request {request.id} · policy v{request.policy_version}")
     blocks = _body(request, version)
     text = "\n".join(line for line in lines if line)

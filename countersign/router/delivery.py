@@ -47,7 +47,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, Decider, Status
+from ..store import ApprovalRequest, Decider, ResumeProblem, Status
 from . import cards, jobs, texts
 from .runtime import Runtime, current
 
@@ -269,9 +269,11 @@ def update_card(
     request: ApprovalRequest,
     approvals: list[Decider] | None = None,
     refused: str | None = None,
+    problem: ResumeProblem | None = None,
 ) -> None:
     """Rewrite a request's card: the decided card (no buttons; `refused`: why the agent's worker
-    refused to run it, if it did), or the pending card with the approvals counted so far.
+    refused to run it, if it did; `problem`: why the agent has not run it, if so), or the pending
+    card with the approvals counted so far.
 
     A decided card is the one that must not lie, so when Slack will not rewrite it now (429, for its
     `Retry-After`; 5xx; a timeout or a network error) the card sweep tries again
@@ -281,7 +283,11 @@ def update_card(
     if request.card_ts is None:
         return
     decided = request.status != Status.PENDING
-    card = cards.decided_card(request, refused) if decided else cards.request_card(request, approvals or [])
+    card = (
+        cards.decided_card(request, refused, problem)
+        if decided
+        else cards.request_card(request, approvals or [])
+    )
     try:
         client.chat_update(
             channel=_conversation(client, request.channel), ts=request.card_ts, **card.message()
@@ -297,8 +303,11 @@ def update_card(
 
 def refresh(runtime: Runtime, request: ApprovalRequest) -> None:
     """Rewrite a decided request's card with everything known now: the decision, the edit, and the
-    execution's outcome or the agent's refusal to run it (`Store.execution_refusal`)."""
-    update_card(runtime, runtime.slack, request, refused=runtime.store.execution_refusal(request.id))
+    execution's outcome, or why the agent has not run it (`OutboxEvent.problem`) or its worker
+    refused to (`Store.execution_refusal`)."""
+    event = runtime.store.outbox_event(request.id)
+    refused = runtime.store.execution_refusal(request.id)
+    update_card(runtime, runtime.slack, request, refused=refused, problem=event.problem if event else None)
 
 
 def refresh_card(request_id: str) -> None:

@@ -98,10 +98,12 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
-    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost and
-    replay the reviewers' actions that a dead web process had acked but not recorded."""
+    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost,
+    note resume jobs no worker took in `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one
+    did), and replay the reviewers' actions that a dead web process had acked but not recorded."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
+    wait = settings.COUNTERSIGN_RESUME_WAIT_SECONDS
     scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
     ticks = 0
     try:
@@ -113,6 +115,8 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
             ]
             if ticks % HEAL_EVERY_TICKS == 0:
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))
+                steps.append(("untaken", lambda: relay.note_untaken(runtime.store, runtime.redis, wait)))
+                steps.append(("taken", lambda: relay.clear_taken(runtime.store, runtime.redis)))
                 steps.append(("intake", lambda: relay.requeue_intake(runtime.store, runtime.redis)))
                 steps.append(("journal", lambda: journal.replay(runtime)))
             for name, step in steps:  # each step on its own: one failing does not stop the others

@@ -121,6 +121,19 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
+    def resume_problems(self, after: int = 0, limit: int = 500) -> list[OutboxEvent]:
+        """Resume events with a problem noted (`OutboxEvent.problem`: the agent has not run them),
+        by outbox id, the `limit` first after the id `after` (to page through them); found through
+        the partial index `ix_outbox_problem` (migration 0008)."""
+        with self._read() as session:
+            stmt = (
+                select(OutboxEvent)
+                .where(OutboxEvent.problem.is_not(None), OutboxEvent.id > after)
+                .order_by(OutboxEvent.id)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
     def published_not_run(self, window_seconds: int, limit: int = 1000) -> list[OutboxEvent]:
         """Outbox events published in the last `window_seconds` (database clock) whose payload has not
         started running (no `execution` recorded on the request), newest first."""

@@ -37,12 +37,15 @@ from .sql import (
     first_reminder,
     no_live_card_lease,
     not_timed_out,
+    resume_taken,
     update_request,
     verdict,
     why_not_executable,
 )
 
 Resume = Callable[[ApprovalRequest], ResumeEvent]
+POLICY = "policy"
+"""The audit actor of a decision no reviewer made: a policy rule's, or the policy's timeout."""
 
 
 class Store(Records):
@@ -194,7 +197,8 @@ class Store(Records):
         values = verdict(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
         with self._write() as session:
             on_time = () if via != Via.SLACK else (not_timed_out(),)
-            decided = self._decide_in(session, request_id, values, resume, *on_time)
+            actor = decided_by[0]["slack_user_id"] if decided_by else POLICY
+            decided = self._decide_in(session, request_id, values, resume, actor, *on_time)
             if decided is not None:
                 return decided
             request = self._one(session, request_id)
@@ -206,10 +210,15 @@ class Store(Records):
         request_id: str,
         values: dict[str, Any],
         resume: Resume,
+        actor: str,
         *where: Any,
         **detail: Any,
     ) -> Decided | None:
-        """The conditional UPDATE out of `pending` (plus `where`), its audit event and its outbox row."""
+        """The conditional UPDATE out of `pending` (plus `where`), its audit event by `actor` (the
+        Slack user whose click decided, or `POLICY`), its outbox row, and that row's
+        `resume_published` audit event (by the same actor): written here, in the decision's
+        transaction, so it precedes whatever the agent's worker records (the relay then delivers
+        the row to its queue at least once; `OutboxEvent.published_at` says when)."""
         row = update_request(
             session,
             (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING, *where),
@@ -217,7 +226,6 @@ class Store(Records):
         )
         if row is None:
             return None
-        actor = values["decided_by"][0]["slack_user_id"] if values["decided_by"] else None
         self._audit(
             session,
             request_id,
@@ -234,6 +242,7 @@ class Store(Records):
         )
         session.add(event)
         session.flush()
+        self._audit(session, request_id, "resume_published", actor, job_id=job_id, queue=row.resume_queue)
         return Decided(row, event)
 
     def vote(
@@ -295,7 +304,7 @@ class Store(Records):
                 values = verdict(Outcome.APPROVED, approvals, Via.SLACK, reason, grant_ttl)
             else:
                 return Counted(request, approvals)
-            decided = self._decide_in(session, request_id, values, resume)
+            decided = self._decide_in(session, request_id, values, resume, voter["slack_user_id"])
             assert decided is not None  # the row is locked and was pending
             return decided
 
@@ -326,6 +335,7 @@ class Store(Records):
                     request.id,
                     values,
                     resume,
+                    POLICY,
                     *self._timed_out(request),
                     result=result,
                     level=request.level,
@@ -426,7 +436,8 @@ class Store(Records):
         One conditional UPDATE (`execution IS NULL AND grant_expires_at > now`), so of two workers
         racing on one decision exactly one gets the request back; audits `execution_started`.
         Otherwise returns `NotExecutable` (`why`: `unknown_request` | `not_approved` |
-        `already_executed` | `grant_expired`), audited as `execution_refused`.
+        `already_executed` | `grant_expired`), audited as `execution_refused`. Either way the agent
+        has its decision: a problem noted on the resume event (`OutboxEvent.problem`) is cleared.
         """
         with self._write() as session:
             row = update_request(
@@ -440,6 +451,7 @@ class Store(Records):
                 execution=Execution.STARTED,
                 executed_at=utcnow(),
             )
+            resume_taken(session, request_id)
             if row is not None:
                 self._audit(session, request_id, "execution_started", actor)
                 return row
@@ -454,8 +466,8 @@ class Store(Records):
         """Close an approved request's execution as `executed` (ok) or `failed`, once; audit it.
 
         Accepts a request whose execution was claimed (`started`) or, for agents that execute
-        elsewhere, not claimed at all. Returns the updated request, or None if it was already
-        closed or is not approved.
+        elsewhere, not claimed at all (then a problem noted on its resume event is cleared).
+        Returns the updated request, or None if it was already closed or is not approved.
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
         with self._write() as session:
@@ -472,4 +484,5 @@ class Store(Records):
             )
             if row is not None:
                 self._audit(session, request_id, outcome, actor, detail=detail)
+                resume_taken(session, request_id)
         return row

@@ -55,3 +55,12 @@ def flaky(name: str) -> int:
     if runs == 1:
         raise RuntimeError("the first run fails")
     return runs
+
+
+FAILING_FUNC = "tests.helpers.agent.failing"
+
+
+@approved_action
+def failing(payload: dict[str, Any]) -> str:
+    """Resume job through `approved_action` whose action raises (the agent records it as `failed`)."""
+    raise RuntimeError("card declined")

@@ -32,7 +32,11 @@ def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
     assert result.event.job_id == resume_job_id(row.id)
     assert result.event.body["outcome"] == "approved" and result.event.body["payload"] == {"amount": "5.00"}
     assert [e.id for e in store.unpublished()] == [result.event.id]
-    assert [e.event for e in store.audit_trail(row.id)] == ["requested", "approved"]
+    assert [(e.event, e.actor) for e in store.audit_trail(row.id)] == [
+        ("requested", "agent"),
+        ("approved", "U0LEAD"),
+        ("resume_published", "U0LEAD"),  # the outbox row, in the decision's transaction
+    ]
 
 
 def test_second_decision_loses_and_changes_nothing(store: Store) -> None:
