@@ -35,11 +35,9 @@ def scheduled(redis: Redis) -> list[str]:
     return json_queue("countersign", redis).scheduled_job_registry.get_job_ids()
 
 
-def scheduled_in(redis: Redis, job_id: str) -> float:
-    """Seconds from now until RQ runs the scheduled job `job_id`."""
-    return (
-        float(redis.zscore(json_queue("countersign", redis).scheduled_job_registry.key, job_id)) - time.time()
-    )
+def scheduled_at(redis: Redis, job_id: str) -> float:
+    """The unix time at which RQ runs the scheduled job `job_id`."""
+    return float(redis.zscore(json_queue("countersign", redis).scheduled_job_registry.key, job_id))
 
 
 def refresh_due(store: Store, request_id: str) -> bool:
@@ -114,11 +112,14 @@ def test_an_escalated_card_slack_rate_limits_is_rewritten_by_a_job_at_slacks_pac
     request_id, card = post_card(client, redis, sb)
     sb.inject("chat.update", status=429, retry_after=9)
     age(store, request_id, expires_at=-1)
+    before = time.time()
     timeouts.sweep(runtime)
+    after = time.time()
     assert store.get(request_id).channel == "C0FINLEADS"  # type: ignore[union-attr]
     assert has_buttons(card_of(sb, card["ts"]))  # the old card is not rewritten yet
     [job_id] = scheduled(redis)
-    assert 8 <= scheduled_in(redis, job_id) <= 10  # Slack's Retry-After
+    at = scheduled_at(redis, job_id)
+    assert before + 8 <= at <= after + 10  # Slack's Retry-After (9 s; RQ keeps whole seconds)
     sb.inject("chat.update", status=503, times=2)  # busy again: the job tries again later
     run_scheduled(redis, job_id)
     assert has_buttons(card_of(sb, card["ts"])) and scheduled(redis) == [job_id]
