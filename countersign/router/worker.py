@@ -37,7 +37,6 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
-from ..store import check_schema
 from . import journal, relay, timeouts
 from .jobs import INTAKE_QUEUE, json_queue
 from .policy import PolicyHolder
@@ -66,8 +65,8 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     """Run the router worker until stopped (or, with `burst`, until the queue is empty), with
     `runtime` (default: this process's `current()`, which the jobs use too).
 
-    Checks at start that the Slack token, the policy, the database schema and Redis are usable,
-    raising `ConfigError`, `PolicyError`, `SchemaOutOfDate` or a connection error otherwise.
+    Checks at start that the policy, the database, Redis and Slack (which must take the token) are
+    usable, raising `ConfigError`, `PolicyError` or `SchemaOutOfDate` otherwise.
     """
     runtime = runtime or current()
     settings = runtime.settings
@@ -75,8 +74,8 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
         "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
     )
     log.info("policy %s version %s loaded", runtime.policy.path, runtime.policy.version)
-    check_schema(runtime.store.engine)
-    runtime.redis.ping()
+    runtime.check()
+    runtime.check_slack()
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
     sweeper = multiprocessing.get_context("spawn").Process(
         target=sweep_forever, args=(settings, os.getpid()), name="countersign-sweep", daemon=True
