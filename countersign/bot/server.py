@@ -15,7 +15,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from ..config import Settings
-from ..router.runtime import Runtime, slack_at_start
+from ..router.runtime import slack_at_start
 from . import guard
 
 THREADS_PER_WORKER = 8
@@ -40,8 +40,8 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
 def serve(settings: Settings, workers: int = 2, host: str = "0.0.0.0") -> None:
     """Serve `POST /slack/events` and `GET /healthz` on `PORT` until stopped. Raises `ConfigError`
     before serving when Slack refuses the token or does not answer (`slack_at_start`)."""
-    with slack_at_start(settings):
-        ours = guard.installation(Runtime(settings).slack)
+    with slack_at_start(settings) as slack:
+        ours = guard.installation(slack)
     _Gunicorn(
         {
             "bind": f"{host}:{settings.PORT}",

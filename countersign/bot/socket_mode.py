@@ -26,6 +26,6 @@ def serve(settings: Settings) -> None:
     runtime.check()
     runtime.check_slack()
     app_token = settings.SLACK_APP_TOKEN or ""
-    with slack_at_start(settings, token="SLACK_APP_TOKEN"):  # the call the handler connects with
-        runtime.slack.apps_connections_open(app_token=app_token)
+    with slack_at_start(settings, token="SLACK_APP_TOKEN") as slack:  # the call the handler connects with
+        slack.apps_connections_open(app_token=app_token)
     SocketModeHandler(create_app(runtime, needed_by), app_token).start()

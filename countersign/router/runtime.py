@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import urllib.error
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ from .jobs import resume_job_id
 
 if TYPE_CHECKING:  # the policy (and its CEL engine) is imported when first needed
     from .policy import Policy, PolicyHolder
+
+_SILENT = logging.getLogger(f"{__name__}.slack_at_start")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
 
 # What Slack answers for a token it will not take (https://docs.slack.dev/reference/methods/auth.test,
 # "Errors"); any other answer, or none, is about where Slack is.
@@ -65,8 +70,8 @@ class Runtime(Connections):
     def check_slack(self) -> None:
         """A start-up check: Slack takes the bot token (auth.test). Raises `ConfigError` as
         `slack_at_start` does."""
-        with slack_at_start(self.settings):
-            self.slack.auth_test()
+        with slack_at_start(self.settings) as slack:
+            slack.auth_test()
 
     @cached_property
     def policies(self) -> PolicyHolder:
@@ -91,13 +96,20 @@ class Runtime(Connections):
 
 
 @contextlib.contextmanager
-def slack_at_start(settings: Settings, token: str = "SLACK_BOT_TOKEN") -> Iterator[None]:
-    """Around the Slack calls a command makes before it serves: Slack refusing the token raises
-    `ConfigError` naming `token` (the setting that holds it), no answer or an unexpected one (a network
-    error, a timeout, a 5xx, a page that is not Slack's) naming `SLACK_API_URL`; one line each, saying
-    what to do."""
+def slack_at_start(settings: Settings, token: str = "SLACK_BOT_TOKEN") -> Iterator[WebClient]:
+    """A Web API client for the Slack calls a command makes before it serves (`SLACK_BOT_TOKEN`,
+    `SLACK_API_URL`; one try each, and nothing logged: the failure is the command's one line). Slack
+    refusing the token raises `ConfigError` naming `token` (the setting that holds it), no answer or an
+    unexpected one (a network error, a timeout, a 5xx, a page that is not Slack's) naming
+    `SLACK_API_URL`; each says what to do."""
+    client = WebClient(
+        token=settings.SLACK_BOT_TOKEN,
+        base_url=settings.slack_api_url,
+        timeout=SLACK_TIMEOUT_SECONDS,
+        logger=_SILENT,
+    )
     try:
-        yield
+        yield client
     except SlackApiError as exc:
         error = str(exc.response.get("error") or exc.response.status_code)
         if error in TOKEN_ERRORS:

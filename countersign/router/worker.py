@@ -73,9 +73,10 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     settings.require(
         "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
     )
-    log.info("policy %s version %s loaded", runtime.policy.path, runtime.policy.version)
+    policy = runtime.policy
     runtime.check()
     runtime.check_slack()
+    log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
     sweeper = multiprocessing.get_context("spawn").Process(
         target=sweep_forever, args=(settings, os.getpid()), name="countersign-sweep", daemon=True
