@@ -131,9 +131,17 @@ def _schedule(scheduler: RQScheduler) -> None:
         scheduler.heartbeat()
     else:
         scheduler.acquire_locks()
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # acquire_locks installs its own handler
+        signal.signal(signal.SIGTERM, _exit_once)  # acquire_locks installs its own handler
     if scheduler.acquired_locks:
         scheduler.enqueue_scheduled_jobs()
+
+
+def _exit_once(*_: object) -> None:
+    """SIGTERM in the sweep process: exit (releasing the scheduler's locks). A second SIGTERM, e.g.
+    the worker's `terminate()` after Ctrl-C reached the whole process group, is ignored, so that it
+    cannot interrupt the exit itself (a traceback from Python's atexit)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(0)
 
 
 def _relay(runtime: Runtime) -> None:
