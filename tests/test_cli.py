@@ -278,6 +278,10 @@ BROKEN = {
         "DATABASE_URL: cannot use the database at postgresql://postgres:***@127.0.0.1:{closed}/x "
         "(from the environment) (connection failed",
     ),
+    "schema": (
+        {"DATABASE_URL": f"sqlite:///{NO_RUN_DIR}/empty-{{closed}}.db"},
+        "DATABASE_URL: the database schema is at nothing, this version needs",
+    ),
     "slack unreachable": (
         {"SLACK_API_URL": "http://127.0.0.1:{closed}/api/"},
         "SLACK_API_URL: no usable answer from Slack's Web API at http://127.0.0.1:{closed}/api/ "
@@ -295,9 +299,10 @@ COMMANDS = {
     "agent-worker": ["agent-worker", "refund-agent"],
     "request": README_REQUEST,
 }
+STORES = ("redis", "database", "schema")  # what a command that never calls Slack can find broken
 CANNOT_START = [
     *[(command, broken) for command in ("web", "worker", "socket") for broken in BROKEN],
-    *[(command, broken) for command in ("agent-worker", "request") for broken in ("redis", "database")],
+    *[(command, broken) for command in ("agent-worker", "request") for broken in STORES],
 ]
 
 
@@ -363,3 +368,31 @@ def test_help_of_run_and_request_names_their_settings_and_required_flags() -> No
     )
     for text in ("REDIS_URL", "DATABASE_URL", ".run/.env", "printed on stderr"):
         assert text in request.stdout, text
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("broken", ["port in use", "bad token", "database"])
+def test_make_run_that_cannot_start_says_why_in_one_line_and_exits_2(
+    env: dict[str, str], sandbox: tuple[Sandbox, str], tmp_path: Path, broken: str
+) -> None:
+    """`countersign run` with real Slack settings (here the sandbox as Slack, so it starts no sandbox of
+    its own): each failure stops it before any command starts, in one line."""
+    sandbox[0].bot_token = env["SLACK_BOT_TOKEN"]
+    closed = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        settings, expected = {
+            "port in use": ({"PORT": str(busy)}, f"PORT: {busy} is already in use on 127.0.0.1; set PORT"),
+            "bad token": ({"SLACK_BOT_TOKEN": "xoxb-revoked"}, BROKEN["bad token"][1]),
+            "database": (
+                {"DATABASE_URL": f"postgresql://postgres@127.0.0.1:{closed}/x"},
+                f"DATABASE_URL: cannot use the database at postgresql://postgres@127.0.0.1:{closed}/x",
+            ),
+        }[broken]
+        result = cli("run", env={**env, "PORT": str(free_port()), **settings}, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("countersign: error: " + expected), result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stdout == "", result.stderr
+    assert not (tmp_path / ".run/.env").exists()  # nothing started, nothing to tell a second terminal
