@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .agent import ApprovalClient
 from .config import Settings, load_settings
-from .connections import Connections
+from .connections import Connections, database_unreachable
 from .exceptions import (
     ConfigError,
     IdempotencyConflict,
@@ -307,7 +307,10 @@ def _db_upgrade(_args: argparse.Namespace) -> None:
     from .store import create_db_engine, upgrade
 
     settings = load_settings()
-    upgrade(create_db_engine(settings.DATABASE_URL))
+    try:
+        upgrade(create_db_engine(settings.DATABASE_URL))
+    except SQLAlchemyError as exc:
+        raise database_unreachable(settings, exc) from None
     print("database is at the latest schema")
 
 

@@ -298,11 +298,13 @@ COMMANDS = {
     "socket": ["socket"],
     "agent-worker": ["agent-worker", "refund-agent"],
     "request": README_REQUEST,
+    "db upgrade": ["db", "upgrade"],
 }
 STORES = ("redis", "database", "schema")  # what a command that never calls Slack can find broken
 CANNOT_START = [
     *[(command, broken) for command in ("web", "worker", "socket") for broken in BROKEN],
     *[(command, broken) for command in ("agent-worker", "request") for broken in STORES],
+    ("db upgrade", "database"),
 ]
 
 
