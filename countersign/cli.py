@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="run everything locally (the Slack sandbox when no token is set)",
-        description="Run everything locally: redis-server (when nothing answers at REDIS_URL), the Slack "
+        description="Run everything locally: redis-server (when nothing answers at REDIS_URL), the Slack\n"
         "sandbox (when SLACK_BOT_TOKEN is unset), web, worker and an agent worker. No flag is required.",
         epilog=RUN_SETTINGS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
