@@ -37,7 +37,7 @@ _SILENT.propagate = False
 
 # What Slack answers for a token it will not take (https://docs.slack.dev/reference/methods/auth.test,
 # "Errors"); any other answer, or none, is about where Slack is.
-TOKEN_ERRORS = frozenset(
+_TOKEN_ERRORS = frozenset(
     {
         "not_authed",
         "invalid_auth",
@@ -111,8 +111,8 @@ def slack_at_start(settings: Settings, token: str = "SLACK_BOT_TOKEN") -> Iterat
     try:
         yield client
     except SlackApiError as exc:
-        error = str(exc.response.get("error") or exc.response.status_code)
-        if error in TOKEN_ERRORS:
+        error = " ".join(str(exc.response.get("error") or exc.response.status_code).split())  # one line
+        if error in _TOKEN_ERRORS:
             raise ConfigError(
                 f"{token}: Slack refused the token ({error}); set it to a valid token of the installed app"
             ) from None
