@@ -21,14 +21,14 @@ from .app import create_app
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def create_wsgi(runtime: Runtime | None = None) -> WSGIApp:
+def create_wsgi(runtime: Runtime | None = None, ours: guard.Installation | None = None) -> WSGIApp:
     """The WSGI application: `/slack/events` to Bolt after `guard.refuse` (4xx for oversized,
-    unsigned, stale or malformed requests, and for payloads meant for another installation),
-    `/healthz` to a database and Redis check."""
+    unsigned, stale or malformed requests, and for payloads meant for another installation than
+    `ours`, asked of Slack when not given), `/healthz` to a database and Redis check."""
     runtime = runtime or current()
     bolt = SlackRequestHandler(create_app(runtime), path="/slack/events")
     secret = runtime.settings.SLACK_SIGNING_SECRET or ""
-    ours = guard.installation(runtime.slack)  # the one installation this bot serves
+    ours = ours or guard.installation(runtime.slack)  # the one installation this bot serves
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/healthz" and environ.get("REQUEST_METHOD") == "GET":

@@ -85,10 +85,10 @@ def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, 
     RQ job no longer exists (a Redis restart without persistence, a FLUSHALL, an eviction).
 
     The window is shorter than the jobs' `result_ttl`, so a job that ran and expired normally is
-    never mistaken for a lost one, and a resume whose payload has started running (the store
-    records it) is never enqueued again. The job id is the same, and `execute_approved` lets a
-    payload run once, so a job enqueued twice cannot act twice. Returns how many were enqueued
-    again.
+    never mistaken for a lost one, and a resume whose payload has started running, or whose grant
+    was refused as expired, is never enqueued again (the store records both:
+    `Store.published_not_run`). The job id is the same, and `execute_approved` lets a payload run
+    once, so a job enqueued twice cannot act twice. Returns how many were enqueued again.
     """
     events = store.published_not_run(window_seconds, limit)
     with redis.pipeline(transaction=False) as pipeline:

@@ -65,7 +65,7 @@ def refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False)
     if request is None:
         return texts.UNKNOWN_REQUEST
     answers: dict[str, Callable[[], str]] = {
-        "not_an_approver": lambda: texts.not_an_approver_text(request, plain),
+        "not_an_approver": lambda: texts.not_an_approver_text(request),
         "self_approval": lambda: texts.SELF_APPROVAL,
         "already_decided": lambda: texts.already_decided_text(request, plain),
         "edit_needs_single_approver": lambda: texts.NO_EDIT_UNDER_QUORUM,

@@ -140,10 +140,11 @@ def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:
     return f"This request was already {verdict(request, plain)}; your action changed nothing."
 
 
-def not_an_approver_text(request: ApprovalRequest, plain: bool = False) -> str:
-    """Answer to a click by someone the policy does not name as an approver."""
-    action = request.action if plain else f"`{request.action}`"
-    return f"You are not an approver for {action} requests, so your action changed nothing."
+def not_an_approver_text(request: ApprovalRequest) -> str:
+    """Answer to a click by someone the policy does not name as an approver, in an ephemeral or a
+    modal's inline error. The action class (`[a-z0-9_.-]`, nothing to escape) is written as it is, not
+    as a code span: inline errors and notifications show text unformatted, and so does the sandbox."""
+    return f"You are not an approver for {request.action} requests, so your action changed nothing."
 
 
 def reminder_text(request: ApprovalRequest) -> str:

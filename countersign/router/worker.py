@@ -37,7 +37,6 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
-from ..store import check_schema
 from . import journal, relay, timeouts
 from .jobs import INTAKE_QUEUE, json_queue
 from .policy import PolicyHolder
@@ -66,17 +65,18 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     """Run the router worker until stopped (or, with `burst`, until the queue is empty), with
     `runtime` (default: this process's `current()`, which the jobs use too).
 
-    Checks at start that the Slack token, the policy, the database schema and Redis are usable,
-    raising `ConfigError`, `PolicyError`, `SchemaOutOfDate` or a connection error otherwise.
+    Checks at start that the policy, the database, Redis and Slack (which must take the token) are
+    usable, raising `ConfigError`, `PolicyError` or `SchemaOutOfDate` otherwise.
     """
     runtime = runtime or current()
     settings = runtime.settings
     settings.require(
         "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
     )
-    log.info("policy %s version %s loaded", runtime.policy.path, runtime.policy.version)
-    check_schema(runtime.store.engine)
-    runtime.redis.ping()
+    policy = runtime.policy
+    runtime.check()
+    runtime.check_slack()
+    log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
     sweeper = multiprocessing.get_context("spawn").Process(
         target=sweep_forever, args=(settings, os.getpid()), name="countersign-sweep", daemon=True
@@ -135,9 +135,17 @@ def _schedule(scheduler: RQScheduler) -> None:
         scheduler.heartbeat()
     else:
         scheduler.acquire_locks()
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # acquire_locks installs its own handler
+        signal.signal(signal.SIGTERM, _exit_once)  # acquire_locks installs its own handler
     if scheduler.acquired_locks:
         scheduler.enqueue_scheduled_jobs()
+
+
+def _exit_once(*_: object) -> None:
+    """SIGTERM in the sweep process: exit (releasing the scheduler's locks). A second SIGTERM, e.g.
+    the worker's `terminate()` after Ctrl-C reached the whole process group, is ignored, so that it
+    cannot interrupt the exit itself (a traceback from Python's atexit)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(0)
 
 
 def _relay(runtime: Runtime) -> None:

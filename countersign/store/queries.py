@@ -136,7 +136,15 @@ class Queries:
 
     def published_not_run(self, window_seconds: int, limit: int = 1000) -> list[OutboxEvent]:
         """Outbox events published in the last `window_seconds` (database clock) whose payload has not
-        started running (no `execution` recorded on the request), newest first."""
+        started running (no `execution` recorded on the request) and whose grant was not refused for
+        expiry (an `execution_refused` with `why: grant_expired`, which every later delivery would get
+        too), newest first. Other refusals do not count: a forged or tampered decision refused must not
+        keep the genuine one from running."""
+        expired_refusal = select(AuditEvent.id).where(
+            AuditEvent.request_id == OutboxEvent.request_id,
+            AuditEvent.event == "execution_refused",
+            AuditEvent.detail["why"].as_string() == "grant_expired",
+        )
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
@@ -144,6 +152,7 @@ class Queries:
                 .where(
                     OutboxEvent.published_at > utcnow_plus(-window_seconds),
                     ApprovalRequest.execution.is_(None),
+                    ~expired_refusal.exists(),
                 )
                 .order_by(OutboxEvent.published_at.desc())
                 .limit(limit)

@@ -1,6 +1,7 @@
 """`countersign agent-worker`: the agent's RQ worker runs its resume jobs with the JSON serializer,
-runs a retried job again (its scheduler moves it back onto the queue), and says on the card when a
-resume job failed before the agent recorded anything."""
+runs a retried job again (its scheduler moves it back onto the queue), says on the card when a resume
+job failed before the agent recorded anything, and ends a job whose execution was refused in one log
+line, without a retry."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from countersign.router import relay
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
+from countersign.store import Store
 from tests.helpers import agent, drain, wait_for
-from tests.helpers.builders import decided_card, edited_card
+from tests.helpers.builders import decided_card, edited_card, new_request
 
 ROOT = Path(__file__).parent.parent.parent
 QUEUE = "test-agent-retries"
@@ -88,13 +90,48 @@ def _agent_worker(env: dict[str, str], queue: str) -> subprocess.Popen[bytes]:
     )
 
 
-def test_the_agent_worker_needs_the_secret_its_jobs_verify_grants_with() -> None:
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_a_job_whose_execution_is_refused_ends_in_one_log_line_without_a_retry(
+    env: dict[str, str], redis: Redis, store: Store, runtime: Runtime
+) -> None:
+    """A resume job calling `execute_approved` itself raises `ExecutionRefused` (here the grant has
+    expired): the worker logs one line, no traceback, and schedules no retry, which would be refused
+    (and audited) again."""
+    row = new_request(store)
+    decided = store.decide(
+        row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack",
+        resume=runtime.resume_event, grant_ttl=0,
+    )  # fmt: skip
+    decision = decided.event.body  # type: ignore[union-attr]
+    job = json_queue(QUEUE, redis).enqueue(
+        agent.EXECUTE_DIRECTLY_FUNC, decision, retry=Retry(max=2, interval=1)
+    )
+    worker = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "agent-worker", "--burst", QUEUE],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert worker.returncode == 0, worker.stderr
+    output = worker.stdout + worker.stderr
+    refusals = [line for line in output.splitlines() if "execution refused (grant_expired)" in line]
+    assert len(refusals) == 1 and "Traceback" not in output, output
+    assert job.get_status(refresh=True) == "failed"
+    assert job.id not in json_queue(QUEUE, redis).scheduled_job_registry  # no retry
+    refused = [e.detail["why"] for e in store.audit_trail(row.id) if e.event == "execution_refused"]
+    assert refused == ["grant_expired"] and agent.executed(redis) == []
+
+
+def test_the_agent_worker_needs_the_secret_its_jobs_verify_grants_with(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "countersign.cli", "agent-worker", QUEUE],
         capture_output=True,
         text=True,
         timeout=60,
         env={"PATH": os.environ["PATH"]},
+        cwd=tmp_path,  # no `.run/.env` here to set it
     )
     assert (result.returncode, result.stderr.strip()) == (
         2,

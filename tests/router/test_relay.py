@@ -3,8 +3,10 @@ died after, the sweeps finish the work once."""
 
 from __future__ import annotations
 
+import pytest
 from redis import Redis
 
+from countersign import ExecutionRefused, execute_approved
 from countersign.agent import ApprovalClient
 from countersign.router import relay
 from countersign.router.jobs import enqueue_resume, json_queue, resume_job_id
@@ -12,7 +14,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain
-from tests.helpers.builders import decided_card, edited_card, events, new_request, refund
+from tests.helpers.builders import age, decided_card, edited_card, events, new_request, refund
 
 
 def decided_without_publishing(client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime) -> str:
@@ -173,3 +175,36 @@ def test_a_resume_that_failed_for_good_does_not_keep_later_ones_from_being_clear
     drain(redis, agent.QUEUE)  # then its job ran to the end
     assert relay.clear_taken(store, redis, page=1) == 1  # found on the second page
     assert [e.request_id for e in store.resume_problems()] == [stuck.id]
+
+
+def test_heal_never_enqueues_again_a_resume_whose_grant_was_refused_as_expired(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """The agent's worker was down until the grant expired: the delivery was refused, and every later
+    one would be. Redis restarting empty (a `make run` restart, before its Redis kept its data) does
+    not deliver it again, nor audit the refusal again."""
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    age(store, request_id, grant_expires_at=-1)
+    relay.sweep(store, redis)
+    drain(redis, agent.QUEUE)  # refused: grant_expired
+    redis.flushall()  # Redis restarted without persistence
+    assert relay.heal(store, redis) == 0
+    assert json_queue(agent.QUEUE, redis).count == 0 and agent.executed(redis) == []
+    trail = events(store, request_id)
+    assert trail.count("execution_refused") == 1 and "resume_republished" not in trail
+
+
+def test_heal_still_enqueues_a_lost_resume_after_a_forged_decision_was_refused(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    relay.sweep(store, redis)
+    event = store.outbox_event(request_id)
+    assert event is not None
+    forged = {**event.body, "payload": {"amount": "9999.00", "currency": "USD"}}
+    with pytest.raises(ExecutionRefused, match="payload_mismatch"):
+        execute_approved(forged, lambda payload: pytest.fail(f"a forged decision ran: {payload}"), runtime)
+    redis.flushall()  # the genuine resume job is lost before it ran
+    assert relay.heal(store, redis) == 1
+    drain(redis, agent.QUEUE)
+    assert agent.executed(redis) == [{"amount": "120.00", "currency": "USD"}]
