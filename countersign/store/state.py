@@ -43,6 +43,8 @@ from .sql import (
 )
 
 Resume = Callable[[ApprovalRequest], ResumeEvent]
+Refuse = Callable[[ApprovalRequest], dict[str, Any] | None]
+"""Given the locked request row, the audit detail of refusing the reviewer (`{"why": code, ...}`), or None."""
 
 
 class Store(Records):
@@ -177,24 +179,63 @@ class Store(Records):
         approved_payload: dict[str, Any] | None = None,
         edits: list[Edit] | None = None,
         grant_ttl: int = GRANT_TTL_SECONDS,
-    ) -> Decided | AlreadyDecided | TimedOut:
+        refuse: Refuse | None = None,
+    ) -> Decided | AlreadyDecided | TimedOut | Refused:
         """Move a pending request to `outcome` (`approved` | `rejected`), first writer wins.
 
-        In one transaction: the conditional UPDATE, the audit event named after the outcome, and the
-        outbox row `resume(decided request)` (the resume job's id and decision). `via` is `slack` or
-        `policy` (the timeout decides through `expire`). An approval may carry
-        `approved_payload` (the reviewer's edit; default: the frozen payload) with its `edits`
-        diff, and its grant expires `grant_ttl` seconds after the database's now. Raises
-        `UnknownRequest` for an unknown request id.
+        In one transaction: the request row locked (`_locked`), the conditional UPDATE, the audit
+        event named after the outcome, and the outbox row `resume(decided request)` (the resume job's
+        id and decision). `via` is `slack` (a reviewer, `decided_by[0]`) or `policy` (the timeout
+        decides through `expire`). A reviewer's decision is authorised on the locked row by
+        `refuse(request)`, as in `vote` (a refusal is audited and returned as `Refused`), and one after
+        the request's `expires_at` (database clock) is `TimedOut`. An approval may carry
+        `approved_payload` (the reviewer's edit; default: the frozen payload) with its `edits` diff,
+        and its grant expires `grant_ttl` seconds after the database's now. Raises `UnknownRequest`
+        for an unknown request id, and `ValueError` for a decision via `slack` without `refuse`.
         """
+        if via == Via.SLACK and refuse is None:
+            raise ValueError("a reviewer's decision is authorised on the row it locks: pass refuse")
         values = verdict(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
         with self._write() as session:
-            on_time = () if via != Via.SLACK else (not_timed_out(),)
-            decided = self._decide_in(session, request_id, values, resume, *on_time)
-            if decided is not None:
-                return decided
-            request = self._one(session, request_id)
-            return TimedOut(request) if request.status == Status.PENDING else AlreadyDecided(request)
+            request, on_time = self._locked(session, request_id)
+            if via == Via.SLACK:
+                actor = decided_by[0]["slack_user_id"]
+                stopped = self._cannot_decide(session, request, on_time, actor, refuse)
+            else:
+                stopped = None if request.status == Status.PENDING else AlreadyDecided(request)
+            if stopped is not None:
+                return stopped
+            decided = self._decide_in(session, request_id, values, resume)
+            assert decided is not None  # the row is locked and was pending
+            return decided
+
+    def _locked(self, session: Session, request_id: str) -> tuple[ApprovalRequest, bool]:
+        """The request row, locked until the transaction ends (`SELECT ... FOR UPDATE` on
+        PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises writers), and whether it is before
+        its `expires_at` (database clock). Raises `UnknownRequest` for an unknown request id."""
+        found = session.execute(
+            select(ApprovalRequest, not_timed_out().label("on_time"))
+            .where(ApprovalRequest.id == request_id)
+            .with_for_update()
+        ).one_or_none()
+        if found is None:
+            raise UnknownRequest(request_id)
+        request, on_time = found
+        return request, bool(on_time)
+
+    def _cannot_decide(
+        self, session: Session, request: ApprovalRequest, on_time: bool, actor: str, refuse: Refuse | None
+    ) -> Refused | AlreadyDecided | TimedOut | None:
+        """Why reviewer `actor` may not decide the locked `request` now: `refuse(request)` says so
+        (audited `refused` with its detail), it is decided already, or past its deadline; None when
+        they may."""
+        refusal = refuse(request) if refuse is not None else None
+        if refusal is not None:
+            self._audit(session, request.id, "refused", actor, **refusal)
+            return Refused(request, refusal["why"])
+        if request.status != Status.PENDING:
+            return AlreadyDecided(request)
+        return None if on_time else TimedOut(request)
 
     def _decide_in(
         self,
@@ -240,7 +281,7 @@ class Store(Records):
         resume: Resume,
         *,
         reason: str | None = None,
-        refuse: Callable[[ApprovalRequest], dict[str, Any] | None] | None = None,
+        refuse: Refuse | None = None,
     ) -> Decided | AlreadyDecided | Counted | TimedOut | Refused:
         """Count one approver's vote (`approved` | `rejected`), deciding when it settles the request.
 
@@ -257,22 +298,10 @@ class Store(Records):
         (`Counted.repeated`). Raises `UnknownRequest` for an unknown request id.
         """
         with self._write() as session:
-            found = session.execute(
-                select(ApprovalRequest, not_timed_out().label("on_time"))
-                .where(ApprovalRequest.id == request_id)
-                .with_for_update()
-            ).one_or_none()
-            if found is None:
-                raise UnknownRequest(request_id)
-            request, on_time = found
-            refusal = refuse(request) if refuse is not None else None
-            if refusal is not None:
-                self._audit(session, request_id, "refused", voter["slack_user_id"], **refusal)
-                return Refused(request, refusal["why"])
-            if request.status != Status.PENDING:
-                return AlreadyDecided(request)
-            if not on_time:
-                return TimedOut(request)
+            request, on_time = self._locked(session, request_id)
+            stopped = self._cannot_decide(session, request, on_time, voter["slack_user_id"], refuse)
+            if stopped is not None:
+                return stopped
             values = {
                 "request_id": request_id,
                 "slack_user_id": voter["slack_user_id"],
