@@ -17,7 +17,7 @@ from countersign.router.jobs import json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import agent, drain
+from tests.helpers import agent, anyone, drain
 from tests.helpers.builders import age, decided_card, edited_card, new_request
 
 
@@ -31,6 +31,7 @@ def approve(runtime: Runtime, grant_ttl: int = 60, **kwargs: Any) -> dict[str, A
         via="slack",
         resume=runtime.resume_event,
         grant_ttl=grant_ttl,
+        refuse=anyone,
         **kwargs,
     )
     return result.event.body  # type: ignore[union-attr]

@@ -21,7 +21,7 @@ from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import agent, drain, wait_for
+from tests.helpers import agent, anyone, drain, wait_for
 from tests.helpers.builders import decided_card, edited_card, new_request
 
 ROOT = Path(__file__).parent.parent.parent
@@ -100,7 +100,7 @@ def test_a_job_whose_execution_is_refused_ends_in_one_log_line_without_a_retry(
     row = new_request(store)
     decided = store.decide(
         row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack",
-        resume=runtime.resume_event, grant_ttl=0,
+        resume=runtime.resume_event, grant_ttl=0, refuse=anyone,
     )  # fmt: skip
     decision = decided.event.body  # type: ignore[union-attr]
     job = json_queue(QUEUE, redis).enqueue(

@@ -2,7 +2,8 @@
 
 Here: waiting on a condition with a deadline (`wait_for`), running RQ queues in-process (`drain`)
 and a job RQ scheduled for later now (`run_scheduled`), the README's first request
-(`README_REQUEST`) and an empty outbox row (`empty_resume`). Beside it: `agent` (the test agent
+(`README_REQUEST`), an empty outbox row (`empty_resume`) and a reviewer check that refuses nobody
+(`anyone`). Beside it: `agent` (the test agent
 whose resume jobs record what they were given), `builders` (requests, cards and what became of
 them), `redis_server` (a redis-server of the tests' own) and `strategies` (hypothesis strategies).
 """
@@ -63,3 +64,8 @@ def run_scheduled(redis: Redis, job_id: str, queue: str = "countersign") -> None
 def empty_resume(row: ApprovalRequest) -> ResumeEvent:
     """An outbox row with an empty decision, for tests that look only at the state a vote leaves."""
     return ResumeEvent(resume_job_id(row.id), {})
+
+
+def anyone(row: ApprovalRequest) -> None:
+    """A `refuse` for `Store.decide` that lets any reviewer decide, for tests of the transition alone."""
+    return None

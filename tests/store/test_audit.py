@@ -5,7 +5,7 @@ is published before anything the agent's worker records."""
 from __future__ import annotations
 
 from countersign.store import Store, TimeoutResult
-from tests.helpers import empty_resume
+from tests.helpers import anyone, empty_resume
 from tests.helpers.builders import age, new_request, resume
 
 LEE = {"slack_user_id": "U0LEAD", "name": "lee"}
@@ -34,7 +34,7 @@ def test_the_resume_is_published_before_the_agent_runs_it_even_when_the_relay_ma
     store: Store,
 ) -> None:
     row = new_request(store)
-    event = store.decide(row.id, "approved", [LEE], via="slack", resume=resume).event  # type: ignore[union-attr]
+    event = store.decide(row.id, "approved", [LEE], via="slack", resume=resume, refuse=anyone).event  # type: ignore[union-attr]
     store.claim_execution(row.id, "agent")  # the agent's worker ran the job enqueued after the commit
     store.record_outcome(row.id, True, "refund re_1", "agent")
     assert store.mark_all_published([event.id]) == 1  # the relay's sweep marks it a second later

@@ -5,6 +5,7 @@ has the decision or the job finished; each audited."""
 from __future__ import annotations
 
 from countersign.store import Store
+from tests.helpers import anyone
 from tests.helpers.builders import new_request, resume
 
 LEE = {"slack_user_id": "U0LEAD", "name": "lee"}
@@ -13,7 +14,7 @@ LEE = {"slack_user_id": "U0LEAD", "name": "lee"}
 def decided(store: Store, outcome: str = "approved") -> str:
     """A decided request whose resume event the relay has published; returns its id."""
     row = new_request(store)
-    event = store.decide(row.id, outcome, [LEE], via="slack", resume=resume).event  # type: ignore[arg-type, union-attr]
+    event = store.decide(row.id, outcome, [LEE], via="slack", resume=resume, refuse=anyone).event  # type: ignore[arg-type, union-attr]
     store.mark_all_published([event.id])
     return str(row.id)
 
@@ -59,7 +60,7 @@ def test_a_refused_claim_also_clears_the_problem(store: Store) -> None:
 def test_an_untaken_resume_is_noted_once_after_the_wait_and_cleared_when_taken(store: Store) -> None:
     request_id = decided(store, "rejected")
     unpublished = new_request(store)
-    store.decide(unpublished.id, "rejected", [LEE], via="slack", resume=resume)
+    store.decide(unpublished.id, "rejected", [LEE], via="slack", resume=resume, refuse=anyone)
     waiting = {request_id: "q", unpublished.id: "q"}
     assert store.resumes_not_taken(waiting, 3600, "relay") == []  # published just now
     assert store.resumes_not_taken(waiting, 0, "relay") == [

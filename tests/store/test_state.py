@@ -5,8 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from countersign.router.jobs import resume_job_id
-from countersign.store import AlreadyDecided, Decided, NotExecutable, Store
+from countersign.store import AlreadyDecided, Decided, NotExecutable, Refused, Store
+from tests.helpers import anyone
 from tests.helpers.builders import new_request, resume
 
 
@@ -25,7 +28,12 @@ def _values(row: Any) -> dict[str, Any]:
 def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
     row = new_request(store)
     result = store.decide(
-        row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", resume=resume
+        row.id,
+        "approved",
+        [{"slack_user_id": "U0LEAD", "name": "lee"}],
+        via="slack",
+        resume=resume,
+        refuse=anyone,
     )
     assert isinstance(result, Decided)
     assert result.request.status == "approved" and result.request.decided_at is not None
@@ -41,13 +49,48 @@ def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
 
 def test_second_decision_loses_and_changes_nothing(store: Store) -> None:
     row = new_request(store)
-    store.decide(row.id, "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", resume=resume)
+    store.decide(
+        row.id,
+        "rejected",
+        [{"slack_user_id": "U0LEAD", "name": "lee"}],
+        via="slack",
+        resume=resume,
+        refuse=anyone,
+    )
     late = store.decide(
-        row.id, "approved", [{"slack_user_id": "U0ALICE", "name": "alice"}], via="slack", resume=resume
+        row.id,
+        "approved",
+        [{"slack_user_id": "U0ALICE", "name": "alice"}],
+        via="slack",
+        resume=resume,
+        refuse=anyone,
     )
     assert isinstance(late, AlreadyDecided)
     assert late.request.status == "rejected" and late.request.decided_by[0]["slack_user_id"] == "U0LEAD"
     assert len(store.unpublished()) == 1
+
+
+def test_a_reviewers_decision_is_authorised_on_the_row_it_locks(store: Store) -> None:
+    row = new_request(store)
+    lee = [{"slack_user_id": "U0LEAD", "name": "lee"}]
+    with pytest.raises(ValueError, match="pass refuse"):  # no reviewer decides unchecked
+        store.decide(row.id, "approved", lee, via="slack", resume=resume)
+    seen: list[Any] = []
+
+    def refuse(locked: Any) -> dict[str, Any]:
+        seen.append((locked.id, locked.status))
+        return {"why": "not_an_approver", "step": "edit_submit"}
+
+    result = store.decide(row.id, "approved", lee, via="slack", resume=resume, refuse=refuse)
+    assert isinstance(result, Refused) and result.why == "not_an_approver"
+    assert seen == [(row.id, "pending")]
+    refused = store.audit_trail(row.id)[-1]
+    assert (refused.event, refused.actor, refused.detail) == (
+        "refused",
+        "U0LEAD",
+        {"why": "not_an_approver", "step": "edit_submit"},
+    )
+    assert store.get(row.id).status == "pending" and store.unpublished() == []  # type: ignore[union-attr]
 
 
 def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
@@ -60,7 +103,12 @@ def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
         outcome = "approved" if n % 2 else "rejected"
         results.append(
             store.decide(
-                row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack", resume=resume
+                row.id,
+                outcome,
+                [{"slack_user_id": f"U{n}", "name": str(n)}],
+                via="slack",
+                resume=resume,
+                refuse=anyone,
             )
         )
 
