@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from .config import Settings
 from .exceptions import StackError
+from .files import private_dir, private_file, write_private
 from .ports import free_port, port_is_free, port_open
 from .store import create_db_engine, upgrade
 
@@ -113,14 +114,13 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
 
 
 def _local_secret() -> str:
-    """A COUNTERSIGN_SECRET kept in `.run/secret` (mode 600), so grants issued in one local run
-    still verify in the next."""
-    path = Path(".run/secret")
+    """A COUNTERSIGN_SECRET kept in `.run/secret`, so grants issued in one local run still verify in
+    the next. `.run/` is 0700 and the file 0600 whatever the umask; an existing one open to others
+    is made private, with a warning (`files.private_file`)."""
+    path = private_dir(Path(".run")) / "secret"
     if not path.exists():
-        path.parent.mkdir(exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_hex(32))
-    return path.read_text().strip()
+        write_private(path, secrets.token_hex(32))
+    return private_file(path).read_text().strip()
 
 
 def _ensure_redis(settings: Settings, stack: Stack) -> None:

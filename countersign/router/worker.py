@@ -40,7 +40,7 @@ from ..config import Settings
 from ..store import check_schema
 from . import journal, relay, timeouts
 from .jobs import INTAKE_QUEUE, json_queue
-from .policy import PolicyHolder
+from .reload import PolicyHolder
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)

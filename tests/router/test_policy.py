@@ -12,7 +12,8 @@ import pytest
 
 from countersign.exceptions import PolicyError, UnknownAction
 from countersign.router.gate import Gate
-from countersign.router.policy import Policy, PolicyHolder, load_policy
+from countersign.router.policy import Policy, load_policy
+from countersign.router.reload import PolicyHolder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,6 +138,7 @@ def test_route_takes_the_action_class_over_the_defaults() -> None:
     refund = policy.route("issue_refund")
     assert (refund.channel, refund.approvers.users) == ("C0FINANCE", ["U0LEAD", "U0ALICE"])
     assert refund.rules.to_json() == {  # the stored form
+        "key_fields": ["amount", "currency", "customer"],
         "editable": {"amount": {"type": "decimal", "places": 2, "min": "0.01", "max_length": 3000}},
         "edit_rule": "double(edited.amount) <= double(original.amount)",
         "edit_rule_label": "a refund may be lowered, never raised",
