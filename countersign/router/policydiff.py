@@ -89,18 +89,18 @@ def _changes(old: Policy, before: str, new: Policy, action: str) -> Iterator[str
 
 def _gate_changes(was: Callable[[str], Any], now: Callable[[str], Any]) -> Iterator[str]:
     """Changes of the rules that decide whether a human reviews, and how many must approve."""
-    if now("auto_approve") is not None and now("auto_approve") != was("auto_approve"):
-        yield f"auto_approve {_rule(was('auto_approve'))} → {_rule(now('auto_approve'))}"
-    if was("review_when") is not None and now("review_when") != was("review_when"):
-        yield f"review_when {_rule(was('review_when'))} → {_rule(now('review_when'))}"
+    before, after = _rule(was("auto_approve")), _rule(now("auto_approve"))
+    if after != "none" and after != before:  # added or changed: it may approve more
+        yield f"auto_approve {before} → {after}"
+    before, after = _rule(was("review_when")), _rule(now("review_when"))
+    if before != "none" and after != before:  # removed or changed: it may review less
+        yield f"review_when {before} → {after}"
     if was("always_review") and not now("always_review"):
         yield "always_review true → false"
     quorum = [max((r.approvals for r in f("require") or []), default=1) for f in (was, now)]
     if quorum[1] < quorum[0]:
         yield f"quorum {quorum[0]} → {quorum[1]}"
-    elif [(r.when, r.approvals) for r in was("require") or []] != [
-        (r.when, r.approvals) for r in now("require") or []
-    ]:
+    elif _requires(was("require")) != _requires(now("require")):
         yield f"require {_requires(was('require'))} → {_requires(now('require'))}"
 
 
