@@ -1,8 +1,9 @@
 """Key fields: the payload fields a policy names under `key_fields` (e.g. `[amount, currency,
 customer]`), which every card shows first and never folds (`cards.payload_lines`).
 
-That promise holds only for a payload whose key fields a card can show, so intake refuses one that
-would hide a key field: a key field whose line is longer than a card's field
+That promise holds only for a payload whose key fields a card can show, so the policy refuses a key
+field a reviewer may edit to text longer than a card shows (`room`), and intake refuses a payload
+that would hide a key field: a key field whose line is longer than a card's field
 (`cards.CARD_FIELD_MAX`), or a field named like a key field (equal after `schema.fold`) anywhere
 but at the top level under exactly that name, such as `payload.refund.amount` or
 `payload.Amount`, which the card would show folded, clipped or not as the key field.
@@ -16,6 +17,7 @@ from typing import Any
 from ..exceptions import InvalidRequest
 from ..schema import field_name, fold
 from .cards import CARD_FIELD_MAX, field_line
+from .texts import show
 
 
 def check(action: str, payload: dict[str, Any], key_fields: list[str]) -> None:
@@ -24,7 +26,7 @@ def check(action: str, payload: dict[str, Any], key_fields: list[str]) -> None:
     if not key_fields:
         return
     for field in key_fields:
-        if field in payload and len(field_line(field, payload[field])) > CARD_FIELD_MAX:
+        if field in payload and len(show(payload[field])) > room(field):
             raise InvalidRequest(
                 f"payload.{field}: a key field of {action}, too long for the card (over {CARD_FIELD_MAX} "
                 "characters as shown); a card must show it whole"
@@ -38,6 +40,11 @@ def check(action: str, payload: dict[str, Any], key_fields: list[str]) -> None:
         raise InvalidRequest(
             f"{path}: named like the key field {name} of {action} but {where}; send it as payload.{name}"
         )
+
+
+def room(name: str) -> int:
+    """How many characters of the key field `name`'s value a card shows whole (as `show` writes it)."""
+    return CARD_FIELD_MAX - len(field_line(name, ""))
 
 
 def _keys(value: Any, where: str, top: bool) -> Iterator[tuple[str, str, bool]]:

@@ -242,7 +242,18 @@ class Policy:
             reminders_seconds=[duration_seconds(r) for r in pick("reminders") or []],
             levels=self._levels(action, channel, approvers, pick),
         )
+        self._check_key_fields(action, rules)
         return Route(channel=channel, approvers=approvers, rules=rules)
+
+    def _check_key_fields(self, action: str, rules: Rules) -> None:
+        """Raise `PolicyError` for a key field a reviewer may edit to more text than a card shows."""
+        for name in rules.key_fields:
+            spec = rules.editable.get(name)
+            if spec is not None and spec.type == "text" and spec.max_length > keyfields.room(name):
+                raise PolicyError(
+                    f"{self.path}: actions.{action}.editable.{name}: a key field, which a card shows whole, "
+                    f"so its max_length may be at most {keyfields.room(name)}"
+                )
 
     def _levels(
         self, action: str, channel: str, approvers: Approvers, pick: Callable[[str], Any]

@@ -142,6 +142,12 @@ def load(tmp_path: Path, text: str) -> Policy:
             'actions.r.key_fields: key key_fields."amount\\u200b" contains U+200B ZERO WIDTH SPACE',
         ),
         (
+            "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\nactions:\n  r:\n"
+            "    key_fields: [memo]\n    editable: {memo: {type: text, max_length: 299}}\n",
+            "actions.r.editable.memo: a key field, which a card shows whole, so its max_length may be at "
+            "most 294",
+        ),
+        (
             "version: 1\nremoved_actions: [r]\nactions:\n  r: {}\n",
             "policy: removed_actions lists r, which actions still names",
         ),
