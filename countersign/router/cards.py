@@ -169,8 +169,9 @@ def request_card(request: ApprovalRequest, approvals: list[Decider] | None = Non
 def compact_card(request: ApprovalRequest) -> Card:
     """A minimal card for when Slack refuses the full one (`invalid_blocks`, `msg_blocks_too_long`):
     summary, action class, requester, the key fields and the buttons; everything else is in Details."""
-    payload, key_fields = request.payload_to_run, request.rules.key_fields
-    keys = [_plain(field_line(n, payload[n]), CARD_FIELD_MAX) for n in key_fields if n in payload]
+    key_fields = request.rules.key_fields
+    only_keys = {name: value for name, value in request.payload_to_run.items() if name in key_fields}
+    keys = [_plain(line, CARD_FIELD_MAX) for line in payload_lines(only_keys, key_fields)]
     blocks: list[Block] = [
         SectionBlock(
             block_id="compact",
