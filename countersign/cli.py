@@ -176,6 +176,9 @@ def _parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("show", help="print a request, its status, decision and audit trail as JSON")
     show.add_argument("request_id")
+    show.add_argument(
+        "--with-grant", action="store_true", help="also print the grant's signature (it lets the payload run)"
+    )
     show.set_defaults(handler=_show)
 
     pending = commands.add_parser("pending", help="print the requests waiting for one approver as JSON")
@@ -186,6 +189,9 @@ def _parser() -> argparse.ArgumentParser:
     policy = commands.add_parser("policy", help="policy file").add_subparsers(required=True, metavar="ACTION")
     check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
     check.add_argument("file", type=Path)
+    check.add_argument(
+        "new", type=Path, nargs="?", help="a new version of FILE: may it replace FILE, and what it weakens"
+    )
     check.add_argument(
         "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
     )
@@ -252,14 +258,14 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
 def _request(args: argparse.Namespace) -> None:
     """Enqueue the request and print its id on stdout, then the Redis and database it went to on
     stderr. A bad setting or request, an action class `COUNTERSIGN_POLICY` (when set) does not name
-    (`UnknownAction`, as the worker's intake would refuse it), or a database or Redis that cannot be
-    used, raises before anything is sent."""
+    (`UnknownAction`) or a payload that would hide a key field, as intake would refuse them, or a
+    database or Redis that cannot be used, raises before anything is sent."""
     settings = load_settings()
     request = parse(ApprovalRequestV1, request_from_args(args))
     if settings.COUNTERSIGN_POLICY is not None:
         from .router.policy import load_policy
 
-        load_policy(settings.COUNTERSIGN_POLICY).route(request.action)
+        load_policy(settings.COUNTERSIGN_POLICY).admit(request.action, request.payload)
     connections = Connections(settings)
     connections.check()
     print(ApprovalClient(connections.redis, connections.store).request(request))
@@ -271,8 +277,13 @@ def _request(args: argparse.Namespace) -> None:
 
 
 def _show(args: argparse.Namespace) -> None:
-    state = ApprovalClient.from_env().get(args.request_id)
-    print(json.dumps(state.as_dict(), indent=2, ensure_ascii=False, default=str))
+    """Print the request's state; the grant's signature only with `--with-grant` (it is what lets
+    the approved payload run once, so it stays out of terminals and pasted logs by default)."""
+    state = ApprovalClient.from_env().get(args.request_id).as_dict()
+    grant = (state["decision"] or {}).get("grant")
+    if grant and not args.with_grant:
+        grant["signature"] = "hidden (countersign show --with-grant prints it)"
+    print(json.dumps(state, indent=2, ensure_ascii=False, default=str))
 
 
 def _pending(args: argparse.Namespace) -> None:
@@ -302,13 +313,19 @@ def _pending(args: argparse.Namespace) -> None:
 
 
 def _policy_check(args: argparse.Namespace) -> int:
-    """Print the policy's routes, or with `--request` a dry run of that request through it."""
+    """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
+    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown)."""
     from .router.dryrun import dry_run
     from .router.policy import load_policy
 
     request = None if args.request is None else _json_arg("--request", args.request)
     try:
         policy = load_policy(args.file)
+        if args.new is not None:
+            from .router.policydiff import successor
+
+            old, policy = policy, load_policy(args.new)
+            print(successor(old, policy))
         print(policy.summary() if request is None else dry_run(policy, request))
     except PolicyError as exc:
         print(f"countersign: policy error: {exc}", file=sys.stderr)

@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from .config import ENV_FILE, Settings
 from .connections import database_unreachable
 from .exceptions import StackError
+from .files import private_dir, private_file, write_private
 from .ports import free_port, port_is_free, port_open
 from .router.runtime import Runtime
 from .store import create_db_engine, upgrade
@@ -136,14 +137,13 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
 
 
 def _local_secret() -> str:
-    """A COUNTERSIGN_SECRET kept in `.run/secret` (mode 600), so grants issued in one local run
-    still verify in the next."""
-    path = RUN_DIR / "secret"
+    """A COUNTERSIGN_SECRET kept in `.run/secret`, so grants issued in one local run still verify in
+    the next. `.run/` is 0700 and the file 0600 whatever the umask; an existing one open to others
+    is made private, with a warning (`files.private_file`)."""
+    path = private_dir(RUN_DIR) / "secret"
     if not path.exists():
-        path.parent.mkdir(exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_hex(32))
-    return path.read_text().strip()
+        write_private(path, secrets.token_hex(32))
+    return private_file(path).read_text().strip()
 
 
 def _migrate(settings: Settings) -> None:
@@ -156,10 +156,10 @@ def _migrate(settings: Settings) -> None:
 def _write_env_file(env: dict[str, str]) -> None:
     """`.run/.env` (mode 600, it holds the grant secret): the settings of `SHARED_SETTINGS` this run
     chose, which a second terminal's `countersign request`, `show` or `agent-worker` then read."""
-    ENV_FILE.parent.mkdir(exist_ok=True)
-    ENV_FILE.touch(mode=0o600)
+    private_dir(ENV_FILE.parent)
+    ENV_FILE.unlink(missing_ok=True)  # written afresh each run, private from its first byte
     quoted = {name: env[name].replace("\\", "\\\\").replace('"', '\\"') for name in SHARED_SETTINGS}
-    ENV_FILE.write_text("".join(f'{name}="{value}"\n' for name, value in quoted.items()))
+    write_private(ENV_FILE, "".join(f'{name}="{value}"\n' for name, value in quoted.items()))
 
 
 def _ensure_redis(settings: Settings, stack: Stack) -> None:

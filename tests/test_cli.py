@@ -21,6 +21,7 @@ from countersign.router.jobs import json_queue
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import README_REQUEST, drain
+from tests.helpers.builders import refund
 
 # Where the commands run unless a test says otherwise: a directory without a `.run/.env` (one left in
 # the repository by `make run` would otherwise set what these tests leave unset).
@@ -539,3 +540,44 @@ def test_make_run_that_cannot_start_says_why_in_one_line_and_exits_2(
     assert result.stderr.startswith("countersign: error: " + expected), result.stderr
     assert len(result.stderr.splitlines()) == 1 and result.stdout == "", result.stderr
     assert not (tmp_path / ".run/.env").exists()  # nothing started, nothing to tell a second terminal
+
+
+def test_request_refuses_a_payload_that_would_mislead_the_card_before_enqueueing(
+    env: dict[str, str], redis: Redis, policy_file: Path
+) -> None:
+    decoy = '{"amount\\u200b": "10.00", "amount": "9000.00"}'  # issue 12: a decoy shown as `amount`
+    result = cli(*README_REQUEST[:3], "--payload", decoy, *README_REQUEST[5:], env=env)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        'countersign: error: payload: key payload."amount\\u200b" contains U+200B ZERO WIDTH SPACE, an '
+        "invisible or look-alike character; rename it\n",
+    )
+    policy_file.write_text(policy_file.read_text().replace("reject_reason: required", "key_fields: [amount]"))
+    nested = '{"currency": "USD", "refund": {"amount": "9000.00"}}'  # where the card cannot show it
+    result = cli(*README_REQUEST[:3], "--payload", nested, *README_REQUEST[5:], env=env)
+    assert (result.returncode, result.stderr) == (
+        1,
+        "countersign: error: payload.refund.amount: named like the key field amount of issue_refund but "
+        "nested, where the card does not show it; send it as payload.amount\n",
+    )
+    assert json_queue("countersign", redis).count == 0
+
+
+def test_show_prints_the_grant_signature_only_when_asked(
+    env: dict[str, str], redis: Redis, client: ApprovalClient, policy_file: Path, store: Store
+) -> None:
+    policy_file.write_text(
+        policy_file.read_text().replace("send_email: {}", "send_email: {auto_approve: 'true'}")
+    )
+    request_id = client.request(refund(action="send_email"))
+    drain(redis)
+    event = store.outbox_event(request_id)
+    assert event is not None and len(signature := event.body["grant"]["signature"]) == 64
+    shown = cli("show", request_id, env=env)
+    assert shown.returncode == 0 and signature not in shown.stdout
+    grant = json.loads(shown.stdout)["decision"]["grant"]
+    assert grant["signature"] == "hidden (countersign show --with-grant prints it)"
+    assert grant["payload_sha256"] == event.body["grant"]["payload_sha256"]
+    asked = cli("show", request_id, "--with-grant", env=env)
+    assert json.loads(asked.stdout)["decision"]["grant"]["signature"] == signature

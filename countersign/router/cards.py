@@ -77,6 +77,7 @@ MAX_BLOCKS_TOTAL_TEXT = 12_000
 CARD_FIELD_MAX = 300
 CARD_REASON_MAX = 2000
 CARD_PAYLOAD_FIELDS = MAX_SECTION_FIELDS
+MAX_KEY_FIELDS = CARD_PAYLOAD_FIELDS - 1  # the last payload field may fold the rest
 
 
 @dataclass(frozen=True)
@@ -108,13 +109,28 @@ def _facts(request: ApprovalRequest) -> list[str]:
     return facts
 
 
+def field_line(name: str, value: Any) -> str:
+    """One payload field as a card shows it, `amount: 120.00` (before `CARD_FIELD_MAX` clips it)."""
+    return f"{name}: {show(value)}"
+
+
+def payload_lines(payload: dict[str, Any], key_fields: list[str]) -> list[str]:
+    """The payload fields a card shows: the policy's `key_fields` first, in its order, then the
+    others in the payload's order; past `CARD_PAYLOAD_FIELDS` the rest fold into "… N more fields:
+    see Details", which never takes a key field's place (a policy names at most
+    `MAX_KEY_FIELDS`)."""
+    first = [name for name in key_fields if name in payload]
+    keys = first + [name for name in payload if name not in set(first)]
+    lines = [field_line(name, payload[name]) for name in keys[:CARD_PAYLOAD_FIELDS]]
+    if len(keys) > CARD_PAYLOAD_FIELDS:
+        lines[-1] = f"… {len(keys) - CARD_PAYLOAD_FIELDS + 1} more fields: see Details"
+    return lines
+
+
 def _body(request: ApprovalRequest, version: str) -> list[Block]:
-    """Summary next to the raw payload fields (the summary can never hide them), then the reason."""
-    payload = request.payload_to_run
-    items = list(payload.items())
-    shown = [f"{key}: {show(value)}" for key, value in items[:CARD_PAYLOAD_FIELDS]]
-    if len(items) > CARD_PAYLOAD_FIELDS:
-        shown[-1] = f"… {len(items) - CARD_PAYLOAD_FIELDS + 1} more fields: see Details"
+    """Summary next to the raw payload fields, key fields first (the summary can never hide them),
+    then the reason."""
+    shown = payload_lines(request.payload_to_run, request.rules.key_fields)
     blocks: list[Block] = [
         HeaderBlock(block_id=f"head-{version}", text=_plain(request.summary, MAX_HEADER_TEXT)),
         SectionBlock(
@@ -164,11 +180,15 @@ def request_card(request: ApprovalRequest, approvals: list[Decider] | None = Non
 
 def compact_card(request: ApprovalRequest) -> Card:
     """A minimal card for when Slack refuses the full one (`invalid_blocks`, `msg_blocks_too_long`):
-    summary, action class, requester and the buttons; everything else is in Details."""
+    summary, action class, requester, the key fields and the buttons; everything else is in Details."""
+    key_fields = request.rules.key_fields
+    only_keys = {name: value for name, value in request.payload_to_run.items() if name in key_fields}
+    keys = [_plain(line, CARD_FIELD_MAX) for line in payload_lines(only_keys, key_fields)]
     blocks: list[Block] = [
         SectionBlock(
             block_id="compact",
             text=_plain(f"{request.summary} ({request.action}, from {request.requester})", CARD_FIELD_MAX),
+            fields=keys or None,
         ),
         ActionsBlock(
             block_id=f"decide-{request.level}",

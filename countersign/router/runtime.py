@@ -29,7 +29,8 @@ from ..store import ApprovalRequest, ResumeEvent
 from .jobs import resume_job_id
 
 if TYPE_CHECKING:  # the policy (and its CEL engine) is imported when first needed
-    from .policy import Policy, PolicyHolder
+    from .policy import Policy
+    from .reload import PolicyHolder
 
 _SILENT = logging.getLogger(f"{__name__}.slack_at_start")
 _SILENT.addHandler(logging.NullHandler())
@@ -79,7 +80,7 @@ class Runtime(Connections):
         is invalid at first load."""
         self.settings.require("COUNTERSIGN_POLICY", needed_by="routing by policy")
         assert self.settings.COUNTERSIGN_POLICY is not None
-        from .policy import holder
+        from .reload import holder
 
         return holder(self.settings.COUNTERSIGN_POLICY)
 

@@ -39,7 +39,7 @@ from rq.serializers import JSONSerializer
 from ..config import Settings
 from . import journal, relay, timeouts
 from .jobs import INTAKE_QUEUE, json_queue
-from .policy import PolicyHolder
+from .reload import PolicyHolder
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,7 @@
 """Test helpers, shared by every test module (no test module imports another).
 
-Here: waiting on a condition with a deadline (`wait_for`), running RQ queues in-process (`drain`)
+Here: waiting on a condition with a deadline (`wait_for`), for a rewritten policy file to be one a
+process may take (`settled`), running RQ queues in-process (`drain`)
 and a job RQ scheduled for later now (`run_scheduled`), the README's first request
 (`README_REQUEST`), an empty outbox row (`empty_resume`) and a reviewer check that refuses nobody
 (`anyone`). Beside it: `agent` (the test agent
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from redis import Redis
@@ -19,6 +21,7 @@ from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
 from countersign.router.jobs import json_queue, resume_job_id
+from countersign.router.reload import SETTLE_SECONDS
 from countersign.store import ApprovalRequest, ResumeEvent
 
 T = TypeVar("T")
@@ -41,6 +44,16 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
+
+
+def settled(path: Path) -> None:
+    """Wait until the policy file `path` has not changed for `reload.SETTLE_SECONDS`, so that a
+    process looking at it now may take it."""
+    wait_for(
+        lambda: time.time_ns() - path.stat().st_ctime_ns >= SETTLE_SECONDS * 1e9,
+        timeout=SETTLE_SECONDS + 5,
+        what=f"{path} to settle",
+    )
 
 
 def drain(redis: Redis, queue: str = "countersign") -> None:

@@ -21,7 +21,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import OutboxEvent
 from countersign.store.models import utcnow_plus
-from tests.helpers import wait_for
+from tests.helpers import settled, wait_for
 from tests.helpers.builders import decided_card, edited_card, refund
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,10 +118,12 @@ def test_the_worker_follows_policy_changes_and_keeps_the_last_good_one(
         first = client.request(refund(run_id="1"))
         wait_for(lambda: card_in("C0FINANCE", first), timeout=20, what="the first card")
         policy_file.write_text(policy_file.read_text().replace("channel: C0FINANCE", "chanel: C0FINANCE"))
+        settled(policy_file)
         second = client.request(refund(run_id="2"))
         wait_for(lambda: card_in("C0FINANCE", second), timeout=20, what="a card under the last good policy")
         assert "POLICY NOT RELOADED, version 3 stays in force" in log.read_text()
         policy_file.write_text(policy_file.read_text().replace("chanel: C0FINANCE", "channel: C0NEWFIN"))
+        settled(policy_file)
         third = client.request(refund(run_id="3"))
         wait_for(lambda: card_in("C0NEWFIN", third), timeout=20, what="a card under the fixed policy")
         logged = log.read_text()
