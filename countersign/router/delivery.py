@@ -132,8 +132,10 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
         runtime.store.defer_card(row.id, seconds)
         runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
         raise
-    runtime.store.attach_card(row.id, card.channel, card.ts, claimed.level)
+    attached = runtime.store.attach_card(row.id, card.channel, card.ts, claimed.level)
     log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
+    if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
+        refresh(runtime, attached)
     return outcome
 
 
@@ -279,10 +281,14 @@ def update_card(
     `Retry-After`; 5xx; a timeout or a network error) the card sweep tries again
     (`Store.refresh_card_later`, every `REFRESH_BACKOFF_SECONDS` at most) until it succeeds; a
     decided card that is gone or no longer ours to edit is replaced by one status message, which
-    later rewrites edit. Any other error is logged."""
+    later rewrites edit. A decided request whose card was posted by a process that died before
+    storing its `ts` has the card looked up and adopted first (`_adopt`). Any other error is
+    logged."""
+    decided = request.status != Status.PENDING
+    if request.card_ts is None and decided and request.card_attempts > 0:
+        request = _adopt(runtime, request) or request
     if request.card_ts is None:
         return
-    decided = request.status != Status.PENDING
     card = (
         cards.decided_card(request, refused, problem)
         if decided
@@ -299,6 +305,22 @@ def update_card(
         return
     if request.card_refresh_due_at is not None:
         runtime.store.card_refreshed(request.id)
+
+
+def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None:
+    """The decided `request` with its card's `ts` stored, if a posting attempt left a card in Slack
+    without storing it; else None. Slack busy: the card sweep looks again later."""
+    try:
+        card = _find_card(runtime, request)
+    except RetryLater as later:
+        runtime.store.refresh_card_later(request.id, max(int(later.seconds), 1))
+        return None
+    if card is None:
+        return None
+    log.info("request %s: adopting card %s, posted before the request was decided", request.id, card.ts)
+    return runtime.store.attach_card(request.id, card.channel, card.ts, request.level) or runtime.store.get(
+        request.id
+    )
 
 
 def refresh(runtime: Runtime, request: ApprovalRequest) -> None:

@@ -95,21 +95,22 @@ class Deliveries(Records):
                 )
         return row
 
-    def attach_card(self, request_id: str, channel: str, ts: str, level: int = 0) -> bool:
+    def attach_card(self, request_id: str, channel: str, ts: str, level: int = 0) -> ApprovalRequest | None:
         """Record where the request's card at escalation `level` is, once: the `channel` Slack
         answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
-        and replaces the user id) and its `ts`; audit `card_posted`. False if it had one, or the
-        request moved on to another level meanwhile."""
+        and replaces the user id) and its `ts`; audit `card_posted`. Returns the request as stored
+        now (it may have been decided while its card was posted), or None if it had a card, or
+        moved on to another level meanwhile."""
         with self._write() as session:
             where = (
                 ApprovalRequest.id == request_id,
                 ApprovalRequest.card_ts.is_(None),
                 ApprovalRequest.level == level,
             )
-            attached = update_request(session, where, channel=channel, card_ts=ts) is not None
-            if attached:
+            row = update_request(session, where, channel=channel, card_ts=ts)
+            if row is not None:
                 self._audit(session, request_id, "card_posted", None, ts=ts)
-        return attached
+        return row
 
     def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:
         """Take the request's due reminder for `lease_seconds` (once, even with two sweepers): its

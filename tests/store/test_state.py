@@ -135,8 +135,9 @@ def test_publish_is_marked_once(store: Store) -> None:
 
 def test_card_is_attached_once_where_slack_posted_it(store: Store) -> None:
     row = new_request(store)
-    assert store.attach_card(row.id, "D0LEAD", "1.000100") is True  # e.g. a user id's DM
-    assert store.attach_card(row.id, "C0X", "1.000200") is False
+    attached = store.attach_card(row.id, "D0LEAD", "1.000100")  # e.g. a user id's DM
+    assert attached is not None and (attached.channel, attached.card_ts) == ("D0LEAD", "1.000100")
+    assert store.attach_card(row.id, "C0X", "1.000200") is None
     stored = store.get(row.id)
     assert stored is not None and (stored.channel, stored.card_ts) == ("D0LEAD", "1.000100")
 
