@@ -1,7 +1,9 @@
 """`countersign` command line (DESIGN.md, "CLI").
 
 Every failure the user can fix ends in one line on stderr, `countersign: error: ...`, and a
-non-zero exit: 2 for a bad setting or argument, 1 for a refused request or an unknown id.
+non-zero exit: 2 for a bad setting or argument, or a command that cannot start (a database, Redis or
+Slack that cannot be used: the line names the setting and what to do), 1 for a refused request or
+an unknown id.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .agent import ApprovalClient
 from .config import Settings, load_settings
+from .connections import Connections, database_unreachable
 from .exceptions import (
     ConfigError,
     IdempotencyConflict,
@@ -43,6 +46,41 @@ REQUEST_FLAGS = {
     "confidence": float,
 }
 
+REQUEST_HELP = {
+    "action": "required: the action class, e.g. issue_refund (the policy is keyed by it)",
+    "summary": "required: one-line headline for the reviewer",
+    "reason": "why the agent wants to do it",
+    "requester": "required: the agent's identity",
+    "on_behalf_of": "Slack user id of the human the agent acts for (who may not approve it)",
+    "run_id": "required unless --idempotency-key: the key is requester:run-id:step",
+    "step": "required unless --idempotency-key",
+    "idempotency_key": "the idempotency key, instead of requester:run-id:step",
+    "confidence": "a number from 0 to 1, for confidence-gated policies",
+}
+REQUEST_SETTINGS = """\
+Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id and
+--step (or --idempotency-key), --resume-queue and --resume-func.
+
+settings (environment variables):
+  REDIS_URL      where the request is enqueued (default redis://localhost:6379/0)
+  DATABASE_URL   where it is kept until intake (default sqlite:///countersign.db)
+Each is read from the environment, else from .run/.env in this directory (which `countersign run`
+writes), else its default. The Redis and database used are printed on stderr.
+"""
+RUN_SETTINGS = """\
+settings (environment variables; none is required):
+  PORT                  port of web (default 3000)
+  REDIS_URL             Redis (default redis://localhost:6379/0); when nothing answers there, a private
+                        redis-server is started, its data and log in .run/redis/
+  DATABASE_URL          default sqlite:///countersign.db, migrated at start
+  SLACK_BOT_TOKEN       unset: the local Slack sandbox; set: real Slack, which also needs
+                        SLACK_SIGNING_SECRET (and SLACK_API_URL only to reach Slack elsewhere)
+  COUNTERSIGN_POLICY    default examples/policy.yml
+  COUNTERSIGN_SECRET    default: one kept in .run/secret
+REDIS_URL, DATABASE_URL and COUNTERSIGN_SECRET as chosen are written to .run/.env, which the
+commands of a second terminal run in this directory read (the environment wins).
+"""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `countersign` console script; returns the exit status."""
@@ -51,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         return args.handler(args) or 0
-    except (ConfigError, PolicyError, UsageError, SchemaOutOfDate) as exc:
+    except (ConfigError, PolicyError, UsageError, SchemaOutOfDate, StackError) as exc:
         return _fail(exc, 2)
     except (InvalidRequest, IdempotencyConflict, RouterUnavailable, LookupError) as exc:
         return _fail(exc, 1)
@@ -65,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             2,
         )
     except RedisError as exc:
-        return _fail(ConfigError(f"REDIS_URL: Redis error ({exc})"), 2)
+        return _fail(ConfigError(f"REDIS_URL: Redis error ({exc}); is Redis running there?"), 2)
     except KeyboardInterrupt:
         return 130
 
@@ -96,11 +134,19 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("--burst", action="store_true", help="stop when the queues are empty")
     agent.set_defaults(handler=_agent_worker)
 
-    run = commands.add_parser("run", help="run everything locally (the Slack sandbox when no token is set)")
+    run = commands.add_parser(
+        "run",
+        help="run everything locally (the Slack sandbox when no token is set)",
+        description="Run everything locally: redis-server (when nothing answers at REDIS_URL), the Slack\n"
+        "sandbox (when SLACK_BOT_TOKEN is unset), web, worker and an agent worker. No flag is required.",
+        epilog=RUN_SETTINGS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument(
         "--agent-queue",
         action="append",
-        help="also run an agent worker on this resume queue (default: refund-agent, the example agent's)",
+        help="run the agent worker on this resume queue, repeatable (default: refund-agent, the example "
+        "agent's)",
     )
     run.set_defaults(handler=_run)
 
@@ -110,18 +156,29 @@ def _parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--interactivity-url", default="http://127.0.0.1:3000/slack/events")
     sandbox.set_defaults(handler=_sandbox)
 
-    request = commands.add_parser("request", help="enqueue an approval request; prints its id")
+    request = commands.add_parser(
+        "request",
+        help="enqueue an approval request; prints its id",
+        description="Enqueue an approval request (schema v1) and print its id on stdout.",
+        epilog=REQUEST_SETTINGS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     request.add_argument("--file", type=Path, help="the request as a JSON file (flags override its fields)")
     for name, kind in REQUEST_FLAGS.items():
-        request.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
-    request.add_argument("--payload", help="the exact action to run, a JSON object")
+        request.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, help=REQUEST_HELP[name])
+    request.add_argument("--payload", help="required: the exact action to run, a JSON object")
     request.add_argument("--context", help="facts for the reviewer, a JSON object")
-    request.add_argument("--resume-queue", help="RQ queue of the agent's worker")
-    request.add_argument("--resume-func", help="import path of the resume function, e.g. pkg.mod.func")
+    request.add_argument("--resume-queue", help="required: RQ queue of the agent's worker")
+    request.add_argument(
+        "--resume-func", help="required: import path of the resume function, e.g. pkg.mod.func"
+    )
     request.set_defaults(handler=_request)
 
     show = commands.add_parser("show", help="print a request, its status, decision and audit trail as JSON")
     show.add_argument("request_id")
+    show.add_argument(
+        "--with-grant", action="store_true", help="also print the grant's signature (it lets the payload run)"
+    )
     show.set_defaults(handler=_show)
 
     pending = commands.add_parser("pending", help="print the requests waiting for one approver as JSON")
@@ -132,6 +189,9 @@ def _parser() -> argparse.ArgumentParser:
     policy = commands.add_parser("policy", help="policy file").add_subparsers(required=True, metavar="ACTION")
     check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
     check.add_argument("file", type=Path)
+    check.add_argument(
+        "new", type=Path, nargs="?", help="a new version of FILE: may it replace FILE, and what it weakens"
+    )
     check.add_argument(
         "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
     )
@@ -196,25 +256,38 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _request(args: argparse.Namespace) -> None:
-    """Enqueue the request; with `COUNTERSIGN_POLICY` set, first refuse an action class that policy
-    does not name (`UnknownAction`), as the worker's intake would."""
+    """Enqueue the request and print its id on stdout, then the Redis and database it went to on
+    stderr. A bad setting or request, an action class `COUNTERSIGN_POLICY` (when set) does not name
+    (`UnknownAction`) or a payload that would hide a key field, as intake would refuse them, or a
+    database or Redis that cannot be used, raises before anything is sent."""
     settings = load_settings()
     request = parse(ApprovalRequestV1, request_from_args(args))
     if settings.COUNTERSIGN_POLICY is not None:
         from .router.policy import load_policy
 
-        load_policy(settings.COUNTERSIGN_POLICY).route(request.action)
-    print(ApprovalClient.from_env(settings).request(request))
+        load_policy(settings.COUNTERSIGN_POLICY).admit(request.action, request.payload)
+    connections = Connections(settings)
+    connections.check()
+    print(ApprovalClient(connections.redis, connections.store).request(request))
+    print(
+        f"countersign request: sent to Redis at {settings.shown('REDIS_URL')}, "
+        f"database at {settings.shown('DATABASE_URL')}",
+        file=sys.stderr,
+    )
 
 
 def _show(args: argparse.Namespace) -> None:
-    """Print the request's state; a pending one without a card yet says when its card is expected."""
-    from .connections import Connections
+    """Print the request's state; the grant's signature only with `--with-grant` (it is what lets
+    the approved payload run once, so it stays out of terminals and pasted logs by default); a
+    pending request without a card yet says when its card is expected."""
     from .router.delivery import expected_card
 
     connections = Connections(load_settings())
     state = ApprovalClient(connections.redis, connections.store).get(args.request_id)
     shown = state.as_dict()
+    grant = (shown["decision"] or {}).get("grant")
+    if grant and not args.with_grant:
+        grant["signature"] = "hidden (countersign show --with-grant prints it)"
     row = connections.store.get(state.request_id) if state.status == "pending" and not state.card else None
     if row is not None:
         shown["card"] = expected_card(connections.redis, row)
@@ -248,13 +321,19 @@ def _pending(args: argparse.Namespace) -> None:
 
 
 def _policy_check(args: argparse.Namespace) -> int:
-    """Print the policy's routes, or with `--request` a dry run of that request through it."""
+    """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
+    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown)."""
     from .router.dryrun import dry_run
     from .router.policy import load_policy
 
     request = None if args.request is None else _json_arg("--request", args.request)
     try:
         policy = load_policy(args.file)
+        if args.new is not None:
+            from .router.policydiff import successor
+
+            old, policy = policy, load_policy(args.new)
+            print(successor(old, policy))
         print(policy.summary() if request is None else dry_run(policy, request))
     except PolicyError as exc:
         print(f"countersign: policy error: {exc}", file=sys.stderr)
@@ -266,19 +345,21 @@ def _db_upgrade(_args: argparse.Namespace) -> None:
     from .store import create_db_engine, upgrade
 
     settings = load_settings()
-    upgrade(create_db_engine(settings.DATABASE_URL))
+    try:
+        upgrade(create_db_engine(settings.DATABASE_URL))
+    except SQLAlchemyError as exc:
+        raise database_unreachable(settings, exc) from None
     print("database is at the latest schema")
 
 
 def _web(args: argparse.Namespace) -> None:
     from .bot.server import serve
-    from .store import check_schema, create_db_engine
 
     settings = load_settings()
     settings.require(
         "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", needed_by="`countersign web`"
     )
-    check_schema(create_db_engine(settings.DATABASE_URL))
+    Connections(settings).check()
     if not port_is_free(args.host, settings.PORT):
         raise ConfigError(f"PORT: {settings.PORT} is already in use on {args.host}")
     serve(settings, workers=args.workers, host=args.host)
@@ -305,10 +386,8 @@ def _agent_worker(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     from .stack import run_stack
 
-    try:
-        return run_stack(load_settings(), agent_queues=args.agent_queue or ["refund-agent"])
-    except StackError as exc:
-        return _fail(exc, 1)
+    settings = load_settings(_env_file=None)  # the environment alone: `.run/.env` is what it writes
+    return run_stack(settings, agent_queues=args.agent_queue or ["refund-agent"])
 
 
 def _sandbox(args: argparse.Namespace) -> None:

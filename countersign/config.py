@@ -3,13 +3,18 @@
 Every process reads the same variables; each command names the ones it cannot run without
 (`Settings.require`). A missing or malformed value raises `ConfigError`, whose message is one line
 naming the variable, and the CLI prints that line and exits 2.
+
+A variable not set in the environment is read from `.run/.env` in the working directory when that
+file exists: `countersign run` writes there the Redis, database and grant secret it chose, so that the
+commands of a second terminal reach the same local stack. The environment always wins.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated
-from urllib.parse import urlsplit
+from typing import Annotated, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, HttpUrl, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,6 +24,7 @@ from sqlalchemy.exc import ArgumentError
 from .exceptions import ConfigError
 
 SLACK_API_URL = "https://slack.com/api/"
+ENV_FILE = Path(".run/.env")
 # Never echoed in errors or logs: tokens, secrets, and URLs that may carry a password.
 _SECRET_NAMES = {
     "SLACK_BOT_TOKEN",
@@ -37,7 +43,9 @@ class Settings(BaseSettings):
     (`countersign request` needs Redis, not a Slack token).
     """
 
-    model_config = SettingsConfigDict(extra="ignore", case_sensitive=True)
+    model_config = SettingsConfigDict(
+        extra="ignore", case_sensitive=True, env_file=ENV_FILE, env_file_encoding="utf-8"
+    )
 
     SLACK_BOT_TOKEN: str | None = None
     SLACK_SIGNING_SECRET: str | None = None
@@ -47,6 +55,8 @@ class Settings(BaseSettings):
     DATABASE_URL: str = "sqlite:///countersign.db"
     COUNTERSIGN_POLICY: Path | None = None
     COUNTERSIGN_SECRET: str | None = None
+    COUNTERSIGN_RESUME_WAIT_SECONDS: Annotated[int, Field(ge=1)] = 300
+    """How long a published resume job may wait on its queue before the card says no worker took it."""
     PORT: Annotated[int, Field(ge=1, le=65535)] = 3000
 
     @field_validator("REDIS_URL")
@@ -91,6 +101,18 @@ class Settings(BaseSettings):
         url = str(self.SLACK_API_URL)
         return url if url.endswith("/") else url + "/"
 
+    def source(self, name: str) -> Literal["from the environment", "from .run/.env", "default"]:
+        """Where the value of setting `name` came from (a value given to `load_settings` as an
+        override counts as `.run/.env`: outside tests, that file is the one other source)."""
+        if name in os.environ:
+            return "from the environment"
+        return "from .run/.env" if name in self.model_fields_set else "default"
+
+    def shown(self, name: str) -> str:
+        """The URL setting `name` (`REDIS_URL`, `DATABASE_URL`) as it may be printed: its password
+        replaced by `***`, and where it came from, e.g. ``redis://localhost:6379/0 (from .run/.env)``."""
+        return f"{_without_password(str(getattr(self, name)))} ({self.source(name)})"
+
     def require(self, *names: str, needed_by: str) -> None:
         """Raise `ConfigError` naming the first of `names` that is unset or empty, and what needs it."""
         for name in names:
@@ -98,8 +120,17 @@ class Settings(BaseSettings):
                 raise ConfigError(f"{name} is not set; {needed_by} needs it")
 
 
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Read `Settings` from the environment (plus `overrides`, used by tests and `countersign run`).
+    """Read `Settings` from the environment, then `.run/.env` (plus `overrides`, used by tests and
+    `countersign run`, which passes `_env_file=None` to read the environment alone).
 
     Raises `ConfigError` with one line, e.g. ``PORT: Input should be a valid integer (got 'abc')``.
     """

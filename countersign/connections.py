@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from redis import Redis
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 
 from .config import Settings, load_settings
-from .store import Store
+from .exceptions import ConfigError
+from .store import Store, check_schema
 
 REDIS_CONNECT_TIMEOUT_SECONDS = 5
 REDIS_TIMEOUT_SECONDS = 10
@@ -40,6 +43,37 @@ class Connections:
             socket_connect_timeout=REDIS_CONNECT_TIMEOUT_SECONDS,
             socket_timeout=REDIS_TIMEOUT_SECONDS,
         )
+
+    def check(self) -> None:
+        """A command's start-up check: the database answers and is at the latest schema, and Redis
+        answers. Raises `ConfigError` naming `DATABASE_URL` or `REDIS_URL` when one cannot be used,
+        `SchemaOutOfDate` when the database is not migrated."""
+        self._check_database()
+        self._check_redis()
+
+    def _check_redis(self) -> None:
+        try:
+            self.redis.ping()
+        except RedisError as exc:
+            raise ConfigError(
+                f"REDIS_URL: Redis does not answer at {self.settings.shown('REDIS_URL')} "
+                f"({str(exc).rstrip('.')}); start it, or set REDIS_URL to one that runs"
+            ) from None
+
+    def _check_database(self) -> None:
+        try:
+            check_schema(self.store.engine)
+        except SQLAlchemyError as exc:
+            raise database_unreachable(self.settings, exc) from None
+
+
+def database_unreachable(settings: Settings, exc: SQLAlchemyError) -> ConfigError:
+    """The one-line `ConfigError` naming `DATABASE_URL` for a database that cannot be used."""
+    first = str(getattr(exc, "orig", None) or exc).splitlines()[0].rstrip(".")
+    return ConfigError(
+        f"DATABASE_URL: cannot use the database at {settings.shown('DATABASE_URL')} ({first}); "
+        "check that it runs and that DATABASE_URL names it"
+    )
 
 
 @functools.cache

@@ -82,6 +82,11 @@ class RetryLater(CountersignError):
         self.why = why
 
 
+class BadSlackBody(CountersignError, ValueError):
+    """A signed request to `/slack/events` whose body is not the one form Slack sends interactions in
+    (`bot.body.parse`); `str(err)` says what is wrong. Answered 400; nothing changes."""
+
+
 class UsageError(CountersignError):
     """A command-line value is malformed (e.g. `--payload` is not JSON)."""
 

@@ -2,18 +2,29 @@
 what an agent sends, checked the same way by the agent's client and by the router's intake.
 
 Validation is strict: no type coercion (`"0.9"` is not a confidence, `7` is not a summary) and no
-unknown fields, so an agent's mistake is an error at `request()` instead of a surprising card.
+unknown fields, so an agent's mistake is an error at `request()` instead of a surprising card. Field
+names in `payload` and `context` must be visible and tell apart (`check_keys`), so no card can show a
+decoy field named like the one that runs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import rfc8785
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .exceptions import InvalidRequest
 
@@ -21,7 +32,6 @@ M = TypeVar("M", bound=BaseModel)
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_DEPTH = 32
 SLACK_USER_ID = r"^[UW][A-Z0-9]{2,31}$"
-FUNC_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
 
 
 def payload_sha256(payload: dict[str, Any]) -> str:
@@ -58,13 +68,83 @@ def _check_depth(value: Any, budget: int) -> None:
         _check_depth(child, budget - 1)
 
 
+# Characters a reader cannot see in a field name: besides the categories in `_HIDDEN_CATEGORIES`
+# (format characters such as U+200B ZERO WIDTH SPACE, controls, separators, private use,
+# unassigned), the combining grapheme joiner, the fillers Unicode draws as blank (Hangul, Khmer,
+# Braille) and the variation selectors.
+_HIDDEN_CATEGORIES = {"Cf", "Cc", "Co", "Cn", "Zl", "Zp"}
+_BLANK = {
+    *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0),
+    *range(0xFE00, 0xFE10),
+    *range(0xE0100, 0xE01F0),
+}
+
+
+def fold(name: str) -> str:
+    """`name` as it looks: NFKC-normalised, case-folded, without whitespace. Two field names that
+    fold alike (`amount`, `AMOUNT`, fullwidth `amount`, `amount `) are the same name to a reviewer."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    return "".join(c for c in folded if not c.isspace())
+
+
+def check_keys(value: Any, where: str) -> None:
+    """Raise `ValueError` for field names a reviewer cannot tell apart, in every object within
+    `value` (`where` names it, e.g. `payload`): a name with a character that does not show
+    (`_hidden`), or two names of one object that fold alike (`fold`). Names are JSON-escaped in
+    the message, so what is hidden shows."""
+    if isinstance(value, list):
+        for number, item in enumerate(value):
+            check_keys(item, f"{where}[{number}]")
+    if not isinstance(value, dict):
+        return
+    seen: dict[str, str] = {}
+    for key, child in value.items():
+        path = f"{where}.{field_name(key)}"
+        hidden = _hidden(key)
+        if hidden:
+            raise ValueError(f"key {path} contains {hidden}, an invisible or look-alike character; rename it")
+        twin = seen.setdefault(fold(key), key)
+        if twin != key:
+            raise ValueError(
+                f"keys {where}.{field_name(twin)} and {path} look alike (the same after NFKC normalisation "
+                "and case folding); rename one"
+            )
+        check_keys(child, path)
+
+
+def _hidden(name: str) -> str | None:
+    """`U+200B ZERO WIDTH SPACE` for the first character of `name` that does not show or passes
+    for another (any space but U+0020), else None."""
+    for char in name:
+        category = unicodedata.category(char)
+        if category in _HIDDEN_CATEGORIES or ord(char) in _BLANK or (category == "Zs" and char != " "):
+            return f"U+{ord(char):04X} {unicodedata.name(char, f'(category {category})')}"
+    return None
+
+
 class Resume(BaseModel):
-    """Where the decision goes: an RQ job `func(decision)` on the queue `queue`."""
+    """Where the decision goes: an RQ job `func(decision)` on the queue `queue`.
+
+    `func` is checked for its form only (a dotted path of Python identifiers, module then
+    function): whether it imports is up to the agent's worker, whose code the requester may not
+    have. One that does not is said on the card once the worker tries it (`agent/callbacks.py`).
+    """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     queue: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
-    func: Annotated[str, Field(pattern=FUNC_PATH, max_length=255)]
+    func: Annotated[str, Field(max_length=255)]
+
+    @field_validator("func")
+    @classmethod
+    def _import_path(cls, value: str) -> str:
+        parts = value.split(".")
+        if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+            raise ValueError(
+                "should be a dotted import path, module then function "
+                "(e.g. examples.refund_agent.resume), which the agent's worker imports"
+            )
+        return value
 
 
 class ApprovalRequestV1(BaseModel):
@@ -101,6 +181,13 @@ class ApprovalRequestV1(BaseModel):
     def _canonical_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None and len(_canonical(value)) > MAX_PAYLOAD_BYTES:
             raise ValueError(f"larger than {MAX_PAYLOAD_BYTES} bytes as canonical JSON")
+        return value
+
+    @field_validator("payload", "context")
+    @classmethod
+    def _visible_keys(cls, value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+        if value is not None:
+            check_keys(value, info.field_name or "payload")
         return value
 
     @model_validator(mode="after")
@@ -164,17 +251,18 @@ def one_line(exc: ValidationError, root: str = "request") -> str:
     `root` names the whole document when the error is about it."""
     parts = []
     for error in exc.errors():
-        where = ".".join(_field(p) for p in error["loc"]) or root
+        where = ".".join(field_name(p) for p in error["loc"]) or root
         message = _MESSAGES.get(error["type"], error["msg"])
         parts.append(f"{where}: {message.removeprefix('Value error, ')}")
     return "; ".join(parts).translate(_CONTROL)
 
 
-def _field(part: str | int) -> str:
-    """A field name as written in an error: plain when it is a plain name, else JSON-quoted (the
-    agent chose it, and it may hold dots, spaces or line breaks)."""
+def field_name(part: str | int) -> str:
+    """A field name (or list index) as written in an error or a path: plain when it is a plain
+    ASCII name, else JSON-quoted with non-ASCII characters escaped (the agent chose it, and it may
+    hold dots, spaces, line breaks or characters that look like others)."""
     text = str(part)
-    return text if text.isidentifier() or isinstance(part, int) else json.dumps(text)
+    return text if (text.isascii() and text.isidentifier()) or isinstance(part, int) else json.dumps(text)
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]}

@@ -1,9 +1,12 @@
 """`countersign run`: everything for local use, as child processes of one command.
 
-Starts, in order: a private `redis-server` when nothing answers at `REDIS_URL`; the Slack sandbox
-when `SLACK_BOT_TOKEN` is unset (with a fresh signing secret shared by sandbox and bot); the
-database migrations; then `countersign web`, `countersign worker` and `countersign agent-worker`
-on the agents' resume queues. Ctrl-C stops them all; if one dies, the rest are stopped too.
+Starts, in order: a private `redis-server` when nothing answers at `REDIS_URL` (append-only file and
+log in `.run/redis/`, so its queues outlive a restart); the Slack sandbox when `SLACK_BOT_TOKEN` is
+unset (with a fresh signing secret shared by sandbox and bot); the database migrations; then
+`countersign web`, `countersign worker` and `countersign agent-worker` on the agents' resume queues.
+It writes the Redis, database and grant secret it chose to `.run/.env`, which the commands of a second
+terminal read (`config.ENV_FILE`). Ctrl-C stops them all, the commands before the redis-server and
+sandbox they use; if one dies, the rest are stopped too.
 """
 
 from __future__ import annotations
@@ -22,15 +25,22 @@ from urllib.parse import urlsplit
 
 from redis import Redis
 from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 
-from .config import Settings
+from .config import ENV_FILE, Settings
+from .connections import database_unreachable
 from .exceptions import StackError
+from .files import private_dir, private_file, write_private
 from .ports import free_port, port_is_free, port_open
+from .router.runtime import Runtime
 from .store import create_db_engine, upgrade
 
 EXAMPLE_POLICY = Path("examples/policy.yml")
+RUN_DIR = ENV_FILE.parent
+REDIS_DIR = RUN_DIR / "redis"
 STARTUP_TIMEOUT_SECONDS = 10.0
 COUNTERSIGN = (sys.executable, "-m", "countersign.cli")  # the `countersign` command, as a child process
+SHARED_SETTINGS = ("REDIS_URL", "DATABASE_URL", "COUNTERSIGN_SECRET")  # written to `.run/.env`
 
 
 def _redis_answers(url: str) -> bool:
@@ -40,29 +50,33 @@ def _redis_answers(url: str) -> bool:
         return False
 
 
-def _wait_for(predicate: Callable[[], bool], what: str) -> None:
+def _wait_for(predicate: Callable[[], bool], failure: str) -> None:
+    """Poll `predicate` until true; raise `StackError(failure)` after `STARTUP_TIMEOUT_SECONDS`."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
     while not predicate():
         if time.monotonic() > deadline:
-            raise StackError(f"{what} did not start within {STARTUP_TIMEOUT_SECONDS:.0f} s")
+            raise StackError(failure)
         time.sleep(0.05)
 
 
 class Stack:
-    """The child processes of `countersign run`, stopped together."""
+    """The child processes of `countersign run`, stopped together: `services` (redis-server, the
+    sandbox) after the `commands` that use them."""
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
-        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.services: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.commands: list[tuple[str, subprocess.Popen[bytes]]] = []
 
-    def start(self, name: str, *argv: str) -> None:
+    def start(self, name: str, *argv: str, service: bool = False) -> None:
         """Start `argv` with the stack's environment, in its own process group."""
-        self.children.append((name, subprocess.Popen(argv, env=self.env, start_new_session=True)))
+        child = subprocess.Popen(argv, env=self.env, start_new_session=True)
+        (self.services if service else self.commands).append((name, child))
 
     def wait(self) -> int:
         """Block until a child exits; return its status."""
         while True:
-            for name, child in self.children:
+            for name, child in self.services + self.commands:
                 if child.poll() is not None:
                     print(
                         f"countersign run: {name} exited with status {child.returncode}; stopping", flush=True
@@ -71,14 +85,20 @@ class Stack:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """SIGTERM every child's process group (a dead child may have left children of its own),
-        then SIGKILL the groups still running after 10 s."""
-        for _, child in self.children:
-            _signal_group(child.pid, signal.SIGTERM)
-        for _, child in self.children:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(timeout=10)
-            _signal_group(child.pid, signal.SIGKILL)
+        """Stop the commands, then the services (so that no command logs its Redis going away)."""
+        _stop_all(self.commands)
+        _stop_all(self.services)
+
+
+def _stop_all(children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+    """SIGTERM every child's process group (a dead child may have left children of its own), then
+    SIGKILL the groups still running after 10 s."""
+    for _, child in children:
+        _signal_group(child.pid, signal.SIGTERM)
+    for _, child in children:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=10)
+        _signal_group(child.pid, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -87,20 +107,24 @@ def _signal_group(pgid: int, signum: int) -> None:
 
 
 def run_stack(settings: Settings, agent_queues: list[str]) -> int:
-    """Run the local stack until interrupted; returns the exit status."""
+    """Run the local stack until interrupted; returns the exit status. `settings` are the
+    environment's alone (not `.run/.env`, which this writes). Raises `StackError` or `ConfigError`
+    (one line naming the setting) when a part cannot start."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    env["DATABASE_URL"] = settings.DATABASE_URL
     stack = Stack(env)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         if not port_is_free("127.0.0.1", settings.PORT):
-            raise StackError(f"PORT {settings.PORT} is already in use; set PORT to a free port")
+            raise StackError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
         _ensure_redis(settings, stack)
         page = _ensure_slack(settings, stack)
         env.setdefault("COUNTERSIGN_SECRET", _local_secret())
         if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
             env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
-        upgrade(create_db_engine(env.get("DATABASE_URL", settings.DATABASE_URL)))
+        _migrate(settings)
+        _write_env_file(env)
         stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")
         stack.start("worker", *COUNTERSIGN, "worker")
         stack.start("agent worker", *COUNTERSIGN, "agent-worker", *agent_queues)
@@ -113,14 +137,29 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
 
 
 def _local_secret() -> str:
-    """A COUNTERSIGN_SECRET kept in `.run/secret` (mode 600), so grants issued in one local run
-    still verify in the next."""
-    path = Path(".run/secret")
+    """A COUNTERSIGN_SECRET kept in `.run/secret`, so grants issued in one local run still verify in
+    the next. `.run/` is 0700 and the file 0600 whatever the umask; an existing one open to others
+    is made private, with a warning (`files.private_file`)."""
+    path = private_dir(RUN_DIR) / "secret"
     if not path.exists():
-        path.parent.mkdir(exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_hex(32))
-    return path.read_text().strip()
+        write_private(path, secrets.token_hex(32))
+    return private_file(path).read_text().strip()
+
+
+def _migrate(settings: Settings) -> None:
+    try:
+        upgrade(create_db_engine(settings.DATABASE_URL))
+    except SQLAlchemyError as exc:
+        raise database_unreachable(settings, exc) from None
+
+
+def _write_env_file(env: dict[str, str]) -> None:
+    """`.run/.env` (mode 600, it holds the grant secret): the settings of `SHARED_SETTINGS` this run
+    chose, which a second terminal's `countersign request`, `show` or `agent-worker` then read."""
+    private_dir(ENV_FILE.parent)
+    ENV_FILE.unlink(missing_ok=True)  # written afresh each run, private from its first byte
+    quoted = {name: env[name].replace("\\", "\\\\").replace('"', '\\"') for name in SHARED_SETTINGS}
+    write_private(ENV_FILE, "".join(f'{name}="{value}"\n' for name, value in quoted.items()))
 
 
 def _ensure_redis(settings: Settings, stack: Stack) -> None:
@@ -130,22 +169,39 @@ def _ensure_redis(settings: Settings, stack: Stack) -> None:
     server = shutil.which("redis-server")
     if server is None:
         raise StackError(
-            f"nothing answers at REDIS_URL ({settings.REDIS_URL}) and redis-server is not installed"
+            "REDIS_URL: nothing answers there and redis-server is not installed; "
+            "install it (`make install` does) or set REDIS_URL to a running Redis"
         )
     url = urlsplit(settings.REDIS_URL)
     local = url.scheme == "redis" and url.hostname in ("localhost", "127.0.0.1")
     port = (url.port or 6379) if local else free_port()
+    REDIS_DIR.mkdir(parents=True, exist_ok=True)
+    data = REDIS_DIR.resolve()
     stack.start(
-        "redis", server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"
+        "redis",
+        *(server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"),
+        *("--dir", str(data), "--logfile", str(data / "redis.log")),
+        service=True,
     )
     stack.env["REDIS_URL"] = settings.REDIS_URL if local else f"redis://127.0.0.1:{port}/0"
-    print(f"countersign run: nothing answered at REDIS_URL; started a private redis-server on port {port}")
-    _wait_for(lambda: _redis_answers(stack.env["REDIS_URL"]), "redis-server")
+    print(
+        f"countersign run: nothing answered at REDIS_URL; started a private redis-server on port {port} "
+        f"(its data and log in {REDIS_DIR}/)"
+    )
+    _wait_for(
+        lambda: _redis_answers(stack.env["REDIS_URL"]),
+        f"REDIS_URL: the private redis-server on port {port} did not start within "
+        f"{STARTUP_TIMEOUT_SECONDS:.0f} s; see {REDIS_DIR / 'redis.log'}, or set REDIS_URL to a running "
+        "Redis",
+    )
 
 
 def _ensure_slack(settings: Settings, stack: Stack) -> str | None:
-    """Start the sandbox when no Slack token is set; return its page URL (None for real Slack)."""
+    """Start the sandbox when no Slack token is set; return its page URL (None for real Slack, whose
+    answer to the token is checked first)."""
     if settings.SLACK_BOT_TOKEN:
+        settings.require("SLACK_SIGNING_SECRET", needed_by="`countersign run` with SLACK_BOT_TOKEN set")
+        Runtime(settings).check_slack()
         return None
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -162,6 +218,11 @@ def _ensure_slack(settings: Settings, stack: Stack) -> str | None:
         str(port),
         "--interactivity-url",
         f"http://127.0.0.1:{settings.PORT}/slack/events",
+        service=True,
     )
-    _wait_for(lambda: port_open(port), "the Slack sandbox")
+    _wait_for(
+        lambda: port_open(port),
+        f"SLACK_BOT_TOKEN: unset, so the Slack sandbox was started, and it did not answer on port {port} "
+        f"within {STARTUP_TIMEOUT_SECONDS:.0f} s; see its output above",
+    )
     return url + "/"

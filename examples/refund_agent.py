@@ -9,8 +9,11 @@ is required, countersign never pickles):
 
     countersign agent-worker refund-agent
 
-`resume` runs the refund through `approved_action`: only an approved decision with a valid,
-unexpired grant, only the payload the reviewer approved (or edited), and only once.
+`resume` runs the refund through `execute_approved`: only an approved decision with a valid,
+unexpired grant, only the payload the reviewer approved (or edited), and only once. It prints one
+line for every outcome: `REFUND EXECUTED: {payload}`, `REFUND REJECTED: …`, `REFUND EXPIRED: …`,
+or `REFUND REFUSED: …` when the worker refuses to run an approval (e.g. its grant expired).
+(`approved_action` is the same without the lines: it logs the outcomes it does not run.)
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import argparse
 import json
 from typing import Any
 
-from countersign import ApprovalClient, approved_action
+from countersign import ApprovalClient, Decision, ExecutionRefused, Outcome, execute_approved
 
 QUEUE = "refund-agent"
 
@@ -38,11 +41,27 @@ def ask(amount: str, customer: str, run_id: str) -> str:
     )
 
 
-@approved_action
-def resume(payload: dict[str, Any]) -> str:
-    """The resume job: stands in for the payment provider call and prints the exact payload it runs."""
+def refund(payload: dict[str, Any]) -> str:
+    """Stands in for the payment provider call and prints the exact payload it runs."""
     print(f"REFUND EXECUTED: {json.dumps(payload, sort_keys=True)}", flush=True)
     return f"refunded {payload['amount']} {payload['currency']}"
+
+
+def resume(data: dict[str, Any]) -> str | None:
+    """The resume job: run the approved refund once, or print why nothing runs."""
+    decision = Decision.from_json(data)
+    if decision.outcome == Outcome.REJECTED:
+        who = ", ".join(d["name"] for d in decision.decided_by) or "the policy"
+        print(f"REFUND REJECTED by {who}: {decision.reason or 'no reason given'}", flush=True)
+        return None
+    if not decision.may_run:
+        print("REFUND EXPIRED: nobody decided in time, and the policy's timeout denied it", flush=True)
+        return None
+    try:
+        return execute_approved(decision, refund)
+    except ExecutionRefused as refused:  # audited and on the card; running again would be refused too
+        print(f"REFUND REFUSED: {refused}", flush=True)
+        return None
 
 
 if __name__ == "__main__":

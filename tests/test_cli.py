@@ -1,4 +1,4 @@
-"""The command line as a user runs it: settings errors, `request`, `show`."""
+"""The command line as a user runs it: settings errors, start-up failures, `request`, `show`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,21 @@ from redis import Redis
 from countersign.agent import ApprovalClient
 from countersign.cli import main
 from countersign.config import ConfigError, load_settings
+from countersign.ports import free_port
 from countersign.router.jobs import json_queue
+from countersign.sandbox import Sandbox
+from countersign.store import Store
 from tests.helpers import README_REQUEST, drain, hold_channel
 from tests.helpers.builders import refund
 
+# Where the commands run unless a test says otherwise: a directory without a `.run/.env` (one left in
+# the repository by `make run` would otherwise set what these tests leave unset).
+NO_RUN_DIR = Path(tempfile.mkdtemp(prefix="countersign-cli-"))
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path = NO_RUN_DIR
+) -> subprocess.CompletedProcess[str]:
     """Run `countersign ARGS` in a new process (as a user would), capturing output."""
     return subprocess.run(
         [sys.executable, "-m", "countersign.cli", *args],
@@ -28,6 +38,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         text=True,
         timeout=60,
         env={"PATH": os.environ["PATH"], **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -45,6 +56,11 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         ),
         ("SLACK_BOT_TOKEN", "xoxp-user-token", "SLACK_BOT_TOKEN: must be a bot token starting with xoxb-"),
         ("SLACK_API_URL", "not a url", "SLACK_API_URL: Input should be a valid URL"),
+        (
+            "COUNTERSIGN_RESUME_WAIT_SECONDS",
+            "0",
+            "COUNTERSIGN_RESUME_WAIT_SECONDS: Input should be greater than or equal to 1 (got '0')",
+        ),
     ],
 )
 def test_malformed_setting_fails_naming_the_variable(
@@ -70,6 +86,13 @@ def test_command_stops_at_start_with_one_line_naming_the_missing_variable() -> N
     assert result.stderr.strip() == (
         "countersign: error: PORT: Input should be a valid integer, "
         "unable to parse string as an integer (got 'x')"
+    )
+
+    result = cli("worker", env={"SLACK_BOT_TOKEN": "xoxb-1", "COUNTERSIGN_RESUME_WAIT_SECONDS": "5m"})
+    assert (result.returncode, result.stderr) == (
+        2,
+        "countersign: error: COUNTERSIGN_RESUME_WAIT_SECONDS: Input should be a valid integer, "
+        "unable to parse string as an integer (got '5m')\n",
     )
 
 
@@ -101,6 +124,21 @@ def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str,
         "countersign: error: --payload is not valid JSON"
     )
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the form, not SQL
+def test_a_resume_func_that_is_no_import_path_is_refused_at_request(env: dict[str, str]) -> None:
+    """Only the form is checked: whether `examples.refund_agent.resum` imports is for the agent's
+    worker to say (on the card), as the requester may not have the agent's code."""
+    flags = [*README_REQUEST[:-1], "examples/refund_agent.py"]
+    result = cli(*flags, env=env)
+    assert (result.returncode, result.stderr) == (
+        1,
+        "countersign: error: resume.func: should be a dotted import path, module then function "
+        "(e.g. examples.refund_agent.resume), which the agent's worker imports\n",
+    )
+    accepted = cli(*README_REQUEST[:-1], "examples.refund_agent.resum", env=env)
+    assert accepted.returncode == 0 and len(accepted.stdout.strip()) == 26  # a request id
 
 
 def test_request_from_flags_and_from_a_file_then_show(
@@ -139,6 +177,9 @@ def test_request_from_flags_and_from_a_file_then_show(
     assert shown["request"]["confidence"] == 0.8 and shown["request"]["channel"] == "C0FINANCE"
     assert shown["card"]["channel"] == "C0FINANCE" and shown["decision"] is None
     assert [e["event"] for e in shown["audit"]] == ["requested", "card_posted"]
+    times = [shown["request"]["created_at"], *(e["at"] for e in shown["audit"])]
+    assert all(t.endswith("Z") and "+00:00" not in t for t in times), times  # one format: RFC 3339 UTC, `Z`
+    assert shown["resume"] is None  # not decided yet
 
     assert main(["show", "01J00000000000000000000009"]) == 1
     assert capsys.readouterr().err == "countersign: error: no approval request '01J00000000000000000000009'\n"
@@ -254,6 +295,49 @@ def test_socket_mode_names_itself_when_a_setting_is_missing() -> None:
         2,
         "countersign: error: COUNTERSIGN_SECRET is not set; `countersign socket` needs it",
     )
+
+
+# Each way a command cannot start: the settings that break it, and the start of its one line (`{closed}`
+# is a port nothing listens on).
+BROKEN = {
+    "redis": (
+        {"REDIS_URL": "redis://127.0.0.1:{closed}/0"},
+        "REDIS_URL: Redis does not answer at redis://127.0.0.1:{closed}/0 (from the environment) "
+        "(Error 111 connecting to 127.0.0.1:{closed}",
+    ),
+    "database": (
+        {"DATABASE_URL": "postgresql://postgres:pw@127.0.0.1:{closed}/x"},
+        "DATABASE_URL: cannot use the database at postgresql://postgres:***@127.0.0.1:{closed}/x "
+        "(from the environment) (connection failed",
+    ),
+    "schema": (
+        {"DATABASE_URL": f"sqlite:///{NO_RUN_DIR}/empty-{{closed}}.db"},
+        "DATABASE_URL: the database schema is at nothing, this version needs",
+    ),
+    "slack unreachable": (
+        {"SLACK_API_URL": "http://127.0.0.1:{closed}/api/"},
+        "SLACK_API_URL: no usable answer from Slack's Web API at http://127.0.0.1:{closed}/api/ "
+        "([Errno 111] Connection refused); check the network",
+    ),
+    "bad token": (
+        {"SLACK_BOT_TOKEN": "xoxb-revoked"},
+        "SLACK_BOT_TOKEN: Slack refused the token (invalid_auth); set it to a valid token",
+    ),
+}
+COMMANDS = {
+    "web": ["web", "--host", "127.0.0.1"],
+    "worker": ["worker"],
+    "socket": ["socket"],
+    "agent-worker": ["agent-worker", "refund-agent"],
+    "request": README_REQUEST,
+    "db upgrade": ["db", "upgrade"],
+}
+STORES = ("redis", "database", "schema")  # what a command that never calls Slack can find broken
+CANNOT_START = [
+    *[(command, broken) for command in ("web", "worker", "socket") for broken in BROKEN],
+    *[(command, broken) for command in ("agent-worker", "request") for broken in STORES],
+    ("db upgrade", "database"),
+]
 
 
 def test_request_refuses_an_action_class_the_policy_does_not_name_before_enqueueing(
@@ -380,3 +464,136 @@ def test_show_says_when_the_card_of_a_request_in_a_busy_channel_is_expected(
     assert card["expected"] == (
         f"card scheduled in {card['scheduled_in_seconds']} s, {card['cards_ahead']} cards ahead in C0FINANCE"
     )
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the other database is a broken one
+@pytest.mark.parametrize(("command", "broken"), CANNOT_START)
+def test_a_command_that_cannot_start_says_why_in_one_line_and_exits_2(
+    env: dict[str, str], sandbox: tuple[Sandbox, str], command: str, broken: str
+) -> None:
+    sandbox[0].bot_token = env["SLACK_BOT_TOKEN"]  # any other token is one Slack does not know
+    closed = str(free_port())
+    settings, expected = BROKEN[broken]
+    broken_env = {name: value.format(closed=closed) for name, value in settings.items()}
+    result = cli(
+        *COMMANDS[command],
+        env={**env, "PORT": str(free_port()), "SLACK_APP_TOKEN": "xapp-1", **broken_env},
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("countersign: error: " + expected.format(closed=closed)), result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # no traceback, no second line
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_request_reads_run_env_the_environment_wins_and_stderr_names_what_was_used(
+    env: dict[str, str], redis: Redis, store: Store, tmp_path: Path
+) -> None:
+    """A second terminal without REDIS_URL uses what `countersign run` wrote to `.run/.env`; a variable
+    set in the environment wins over the file."""
+    closed = free_port()
+    (tmp_path / ".run").mkdir()
+    (tmp_path / ".run/.env").write_text(
+        f'REDIS_URL="redis://127.0.0.1:{closed}/0"\nDATABASE_URL="{env["DATABASE_URL"]}"\n'
+    )
+    refused = cli(*README_REQUEST, cwd=tmp_path)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr.startswith(
+        f"countersign: error: REDIS_URL: Redis does not answer at redis://127.0.0.1:{closed}/0 "
+        "(from .run/.env)"
+    )
+
+    sent = cli(*README_REQUEST, env={"REDIS_URL": env["REDIS_URL"]}, cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    request_id = sent.stdout.strip()  # stdout is the id alone
+    assert sent.stderr == (
+        f"countersign request: sent to Redis at {env['REDIS_URL']} (from the environment), "
+        f"database at {env['DATABASE_URL']} (from .run/.env)\n"
+    )
+    assert store.intake_message(request_id) is not None  # in the database .run/.env names
+    drain(redis)  # and its intake job on the Redis of the environment
+    assert store.get(request_id) is not None
+
+
+def test_help_of_run_and_request_names_their_settings_and_required_flags() -> None:
+    run = cli("run", "--help")
+    assert run.returncode == 0
+    for text in ("No flag is required", "PORT", "REDIS_URL", "DATABASE_URL", "SLACK_BOT_TOKEN", ".run/.env"):
+        assert text in run.stdout, text
+    request = cli("request", "--help")
+    assert request.returncode == 0
+    assert (
+        "Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id "
+        "and\n--step (or --idempotency-key), --resume-queue and --resume-func." in request.stdout
+    )
+    for text in ("REDIS_URL", "DATABASE_URL", ".run/.env", "printed on stderr"):
+        assert text in request.stdout, text
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("broken", ["port in use", "bad token", "database"])
+def test_make_run_that_cannot_start_says_why_in_one_line_and_exits_2(
+    env: dict[str, str], sandbox: tuple[Sandbox, str], tmp_path: Path, broken: str
+) -> None:
+    """`countersign run` with real Slack settings (here the sandbox as Slack, so it starts no sandbox of
+    its own): each failure stops it before any command starts, in one line."""
+    sandbox[0].bot_token = env["SLACK_BOT_TOKEN"]
+    closed = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        settings, expected = {
+            "port in use": ({"PORT": str(busy)}, f"PORT: {busy} is already in use on 127.0.0.1; set PORT"),
+            "bad token": ({"SLACK_BOT_TOKEN": "xoxb-revoked"}, BROKEN["bad token"][1]),
+            "database": (
+                {"DATABASE_URL": f"postgresql://postgres@127.0.0.1:{closed}/x"},
+                f"DATABASE_URL: cannot use the database at postgresql://postgres@127.0.0.1:{closed}/x",
+            ),
+        }[broken]
+        result = cli("run", env={**env, "PORT": str(free_port()), **settings}, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("countersign: error: " + expected), result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stdout == "", result.stderr
+    assert not (tmp_path / ".run/.env").exists()  # nothing started, nothing to tell a second terminal
+
+
+def test_request_refuses_a_payload_that_would_mislead_the_card_before_enqueueing(
+    env: dict[str, str], redis: Redis, policy_file: Path
+) -> None:
+    decoy = '{"amount\\u200b": "10.00", "amount": "9000.00"}'  # issue 12: a decoy shown as `amount`
+    result = cli(*README_REQUEST[:3], "--payload", decoy, *README_REQUEST[5:], env=env)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        'countersign: error: payload: key payload."amount\\u200b" contains U+200B ZERO WIDTH SPACE, an '
+        "invisible or look-alike character; rename it\n",
+    )
+    policy_file.write_text(policy_file.read_text().replace("reject_reason: required", "key_fields: [amount]"))
+    nested = '{"currency": "USD", "refund": {"amount": "9000.00"}}'  # where the card cannot show it
+    result = cli(*README_REQUEST[:3], "--payload", nested, *README_REQUEST[5:], env=env)
+    assert (result.returncode, result.stderr) == (
+        1,
+        "countersign: error: payload.refund.amount: named like the key field amount of issue_refund but "
+        "nested, where the card does not show it; send it as payload.amount\n",
+    )
+    assert json_queue("countersign", redis).count == 0
+
+
+def test_show_prints_the_grant_signature_only_when_asked(
+    env: dict[str, str], redis: Redis, client: ApprovalClient, policy_file: Path, store: Store
+) -> None:
+    policy_file.write_text(
+        policy_file.read_text().replace("send_email: {}", "send_email: {auto_approve: 'true'}")
+    )
+    request_id = client.request(refund(action="send_email"))
+    drain(redis)
+    event = store.outbox_event(request_id)
+    assert event is not None and len(signature := event.body["grant"]["signature"]) == 64
+    shown = cli("show", request_id, env=env)
+    assert shown.returncode == 0 and signature not in shown.stdout
+    grant = json.loads(shown.stdout)["decision"]["grant"]
+    assert grant["signature"] == "hidden (countersign show --with-grant prints it)"
+    assert grant["payload_sha256"] == event.body["grant"]["payload_sha256"]
+    asked = cli("show", request_id, "--with-grant", env=env)
+    assert json.loads(asked.stdout)["decision"]["grant"]["signature"] == signature

@@ -10,6 +10,7 @@ import pytest
 
 from countersign.decision import Decision, decision_of
 from countersign.store import Outcome, Store, TimeoutResult
+from tests.helpers import anyone
 from tests.helpers.builders import age, new_request, resume
 
 SECRET = "test-secret"
@@ -25,7 +26,9 @@ def decided(store: Store, outcome: str, timeout_result: str | None = None) -> An
         [result] = store.expire([(store.get(row.id), TimeoutResult(timeout_result))], resume)
         return result.request
     by = [{"slack_user_id": "U0LEAD", "name": "lee"}]
-    return store.decide(row.id, outcome, by, via="slack", resume=resume, reason="why not").request  # type: ignore[union-attr]
+    return store.decide(
+        row.id, outcome, by, via="slack", resume=resume, reason="why not", refuse=anyone
+    ).request  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -30,3 +31,39 @@ def test_any_request_is_valid_or_one_clear_refusal(changes: dict[str, Any], drop
         return
     assert isinstance(parsed.payload, dict) and len(parsed.payload_sha256) == 64
     assert parsed.key  # an idempotency key can always be formed from a valid request
+
+
+# The decoy of issue 12: a key that shows as `amount` first, eight fillers, then the `amount` that runs.
+DECOY = {"amount\u200b": "10.00", **{f"note{n}": "x" for n in range(8)}, "amount": "9000.00"}
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (DECOY, 'key payload."amount\\u200b" contains U+200B ZERO WIDTH SPACE'),
+        ({"amount\u2060": "1"}, 'key payload."amount\\u2060" contains U+2060 WORD JOINER'),
+        ({"\ufeffamount": "1"}, 'key payload."\\ufeffamount" contains U+FEFF ZERO WIDTH NO-BREAK SPACE'),
+        ({"am\u00adount": "1"}, 'key payload."am\\u00adount" contains U+00AD SOFT HYPHEN'),
+        ({"amount\u202e": "1"}, 'key payload."amount\\u202e" contains U+202E RIGHT-TO-LEFT OVERRIDE'),
+        ({"amount\u00a0": "1"}, 'key payload."amount\\u00a0" contains U+00A0 NO-BREAK SPACE'),
+        ({"amount\u3164": "1"}, 'key payload."amount\\u3164" contains U+3164 HANGUL FILLER'),
+        ({"amount\n": "1"}, 'key payload."amount\\n" contains U+000A (category Cc)'),
+        ({"Amount": "1", "amount": "2"}, "keys payload.Amount and payload.amount look alike"),
+        ({"amount": "1", "\uff41mount": "2"}, 'keys payload.amount and payload."\\uff41mount" look alike'),
+        ({"amount": "1", "amount ": "2"}, 'keys payload.amount and payload."amount " look alike'),
+        ({"lines": [{"ok": 1}, {"x\u200b": 1}]}, 'key payload.lines[1]."x\\u200b" contains U+200B'),
+        ({"refund": {"Amount": 1, "AMOUNT": 2}}, "keys payload.refund.Amount and payload.refund.AMOUNT look"),
+    ],
+)
+def test_field_names_a_reviewer_cannot_tell_apart_are_refused(payload: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse(ApprovalRequestV1, refund(payload=payload))
+    assert str(refused.value).startswith(f"payload: {message}")
+    assert "\n" not in str(refused.value)
+
+
+def test_context_keys_are_checked_too_and_plain_names_pass() -> None:
+    with pytest.raises(InvalidRequest, match=r'^context: key context\."ticket\\u200b" contains U\+200B'):
+        parse(ApprovalRequestV1, refund(context={"ticket\u200b": 1}))
+    plain = {"first name": "Ada", "line_items": [{"sku": "a"}], "Straße": 1, "amount": "1"}
+    assert parse(ApprovalRequestV1, refund(payload=plain)).payload == plain

@@ -1,6 +1,7 @@
-"""`countersign run` as a new user runs it: real processes (sandbox, gunicorn web, router worker,
-the example agent's RQ worker), a request from the CLI, an Edit of the amount through the sandbox
-page's endpoints, and the example agent executing the edited payload once."""
+"""`countersign run` as a new user runs it: real processes (its own redis-server, sandbox, gunicorn
+web, router worker, the example agent's RQ worker), a request from a second terminal (which finds
+the stack through `.run/.env`), an Edit of the amount through the sandbox page's endpoints, the
+example agent executing the edited payload once, and a restart that runs nothing again."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from redis import Redis
 
 from countersign.ports import free_port
 from tests.helpers import README_REQUEST, wait_for
-from tests.helpers.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,16 +46,25 @@ def http_json(url: str, body: dict[str, Any] | None = None) -> Any:
         return json.loads(response.read())
 
 
-def test_make_run_stack_end_to_end(redis_server: RedisServer, redis: Redis, tmp_path: Path) -> None:
-    env = {
+def stack_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a `make run` in `tmp_path`: nothing answers at `REDIS_URL` (so the stack
+    starts its own redis-server), the example policy and agent from the repository."""
+    return {
         "PATH": os.environ["PATH"],
         "PORT": str(free_port()),
-        "REDIS_URL": redis_server.url,
+        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'run.db'}",
+        "COUNTERSIGN_POLICY": str(ROOT / "examples/policy.yml"),
+        "PYTHONPATH": str(ROOT),  # examples.refund_agent, as from the repository root
     }
+
+
+def start_stack(cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], Output, str]:
+    """Start `countersign run` in `cwd`; wait until its agent worker listens. Returns the process, its
+    output and the sandbox page's URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "countersign.cli", "run"],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         text=True,
         stdout=subprocess.PIPE,
@@ -65,19 +74,44 @@ def test_make_run_stack_end_to_end(redis_server: RedisServer, redis: Redis, tmp_
     output = Output(process)
     try:
         line = wait_for(lambda: output.find("open the Slack sandbox at"), timeout=30, what="the sandbox URL")
-        page = line.rsplit(" ", 1)[1].strip().rstrip("/")
         wait_for(lambda: output.find("Listening on refund-agent"), timeout=30, what="the agent worker")
+    except AssertionError:
+        stop_stack(process, output)
+        raise
+    return process, output, line.rsplit(" ", 1)[1].strip().rstrip("/")
 
-        request = subprocess.run(
-            [sys.executable, "-m", "countersign.cli", *README_REQUEST],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+
+def stop_stack(process: subprocess.Popen[str], output: Output) -> None:
+    """Ctrl-C, as a user stops `make run` (SIGTERM to its process group); print its output (shown by
+    pytest when the test fails)."""
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=60)
+    print("".join(output.lines))
+
+
+def second_terminal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`countersign ARGS` from a second terminal in `cwd`, whose shell sets no countersign variable."""
+    return subprocess.run(
+        [sys.executable, "-m", "countersign.cli", *args],
+        cwd=cwd,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
+def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
+    env = stack_env(tmp_path)
+    process, output, page = start_stack(tmp_path, env)
+    try:
+        request = second_terminal(tmp_path, *README_REQUEST)  # it reads .run/.env
         request_id = request.stdout.strip()
+        assert request.stderr == (
+            f"countersign request: sent to Redis at {env['REDIS_URL']} (from .run/.env), "
+            f"database at {env['DATABASE_URL']} (from .run/.env)\n"
+        )
         card = wait_for(
             lambda: http_json(f"{page}/_sandbox/messages?channel=C0FINANCE"), timeout=30, what="card"
         )[0]
@@ -108,10 +142,51 @@ def test_make_run_stack_end_to_end(redis_server: RedisServer, redis: Redis, tmp_
         assert "amount 120.00 → 100.50, edited by <@U0LEAD>" in done
         assert len([line for line in output.lines if "REFUND EXECUTED" in line]) == 1
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
-        print("".join(output.lines))  # shown by pytest when the test fails
+        stop_stack(process, output)
     assert wait_for(lambda: not _listening(int(env["PORT"])), what="web to stop")
+    text = "".join(output.lines)
+    assert "Traceback" not in text  # the commands stopped before the redis-server they use
+    assert "token` will be unused" not in text  # Bolt's warning at every start
+
+
+def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: Path) -> None:
+    """`make run`, approve, Ctrl-C, `make run` again: the private redis-server kept its data in
+    `.run/redis/`, so the resume job that ran is still there and nothing is enqueued or run again."""
+    env = stack_env(tmp_path)
+    process, output, page = start_stack(tmp_path, env)
+    try:
+        request_id = second_terminal(tmp_path, *README_REQUEST).stdout.strip()
+        card = wait_for(lambda: _card(page, request_id), timeout=30, what="the card")
+        wait_for(lambda: _healthy(int(env["PORT"])), timeout=30, what="countersign web to be healthy")
+        pressed = http_json(
+            f"{page}/_sandbox/click",
+            {"channel": "C0FINANCE", "ts": card["ts"], "action_id": "countersign_approve", "user": "U0LEAD"},
+        )
+        assert pressed["status"] == 200, pressed
+        wait_for(lambda: output.find("REFUND EXECUTED"), timeout=30, what="the agent to resume")
+        wait_for(lambda: _card_says(page, "Executed ✓"), timeout=30, what="the card to show the outcome")
+    finally:
+        stop_stack(process, output)
+    assert (tmp_path / ".run/redis/appendonlydir").is_dir()
+
+    process, output, page = start_stack(tmp_path, env)
+    try:
+        redis = Redis.from_url(env["REDIS_URL"])
+        assert redis.exists(f"rq:job:resume-{request_id}")  # kept: heal finds nothing lost
+        wait_for(lambda: output.find("Acquired scheduler lock for countersign"), timeout=30, what="the sweep")
+    finally:
+        stop_stack(process, output)
+    restarted = "".join(output.lines)
+    assert "REFUND EXECUTED" not in restarted and "Traceback" not in restarted
+    shown = json.loads(second_terminal(tmp_path, "show", request_id).stdout)
+    trail = [event["event"] for event in shown["audit"]]
+    assert trail.count("executed") == 1
+    assert not {"resume_republished", "execution_refused"} & set(trail)
+
+
+def _card(page: str, request_id: str) -> dict[str, Any] | None:
+    cards = http_json(f"{page}/_sandbox/messages?channel=C0FINANCE")
+    return next((card for card in cards if request_id in json.dumps(card["blocks"])), None)
 
 
 def _edit_form(page: str) -> dict[str, Any] | None:

@@ -23,8 +23,8 @@ from ..connections import Connections
 from ..exceptions import RouterUnavailable, UnknownRequest
 from ..idempotency import claim_key
 from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue
-from ..schema import ApprovalRequestV1, IntakeMessage, parse
-from ..store import ApprovalRequest, Store
+from ..schema import ApprovalRequestV1, IntakeMessage, iso, parse
+from ..store import ApprovalRequest, OutboxEvent, Store
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,11 @@ class RequestState:
 
     `status`: `queued` (accepted, intake not run yet) | `pending` | `approved` | `rejected` |
     `expired` | `dead_letter` (intake refused it: see `reason`). `decision` is the resume decision
-    once decided. Times are ISO 8601 UTC.
+    once decided, and `resume` its job: `{job_id, queue, func, published_at, problem}`, where
+    `problem` says why the agent has not run it while that is so (`ResumeFailed`,
+    `ResumeNotTaken`), else null. `audit` lists the events in the order they happened (their
+    sequence in the database), each `{at, event, actor, detail}`. Times are ISO 8601 UTC with a
+    `Z` (`schema.iso`).
     """
 
     request_id: str
@@ -43,6 +47,7 @@ class RequestState:
     decision: dict[str, Any] | None = None
     reason: str | None = None
     audit: list[dict[str, Any]] = field(default_factory=list)
+    resume: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every field (what `countersign show` prints)."""
@@ -94,17 +99,19 @@ class ApprovalClient:
         store = self._store
         row = store.get(request_id)
         audit = [
-            {"at": e.at.isoformat(), "event": e.event, "actor": e.actor, "detail": e.detail}
+            {"at": iso(e.at), "event": e.event, "actor": e.actor, "detail": e.detail}
             for e in store.audit_trail(request_id)
         ]
         if row is not None:
+            event = store.outbox_event(request_id)
             return RequestState(
                 request_id=row.id,
                 status=row.status,
                 request=_request_view(row),
                 card={"channel": row.channel, "ts": row.card_ts} if row.card_ts else None,
-                decision=event.body if (event := store.outbox_event(request_id)) else None,
+                decision=event.body if event else None,
                 audit=audit,
+                resume=_resume_view(event) if event else None,
             )
         original = next(
             (e.detail["original"] for e in store.audit_trail(request_id) if e.event == "duplicate_of"), None
@@ -141,5 +148,15 @@ def _request_view(row: ApprovalRequest) -> dict[str, Any]:
     )
     view = {name: getattr(row, name) for name in names}
     view["resume"] = {"queue": row.resume_queue, "func": row.resume_func}
-    view["created_at"] = row.created_at.isoformat()
+    view["created_at"] = iso(row.created_at)
     return view
+
+
+def _resume_view(event: OutboxEvent) -> dict[str, Any]:
+    return {
+        "job_id": event.job_id,
+        "queue": event.queue,
+        "func": event.func,
+        "published_at": iso(event.published_at),
+        "problem": event.problem,
+    }

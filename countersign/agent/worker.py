@@ -9,7 +9,9 @@ cannot be got wrong.
   https://python-rq.org/docs/scheduling/);
 - a forking worker (RQ's default `Worker`): each resume job runs the agent's code in a child
   process, so a crash or a leak in it does not take the worker with it;
-- a short maintenance interval, so a job abandoned by a killed worker is found in about a minute.
+- a short maintenance interval, so a job abandoned by a killed worker is found in about a minute;
+- an `ExecutionRefused` raised by a job (`execute_approved` called directly) ends it: one log line
+  instead of RQ's traceback, and no retry, which would be refused again (and audited again).
 
 It needs `REDIS_URL` (the queues), and for `execute_approved` in the jobs `DATABASE_URL` and
 `COUNTERSIGN_SECRET`, checked at start.
@@ -17,24 +19,45 @@ It needs `REDIS_URL` (the queues), and for `execute_approved` in the jobs `DATAB
 
 from __future__ import annotations
 
+from types import TracebackType
+from typing import Any
+
 from rq import Worker
+from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
 from ..connections import Connections
+from ..exceptions import ExecutionRefused
 from ..router.jobs import json_queue
 
 MAINTENANCE_INTERVAL_SECONDS = 30
 
 
+class AgentWorker(Worker):
+    """RQ's forking worker, for which a job raising `ExecutionRefused` has ended: it is logged as one
+    line and not retried (the refusal is audited once, by `execute_approved`). Every other exception
+    goes to RQ's own handling (its traceback in the log, then the job's `Retry`)."""
+
+    def handle_exception(
+        self, job: Job, *exc_info: type[BaseException] | BaseException | TracebackType | None
+    ) -> Any:
+        refused = exc_info[1]
+        if not isinstance(refused, ExecutionRefused):
+            return super().handle_exception(job, *exc_info)
+        job.retries_left = 0  # read by RQ's handle_job_failure, called next: no retry
+        self.log.warning("job %s: %s; nothing ran, and trying again would be refused too", job.id, refused)
+
+
 def run_agent_worker(settings: Settings, queues: list[str], burst: bool = False) -> None:
     """Work the agent's resume `queues` until stopped (or, with `burst`, until they are empty).
-    Raises `ConfigError` for a missing setting and redis-py's `ConnectionError` when Redis does not
-    answer."""
+    Raises `ConfigError` for a missing setting or when the database or Redis does not answer,
+    `SchemaOutOfDate` when the database is not migrated (`Connections.check`)."""
     settings.require("COUNTERSIGN_SECRET", needed_by="`countersign agent-worker` (execute_approved)")
-    redis = Connections(settings).redis
-    redis.ping()
-    worker = Worker(
+    connections = Connections(settings)
+    connections.check()
+    redis = connections.redis
+    worker = AgentWorker(
         [json_queue(name, redis) for name in queues],
         connection=redis,
         serializer=JSONSerializer,

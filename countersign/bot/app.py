@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from slack_bolt import Ack, App, BoltContext
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 
 from ..router import cards, delivery, journal, review, texts
@@ -43,6 +44,19 @@ log = logging.getLogger(__name__)
 DECISION_THREADS = 16
 
 
+class _OneTokenOnly(logging.Filter):
+    """Drops Bolt's start-up warning "As you gave `client` as well, `token` will be unused". Bolt is
+    given only the client, but reads `SLACK_BOT_TOKEN` from the environment by itself
+    (`token or os.environ.get("SLACK_BOT_TOKEN")` in slack_bolt/app/app.py) and then warns, although
+    the client holds that very token."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+_ONE_TOKEN_ONLY = _OneTokenOnly()
+
+
 def create_app(runtime: Runtime, needed_by: str = "`countersign web`") -> App:
     """A Bolt `App` verifying Slack signatures with `SLACK_SIGNING_SECRET` and calling the Web API
     at `SLACK_API_URL`. Raises `ConfigError` if the token, signing secret or `COUNTERSIGN_SECRET`
@@ -50,6 +64,7 @@ def create_app(runtime: Runtime, needed_by: str = "`countersign web`") -> App:
     runtime.settings.require(
         "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", needed_by=needed_by
     )
+    logging.getLogger(f"slack_bolt.{App.__name__}").addFilter(_ONE_TOKEN_ONLY)  # added once
     app = App(
         client=runtime.slack,
         signing_secret=runtime.settings.SLACK_SIGNING_SECRET,

@@ -1,12 +1,12 @@
-"""What `/slack/events` refuses before Bolt sees it, so bad input gets a 4xx and never a 500.
+"""What `/slack/events` refuses before Bolt sees it, so bad input gets a 4xx and never a 500, and no
+check reads another object than the one Bolt acts on (`check`, called by `bot.web` on each body).
 
-- a body over `MAX_BODY_BYTES`: 413;
 - a missing or malformed `X-Slack-Request-Timestamp`, a timestamp more than 5 minutes off, or a
-  signature that is not Slack's: 401 (https://docs.slack.dev/authentication/verifying-requests-from-slack/,
-  checked with slack_sdk's `SignatureVerifier`; Bolt checks it again);
-- a signed interactivity payload without the shape Slack always sends (a `type`, a `user` with an
-  id, a non-empty `actions` list for `block_actions`, a `view` with a `type` and a `callback_id`
-  for view payloads): 400. Bolt would fail on it with a 500;
+  signature that is not Slack's for the body's bytes: 401 (`signed`);
+- a body that is not the one form Slack posts interactions in (`bot.body.parse`: one `payload` form
+  field holding one JSON object), or a payload without the shape Slack always sends (a `type`, a
+  `user` with an id, a non-empty `actions` list for `block_actions`, a `view` with a `type` and a
+  `callback_id` for view payloads): 400. Bolt would fail on some of them with a 500;
 - a payload meant for another app or another installation than the bot token's: 403 (`is_ours`). A
   reviewer from a partner workspace in a Slack Connect channel is not "another installation": their
   clicks and modal submits are for ours, and pass.
@@ -14,18 +14,19 @@
 
 from __future__ import annotations
 
-import io
-import json
-import urllib.parse
+import hashlib
+import hmac
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk import WebClient
-from slack_sdk.signature import SignatureVerifier
 
-MAX_BODY_BYTES = 1024 * 1024  # interactivity payloads are a few kB; a full modal stays far below this
-UNAUTHORIZED = "401 Unauthorized"
-BAD_REQUEST = "400 Bad Request"
+from ..exceptions import BadSlackBody
+from . import body
+
+MAX_SKEW_SECONDS = 5 * 60  # Slack's replay window
 
 
 @dataclass(frozen=True)
@@ -93,49 +94,100 @@ def _org(payload: dict[str, Any]) -> Any:
     return team.get("enterprise_id") if isinstance(team, dict) else None
 
 
-def refuse(environ: dict[str, Any], signing_secret: str, ours: Installation) -> str | None:
-    """The HTTP status line to answer instead of Bolt, or None to let Bolt handle the request.
+@dataclass(frozen=True)
+class Refusal:
+    """What `/slack/events` answers instead of Bolt: an HTTP `status` and one line saying `why`."""
 
-    An interactivity payload not meant for `ours` (`is_ours`) gets 403. Reads the body and puts it
-    back in `environ["wsgi.input"]` for Bolt.
+    status: int
+    why: str
+
+
+def check(
+    raw: bytes, headers: Mapping[str, str], secret: str, ours: Installation
+) -> dict[str, Any] | Refusal:
+    """The interactivity payload of a request to `/slack/events`, or the `Refusal` to answer instead.
+
+    `raw` is the body as received and `headers` the request's, names in lower case. In order: a
+    timestamp or signature that is not Slack's for `raw` under `secret` (`signed`): 401; a body that
+    is not the one form Slack sends (`body.parse`), or a payload without the shape Slack always
+    sends: 400; a payload meant for another app or installation than `ours` (`is_ours`): 403. The
+    payload returned is the one object every later reader gets: Bolt, its listeners and
+    `bot.payload`.
     """
+    timestamp = headers.get("x-slack-request-timestamp", "")
+    signature = headers.get("x-slack-signature", "")
+    if not signed(raw, timestamp, signature, secret, time.time()):
+        return Refusal(401, "the request is not signed by Slack, or not in the last 5 minutes")
     try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return BAD_REQUEST
-    if length > MAX_BODY_BYTES:
-        return "413 Request Entity Too Large"
-    body = environ["wsgi.input"].read(length) if length else b""
-    environ["wsgi.input"] = io.BytesIO(body)
-    timestamp = str(environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP", ""))
-    signature = str(environ.get("HTTP_X_SLACK_SIGNATURE", ""))
+        payload = body.parse(raw, headers.get("content-type", ""))
+    except BadSlackBody as exc:
+        return Refusal(400, str(exc))
+    if not _shape_ok(payload):
+        return Refusal(400, "the payload does not have the shape of a Slack interaction")
+    if not is_ours(payload, ours):
+        return Refusal(403, "the payload is meant for another app or installation")
+    return payload
+
+
+def signed(raw: bytes, timestamp: str, signature: str, secret: str, now: float) -> bool:
+    """Whether `signature` is Slack's v0 signature of the body `raw` sent at `timestamp` (unix
+    seconds, digits only, at most 5 minutes from `now`): `"v0=" + hex(HMAC-SHA256(secret,
+    b"v0:" + timestamp + b":" + raw))`, compared in constant time
+    (https://docs.slack.dev/authentication/verifying-requests-from-slack/). Computed over the bytes
+    as received, so any body is checked before it is read; slack_sdk's `SignatureVerifier` decodes
+    the body as UTF-8 first, and raises on other bytes."""
     if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
-        return UNAUTHORIZED
-    if not SignatureVerifier(signing_secret).is_valid(body, timestamp, signature):
-        return UNAUTHORIZED
-    form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
-    if "payload" not in form:
-        return None  # not an interactivity payload: Bolt answers it (or 404s it)
-    try:
-        payload = json.loads(form["payload"][0])
-    except ValueError:
-        return BAD_REQUEST
-    if not isinstance(payload, dict) or not _shape_ok(payload):
-        return BAD_REQUEST
-    return None if is_ours(payload, ours) else "403 Forbidden"
+        return False
+    if abs(now - int(timestamp)) > MAX_SKEW_SECONDS:
+        return False
+    base = b"v0:" + timestamp.encode() + b":" + raw
+    expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace"))
 
 
 def _is_dict_with_str(value: Any, key: str) -> bool:
     return isinstance(value, dict) and isinstance(value.get(key), str)
 
 
+def _object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _object_or_null(value: Any) -> bool:
+    return value is None or isinstance(value, dict)
+
+
+def _objects_or_null(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(item, dict) for item in value))
+
+
+def _one_object_at_most(value: Any) -> bool:
+    return isinstance(value, list) and len(value) <= 1 and all(isinstance(item, dict) for item in value)
+
+
+# The fields Bolt reads from any payload before a listener runs (`build_context` in
+# slack_bolt/request/internals.py, and its log of a request no listener matches), each with the JSON
+# types Slack sends it as; Bolt fails with a 500 on others (a number for `team`, a null `view` or
+# `response_urls`, a string for `authorizations`, ...). countersign's modals ask for no response URL,
+# and Bolt fails on more than one.
+BOLT_READS: dict[str, Callable[[Any], bool]] = {
+    "team": _object_or_null,
+    "enterprise": _object_or_null,
+    "channel": _object_or_null,
+    "container": _object_or_null,
+    "view": _object,
+    "event": _object,
+    "authorizations": _objects_or_null,
+    "response_urls": _one_object_at_most,
+}
+
+
 def _shape_ok(payload: dict[str, Any]) -> bool:
     kind = payload.get("type")
     if not isinstance(kind, str) or not _is_dict_with_str(payload.get("user"), "id"):
         return False
-    if any(
-        payload.get(k) is not None and not isinstance(payload[k], dict)
-        for k in ("team", "channel", "container")
+    if not all(
+        key not in payload or sent_by_slack(payload[key]) for key, sent_by_slack in BOLT_READS.items()
     ):
         return False
     if kind == "block_actions":

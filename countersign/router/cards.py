@@ -36,9 +36,21 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from ..store import ApprovalRequest, Decider, Execution, Status
+from ..store import ApprovalRequest, Decider, Execution, ResumeProblem, Status
 from .edits import block_id as edit_block_id
-from .texts import clip, conversation, escape, mentions, not_executed, sanitize, show, verdict, when, who
+from .texts import (
+    clip,
+    conversation,
+    escape,
+    mentions,
+    not_executed,
+    not_resumed,
+    sanitize,
+    show,
+    verdict,
+    when,
+    who,
+)
 
 APPROVE_ACTION = "countersign_approve"
 REJECT_ACTION = "countersign_reject"
@@ -65,6 +77,7 @@ MAX_BLOCKS_TOTAL_TEXT = 12_000
 CARD_FIELD_MAX = 300
 CARD_REASON_MAX = 2000
 CARD_PAYLOAD_FIELDS = MAX_SECTION_FIELDS
+MAX_KEY_FIELDS = CARD_PAYLOAD_FIELDS - 1  # the last payload field may fold the rest
 
 
 @dataclass(frozen=True)
@@ -96,13 +109,28 @@ def _facts(request: ApprovalRequest) -> list[str]:
     return facts
 
 
+def field_line(name: str, value: Any) -> str:
+    """One payload field as a card shows it, `amount: 120.00` (before `CARD_FIELD_MAX` clips it)."""
+    return f"{name}: {show(value)}"
+
+
+def payload_lines(payload: dict[str, Any], key_fields: list[str]) -> list[str]:
+    """The payload fields a card shows: the policy's `key_fields` first, in its order, then the
+    others in the payload's order; past `CARD_PAYLOAD_FIELDS` the rest fold into "… N more fields:
+    see Details", which never takes a key field's place (a policy names at most
+    `MAX_KEY_FIELDS`)."""
+    first = [name for name in key_fields if name in payload]
+    keys = first + [name for name in payload if name not in set(first)]
+    lines = [field_line(name, payload[name]) for name in keys[:CARD_PAYLOAD_FIELDS]]
+    if len(keys) > CARD_PAYLOAD_FIELDS:
+        lines[-1] = f"… {len(keys) - CARD_PAYLOAD_FIELDS + 1} more fields: see Details"
+    return lines
+
+
 def _body(request: ApprovalRequest, version: str) -> list[Block]:
-    """Summary next to the raw payload fields (the summary can never hide them), then the reason."""
-    payload = request.payload_to_run
-    items = list(payload.items())
-    shown = [f"{key}: {show(value)}" for key, value in items[:CARD_PAYLOAD_FIELDS]]
-    if len(items) > CARD_PAYLOAD_FIELDS:
-        shown[-1] = f"… {len(items) - CARD_PAYLOAD_FIELDS + 1} more fields: see Details"
+    """Summary next to the raw payload fields, key fields first (the summary can never hide them),
+    then the reason."""
+    shown = payload_lines(request.payload_to_run, request.rules.key_fields)
     blocks: list[Block] = [
         HeaderBlock(block_id=f"head-{version}", text=_plain(request.summary, MAX_HEADER_TEXT)),
         SectionBlock(
@@ -152,11 +180,15 @@ def request_card(request: ApprovalRequest, approvals: list[Decider] | None = Non
 
 def compact_card(request: ApprovalRequest) -> Card:
     """A minimal card for when Slack refuses the full one (`invalid_blocks`, `msg_blocks_too_long`):
-    summary, action class, requester and the buttons; everything else is in Details."""
+    summary, action class, requester, the key fields and the buttons; everything else is in Details."""
+    key_fields = request.rules.key_fields
+    only_keys = {name: value for name, value in request.payload_to_run.items() if name in key_fields}
+    keys = [_plain(line, CARD_FIELD_MAX) for line in payload_lines(only_keys, key_fields)]
     blocks: list[Block] = [
         SectionBlock(
             block_id="compact",
             text=_plain(f"{request.summary} ({request.action}, from {request.requester})", CARD_FIELD_MAX),
+            fields=keys or None,
         ),
         ActionsBlock(
             block_id=f"decide-{request.level}",
@@ -206,8 +238,11 @@ def _edit_line(request: ApprovalRequest) -> str | None:
     return f"✏️ {escape(clip(changes, 1500))}, edited by {who(request)}"
 
 
-def _execution_line(request: ApprovalRequest, refused: str | None) -> str | None:
-    """How the approved action went; or, while nothing ran, why the agent's worker refused it."""
+def _execution_line(
+    request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None
+) -> str | None:
+    """How the approved action went; or, while nothing ran, why the agent has not run the decision
+    or why its worker refused to."""
     if request.execution == Execution.EXECUTED:
         return f"Executed ✓ at {when(request.executed_at)}"
     if request.execution == Execution.STARTED:
@@ -217,20 +252,35 @@ def _execution_line(request: ApprovalRequest, refused: str | None) -> str | None
         )
     if request.execution == Execution.FAILED:
         return f"Failed ✗ {escape(clip(request.execution_detail or '', 500))}"
+    if problem is not None and request.execution is None:
+        return not_resumed(request, problem)
     if refused and request.execution is None and request.approved_payload is not None:
         return not_executed(request, refused)
     return None
 
 
-def decided_card(request: ApprovalRequest, refused: str | None = None) -> Card:
+def _state(request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None) -> str:
+    """What the verdict's `block_id` names, so that a changed line gets a fresh one."""
+    if request.execution is not None:
+        return request.execution
+    if problem is not None:
+        return f"{problem['event']}{problem['retries_left'] if problem['event'] == 'resume_failed' else ''}"
+    return refused or "open"
+
+
+def decided_card(
+    request: ApprovalRequest, refused: str | None = None, problem: ResumeProblem | None = None
+) -> Card:
     """The card after the decision: the same facts, no buttons; who decided what and when, the
     edit diff, the reviewer's reason, and the execution outcome once the agent reports it, or
-    (`refused`: the `why` of its latest refusal) that the approved action did not run, and why."""
+    while it has not: why the agent has not run the decision (`problem`: its resume job failed or
+    no worker took it, `OutboxEvent.problem`), or why its worker refused to (`refused`: the `why`
+    of its latest refusal)."""
     icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
-    lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request, refused)]
+    lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request, refused, problem)]
     if request.decision_reason:
         lines.append(f"Reviewer's reason: {escape(clip(request.decision_reason, 1000))}")
-    version = f"{request.status}-{request.execution or refused or 'open'}"
+    version = f"{request.status}-{_state(request, refused, problem)}"
     lines.append(f"Request {request.id} · policy v{request.policy_version}")
     blocks = _body(request, version)
     text = "\n".join(line for line in lines if line)

@@ -50,7 +50,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, Decider, Status
+from ..store import ApprovalRequest, Decider, ResumeProblem, Status
 from . import cards, jobs, texts
 from .runtime import Runtime, current
 
@@ -167,8 +167,10 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
         runtime.store.defer_card(row.id, seconds)
         runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
         raise
-    runtime.store.attach_card(row.id, card.channel, card.ts, claimed.level)
+    attached = runtime.store.attach_card(row.id, card.channel, card.ts, claimed.level)
     log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
+    if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
+        refresh(runtime, attached)
     return outcome
 
 
@@ -329,19 +331,29 @@ def update_card(
     request: ApprovalRequest,
     approvals: list[Decider] | None = None,
     refused: str | None = None,
+    problem: ResumeProblem | None = None,
 ) -> None:
     """Rewrite a request's card: the decided card (no buttons; `refused`: why the agent's worker
-    refused to run it, if it did), or the pending card with the approvals counted so far.
+    refused to run it, if it did; `problem`: why the agent has not run it, if so), or the pending
+    card with the approvals counted so far.
 
     A decided card is the one that must not lie, so when Slack will not rewrite it now (429, for its
     `Retry-After`; 5xx; a timeout or a network error) the card sweep tries again
     (`Store.refresh_card_later`, every `REFRESH_BACKOFF_SECONDS` at most) until it succeeds; a
     decided card that is gone or no longer ours to edit is replaced by one status message, which
-    later rewrites edit. Any other error is logged."""
+    later rewrites edit. A decided request whose card was posted by a process that died before
+    storing its `ts` has the card looked up and adopted first (`_adopt`). Any other error is
+    logged."""
+    decided = request.status != Status.PENDING
+    if request.card_ts is None and decided and request.card_attempts > 0:
+        request = _adopt(runtime, request) or request
     if request.card_ts is None:
         return
-    decided = request.status != Status.PENDING
-    card = cards.decided_card(request, refused) if decided else cards.request_card(request, approvals or [])
+    card = (
+        cards.decided_card(request, refused, problem)
+        if decided
+        else cards.request_card(request, approvals or [])
+    )
     try:
         client.chat_update(
             channel=_conversation(client, request.channel), ts=request.card_ts, **card.message()
@@ -355,10 +367,29 @@ def update_card(
         runtime.store.card_refreshed(request.id)
 
 
+def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None:
+    """The decided `request` with its card's `ts` stored, if a posting attempt left a card in Slack
+    without storing it; else None. Slack busy: the card sweep looks again later."""
+    try:
+        card = _find_card(runtime, request)
+    except RetryLater as later:
+        runtime.store.refresh_card_later(request.id, max(int(later.seconds), 1))
+        return None
+    if card is None:
+        return None
+    log.info("request %s: adopting card %s, posted before the request was decided", request.id, card.ts)
+    return runtime.store.attach_card(request.id, card.channel, card.ts, request.level) or runtime.store.get(
+        request.id
+    )
+
+
 def refresh(runtime: Runtime, request: ApprovalRequest) -> None:
     """Rewrite a decided request's card with everything known now: the decision, the edit, and the
-    execution's outcome or the agent's refusal to run it (`Store.execution_refusal`)."""
-    update_card(runtime, runtime.slack, request, refused=runtime.store.execution_refusal(request.id))
+    execution's outcome, or why the agent has not run it (`OutboxEvent.problem`) or its worker
+    refused to (`Store.execution_refusal`)."""
+    event = runtime.store.outbox_event(request.id)
+    refused = runtime.store.execution_refusal(request.id)
+    update_card(runtime, runtime.slack, request, refused=refused, problem=event.problem if event else None)
 
 
 def refresh_card(request_id: str) -> None:

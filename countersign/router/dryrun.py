@@ -23,12 +23,13 @@ def dry_run(policy: Policy, data: Any) -> str:
     """The lines `countersign policy check --request` prints for the request `data` (schema v1, a
     JSON object; `summary`, `requester`, `resume` and the key may be left out).
 
-    Raises `InvalidRequest` when `data` is not a valid request, `UnknownAction` when the policy
+    Raises `InvalidRequest` when `data` is not a valid request (or would hide a key field of its
+    class: `Policy.admit`), `UnknownAction` when the policy
     refuses its action class, `PolicyError` when the class has no usable route. A rule that cannot
     be evaluated is not an error: it is printed, and the request is reviewed (fails closed).
     """
     request = parse(ApprovalRequestV1, {**PLACEHOLDERS, **data} if isinstance(data, dict) else data)
-    route = policy.route(request.action)
+    route = policy.admit(request.action, request.payload)
     facts = {
         "payload": request.payload,
         "confidence": request.confidence,

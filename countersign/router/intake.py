@@ -55,7 +55,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         parsed = parse(IntakeMessage, message)
         request = parsed.request
         key = request.key
-        route = policy.route(request.action)
+        route = policy.admit(request.action, request.payload)
         gate = policy.gate(
             request.action,
             {

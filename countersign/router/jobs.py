@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from redis import Redis
-from rq import Queue, Retry
+from rq import Callback, Queue, Retry
 from rq.exceptions import DuplicateJobError
 from rq.serializers import JSONSerializer
 
@@ -49,9 +49,16 @@ RESUME_RETRY = Retry(max=3, interval=[10, 60, 300])
 """A resume job whose worker died (RQ moves it to the failed registry as abandoned) runs again;
 `execute_approved` still lets the payload run at most once."""
 RESUME_TIMEOUT_SECONDS = 600
+RESUME_FAILED_CALLBACK = "countersign.agent.callbacks.resume_failed"
+"""RQ's `on_failure` callback of a resume job, run by the agent's worker each time the job raises
+(also when its function cannot be imported): it notes on the card and in the audit trail that the
+agent has not run the decision, and why."""
 
-JOB_PATHS = (INTAKE_JOB, REFRESH_CARD_JOB, REWRITE_JOB)
-"""Every job function of ours, by import path (a test imports each)."""
+RESUME_JOB_PREFIX = "resume-"
+"""A resume job's id is this and the request id (`resume_job_id`)."""
+
+JOB_PATHS = (INTAKE_JOB, REFRESH_CARD_JOB, REWRITE_JOB, RESUME_FAILED_CALLBACK)
+"""Every job function and callback of ours, by import path (a test imports each)."""
 
 
 def json_queue(name: str, redis: Redis) -> Queue:
@@ -66,7 +73,12 @@ def intake_job_id(request_id: str) -> str:
 
 def resume_job_id(request_id: str) -> str:
     """The RQ job id of a request's resume job."""
-    return f"resume-{request_id}"
+    return f"{RESUME_JOB_PREFIX}{request_id}"
+
+
+def resumed_request(job_id: str) -> str | None:
+    """The request id of the resume job `job_id`, or None for another job."""
+    return job_id.removeprefix(RESUME_JOB_PREFIX) if job_id.startswith(RESUME_JOB_PREFIX) else None
 
 
 def enqueue_intake(redis: Redis, request_id: str, action: str, message: dict[str, Any]) -> None:
@@ -109,7 +121,7 @@ def enqueue_rewrite(
 
 def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
     """Enqueue an outbox event's resume job `func(decision)` on the agent's queue, once (its job id
-    is unique). Raises redis-py's `RedisError`."""
+    is unique), with `RESUME_FAILED_CALLBACK` as its `on_failure`. Raises redis-py's `RedisError`."""
     try:
         json_queue(event.queue, redis).enqueue(
             event.func,
@@ -119,6 +131,7 @@ def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
             result_ttl=RESUME_RESULT_TTL_SECONDS,
             job_timeout=RESUME_TIMEOUT_SECONDS,
             retry=RESUME_RETRY,
+            on_failure=Callback(RESUME_FAILED_CALLBACK),
             description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
         )
     except DuplicateJobError:

@@ -1,19 +1,20 @@
 """The policy file (DESIGN.md, "Policy file"): which channel an action class goes to, who may
 approve it, when no human is needed, and the rules its reviewers work under.
 
-The file has `version`, `unknown_actions`, `defaults` and `actions.<class>`; each action class takes
-the keys of `ActionPolicy` (channel, approvers, self_approval, auto_approve, review_when,
-always_review, require, editable, edit_rule, reject_reason, grant_ttl, timeout, on_timeout, escalate,
-reminders, limits), falling back to `defaults` key by key (`limits` field by field). An action class
-the file does not name is refused unless `unknown_actions: route` sends it by the defaults. Any
-other key is refused at load rather than ignored, so a policy that asks for a rule this version
-does not enforce fails loudly instead of silently approving less carefully than it says.
+The file has `version`, `unknown_actions`, `removed_actions`, `defaults` and `actions.<class>`;
+each action class takes the keys of `ActionPolicy` (channel, approvers, self_approval,
+auto_approve, review_when, always_review, require, key_fields, editable, edit_rule, reject_reason,
+grant_ttl, timeout, on_timeout, escalate, reminders, limits), falling back to `defaults` key by key
+(`limits` field by field). An action class the file does not name is refused unless
+`unknown_actions: route` sends it by the defaults. Any other key is refused at load rather than
+ignored, so a policy that asks for a rule this version does not enforce fails loudly instead of
+silently approving less carefully than it says. A running process reloads the file under the rules
+of `reload`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,12 +34,12 @@ from pydantic import (
 
 from ..defaults import GRANT_TTL_SECONDS
 from ..exceptions import PolicyError, UnknownAction
-from ..schema import SLACK_USER_ID, one_line
+from ..schema import SLACK_USER_ID, check_keys, one_line
 from ..store import EditableField, Level, Rules
 from ..store.rules import OnTimeout
+from . import keyfields
+from .cards import MAX_KEY_FIELDS
 from .gate import Gate, Requirement, Rule, judge
-
-log = logging.getLogger(__name__)
 
 SLACK_CONVERSATION_ID = r"^[CGDU][A-Z0-9]{2,31}$"
 SLACK_USERGROUP_ID = r"^S[A-Z0-9]{2,31}$"
@@ -58,6 +59,21 @@ def duration_seconds(text: str) -> int:
 
 
 Duration = Annotated[str, AfterValidator(lambda v: duration_seconds(v) and v)]
+
+
+def _key_fields(names: list[str]) -> list[str]:
+    """Key field names: distinct, visible, told apart (`schema.check_keys`), at most `MAX_KEY_FIELDS`."""
+    if len(set(names)) < len(names):
+        raise ValueError("names a field twice")
+    check_keys(dict.fromkeys(names), "key_fields")
+    return names
+
+
+KeyFields = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=100)]],
+    Field(max_length=MAX_KEY_FIELDS),
+    AfterValidator(_key_fields),
+]
 
 
 class Approvers(BaseModel):
@@ -116,6 +132,7 @@ class ActionPolicy(BaseModel):
 
     channel: Annotated[str, Field(pattern=SLACK_CONVERSATION_ID)] | None = None
     approvers: Approvers | None = None
+    key_fields: KeyFields | None = None
     editable: dict[str, EditableField] | None = None
     edit_rule: Rule | None = None
     reject_reason: Literal["required", "optional"] | None = None
@@ -132,16 +149,30 @@ class ActionPolicy(BaseModel):
     limits: Limits | None = None
 
 
+ActionClass = Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")]
+
+
 class PolicyFile(BaseModel):
     """The whole file as written. `unknown_actions`: what happens to a request whose action class
-    `actions` does not name: `refuse` (the default; it is dead-lettered) or `route` (by `defaults`)."""
+    `actions` does not name: `refuse` (the default; it is dead-lettered) or `route` (by `defaults`).
+    `removed_actions`: action classes this version drops on purpose; a running process takes a new
+    version only if it still names every class of the one in force or lists it here (a file cut
+    short loses classes: `reload.PolicyHolder`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Annotated[int, Field(strict=True, ge=0)]
     unknown_actions: Literal["refuse", "route"] = "refuse"
+    removed_actions: list[ActionClass] = []
     defaults: ActionPolicy = ActionPolicy()
-    actions: dict[Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")], ActionPolicy] = {}
+    actions: dict[ActionClass, ActionPolicy] = {}
+
+    @model_validator(mode="after")
+    def _removed_are_gone(self) -> PolicyFile:
+        both = sorted(set(self.removed_actions) & set(self.actions))
+        if both:
+            raise ValueError(f"removed_actions lists {', '.join(both)}, which actions still names")
+        return self
 
 
 @dataclass(frozen=True)
@@ -171,6 +202,16 @@ class Policy:
         """The `version` the file declares."""
         return self.file.version
 
+    def setting(self, action: str, name: str) -> Any:
+        """The value of key `name` for `action` (its own, else the defaults', else None); `action`
+        may be `defaults`."""
+        return self._pick(action)(name)
+
+    def snapshot(self, action: str) -> Rules:
+        """The rules a request of class `action` is stored with (`defaults`: those of the classes the
+        file does not name). Raises `PolicyError` as `route` does, but never `UnknownAction`."""
+        return self._route(action).rules
+
     def _pick(self, action: str) -> Callable[[str], Any]:
         own, defaults = self.file.actions.get(action, ActionPolicy()), self.file.defaults
 
@@ -191,6 +232,14 @@ class Policy:
             raise UnknownAction(self._unknown(action))
         return self._route(action)
 
+    def admit(self, action: str, payload: dict[str, Any]) -> Route:
+        """`route(action)`, for a request whose `payload` every card can show with its key fields
+        first. Raises what `route` raises, and `InvalidRequest` when the payload would hide a key
+        field (`keyfields.check`)."""
+        route = self.route(action)
+        keyfields.check(action, payload, route.rules.key_fields)
+        return route
+
     def _unknown(self, action: str) -> str:
         known = sorted(self.file.actions)
         listed = ", ".join(known[:20]) + (f" (+{len(known) - 20} more)" if len(known) > 20 else "")
@@ -209,6 +258,7 @@ class Policy:
         editable, edit_rule = pick("editable") or {}, pick("edit_rule")
         grant_ttl = pick("grant_ttl")
         rules = Rules(
+            key_fields=pick("key_fields") or [],
             editable=editable,
             edit_rule=edit_rule and edit_rule.rule,
             edit_rule_label=edit_rule and edit_rule.label,
@@ -218,7 +268,18 @@ class Policy:
             reminders_seconds=[duration_seconds(r) for r in pick("reminders") or []],
             levels=self._levels(action, channel, approvers, pick),
         )
+        self._check_key_fields(action, rules)
         return Route(channel=channel, approvers=approvers, rules=rules)
+
+    def _check_key_fields(self, action: str, rules: Rules) -> None:
+        """Raise `PolicyError` for a key field a reviewer may edit to more text than a card shows."""
+        for name in rules.key_fields:
+            spec = rules.editable.get(name)
+            if spec is not None and spec.type == "text" and spec.max_length > keyfields.room(name):
+                raise PolicyError(
+                    f"{self.path}: actions.{action}.editable.{name}: a key field, which a card shows whole, "
+                    f"so its max_length may be at most {keyfields.room(name)}"
+                )
 
     def _levels(
         self, action: str, channel: str, approvers: Approvers, pick: Callable[[str], Any]
@@ -338,9 +399,16 @@ def load_policy(path: Path | str) -> Policy:
     path = Path(path)
     try:
         raw = path.read_bytes()
-        data = yaml.load(raw, Loader=_StrictLoader)  # a SafeLoader subclass
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read ({exc.strerror})") from None
+    return parse_policy(path, raw)
+
+
+def parse_policy(path: Path, raw: bytes) -> Policy:
+    """Validate `raw`, the bytes of the policy file `path` (named in errors). Raises `PolicyError`
+    naming the file and the field."""
+    try:
+        data = yaml.load(raw, Loader=_StrictLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise PolicyError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
     try:
@@ -358,63 +426,3 @@ def load_policy(path: Path | str) -> Policy:
     if file.defaults.channel and file.defaults.approvers:
         policy._route("defaults")  # and so must the defaults, which unnamed action classes use
     return policy
-
-
-class PolicyHolder:
-    """The policy a long-running process uses, reloaded when the file changes (or on `reload()`,
-    which the worker calls on SIGHUP). A broken new file keeps the last good policy in force and is
-    logged as an error, once per version of the broken file. Thread-safe enough: a reload swaps
-    one reference."""
-
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
-        self._policy = load_policy(self.path)  # a broken file at start is an error, not a fallback
-        self._stamp = self._file_stamp()
-        self._broken_stamp: tuple[int, int, int] | None = None
-
-    def _file_stamp(self) -> tuple[int, int, int]:
-        stat = self.path.stat()
-        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-
-    def current(self) -> Policy:
-        """The policy in force, after reloading the file if it changed since the last look."""
-        try:
-            stamp = self._file_stamp()
-        except OSError as exc:
-            log.error(
-                "policy file %s cannot be read (%s); keeping version %s", self.path, exc, self._policy.version
-            )
-            return self._policy
-        if stamp not in (self._stamp, self._broken_stamp):
-            self.reload(stamp)
-        return self._policy
-
-    def reload(self, stamp: tuple[int, int, int] | None = None) -> None:
-        """Load the file now; on failure keep the policy in force and log why."""
-        stamp = stamp or self._file_stamp()
-        try:
-            policy = load_policy(self.path)
-        except PolicyError as exc:
-            self._broken_stamp = stamp
-            log.error("POLICY NOT RELOADED, version %s stays in force: %s", self._policy.version, exc)
-            return
-        self._policy, self._stamp, self._broken_stamp = policy, stamp, None
-        log.warning(
-            "policy reloaded from %s: version %s, sha256 %s", self.path, policy.version, policy.sha256[:12]
-        )
-
-
-_holders: dict[Path, PolicyHolder] = {}
-
-
-def holder(path: Path | str) -> PolicyHolder:
-    """The process's `PolicyHolder` for `path`, created (and loaded) on first use.
-
-    One per process and file, shared by every `Runtime` of the process (the router worker's jobs
-    and the worker itself), so a broken file is reported once and the last good policy stays in
-    force for every job, not only for the one that first saw the file change.
-    """
-    key = Path(path).resolve()
-    if key not in _holders:
-        _holders[key] = PolicyHolder(key)
-    return _holders[key]

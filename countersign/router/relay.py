@@ -8,6 +8,10 @@ already or its process died before, and marks it published. The job id is derive
 request id and enqueued with `unique=True`, so a second publish of the same event does not create a second job
 (https://python-rq.org/docs/, "Unique Jobs"). This is the transactional outbox pattern
 (https://microservices.io/patterns/data/transactional-outbox.html).
+
+A resume the agent has not run is said so on the card and in the audit trail: the agent's worker
+notes a job that raised (`agent/callbacks.py`), `note_untaken` a job no worker took, and
+`clear_taken` clears either once a worker has run the job to the end.
 """
 
 from __future__ import annotations
@@ -17,12 +21,18 @@ from collections.abc import Sequence
 
 from redis import Redis
 from redis.exceptions import RedisError
-from rq.job import Job
+from rq import Queue
+from rq.job import Job, JobStatus
+from rq.serializers import JSONSerializer
 
 from ..store import OutboxEvent, Store
-from .jobs import enqueue_intake, enqueue_resume, intake_job_id
+from .jobs import enqueue_intake, enqueue_refresh_card, enqueue_resume, intake_job_id, resumed_request
 
 log = logging.getLogger(__name__)
+
+RELAY = "relay"
+"""The audit actor of what the relay's sweeps find and do."""
+FINISHED = JobStatus.FINISHED.value.encode()
 
 INTAKE_GRACE_SECONDS = 30
 """An accepted intake message is looked for in Redis only this long after `request()` accepted it
@@ -75,10 +85,10 @@ def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, 
     RQ job no longer exists (a Redis restart without persistence, a FLUSHALL, an eviction).
 
     The window is shorter than the jobs' `result_ttl`, so a job that ran and expired normally is
-    never mistaken for a lost one, and a resume whose payload has started running (the store
-    records it) is never enqueued again. The job id is the same, and `execute_approved` lets a
-    payload run once, so a job enqueued twice cannot act twice. Returns how many were enqueued
-    again.
+    never mistaken for a lost one, and a resume whose payload has started running, or whose grant
+    was refused as expired, is never enqueued again (the store records both:
+    `Store.published_not_run`). The job id is the same, and `execute_approved` lets a payload run
+    once, so a job enqueued twice cannot act twice. Returns how many were enqueued again.
     """
     events = store.published_not_run(window_seconds, limit)
     with redis.pipeline(transaction=False) as pipeline:
@@ -86,13 +96,57 @@ def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, 
             pipeline.exists(Job.key_for(event.job_id))
         present = pipeline.execute()
     lost = [event for event, exists in zip(events, present, strict=True) if not exists]
-    for event in lost:
-        enqueue_resume(redis, event)
+    for event in lost:  # audited first, so the event precedes what the agent records after it
         store.record(
-            event.request_id, "resume_republished", "relay", why="resume_job_lost", job_id=event.job_id
+            event.request_id, "resume_republished", RELAY, why="resume_job_lost", job_id=event.job_id
         )
+        enqueue_resume(redis, event)
         log.warning("resume job %s was lost from Redis; enqueued again", event.job_id)
     return len(lost)
+
+
+def note_untaken(store: Store, redis: Redis, waited_seconds: int, per_queue: int = 100) -> int:
+    """Say on the card and in the audit trail (`resume_not_taken`) that no worker has taken a
+    resume job: one still waiting on its RQ queue (among the `per_queue` oldest of each queue
+    Redis knows) though published at least `waited_seconds` ago (database clock), with no problem
+    noted yet and no execution recorded (`Store.resumes_not_taken`). Returns how many were noted."""
+    queues = Queue.all(connection=redis, serializer=JSONSerializer)
+    with redis.pipeline(transaction=False) as pipeline:
+        for queue in queues:
+            pipeline.lrange(queue.key, 0, per_queue - 1)
+        heads = pipeline.execute()
+    waiting = {
+        request_id: queue.name
+        for queue, job_ids in zip(queues, heads, strict=True)
+        for job_id in job_ids
+        if (request_id := resumed_request(job_id.decode()))
+    }
+    noted = store.resumes_not_taken(waiting, waited_seconds, RELAY)
+    for request_id in noted:
+        log.warning("request %s: no worker has taken its resume job in %d s", request_id, waited_seconds)
+        enqueue_refresh_card(redis, request_id)
+    return len(noted)
+
+
+def clear_taken(store: Store, redis: Redis, page: int = 500) -> int:
+    """Clear the problem noted on resume jobs a worker has since run to the end (RQ status
+    `finished`), audited `resume_taken`, and rewrite their cards; all of them, `page` at a time (a
+    job that failed for good keeps its problem, and must not hide the others). A job the agent's
+    worker takes for an approval clears it itself, when `execute_approved` claims the run.
+    Returns how many were cleared."""
+    cleared: list[str] = []
+    events = store.resume_problems(limit=page)
+    while events:
+        with redis.pipeline(transaction=False) as pipeline:
+            for event in events:
+                pipeline.hget(Job.key_for(event.job_id), "status")
+            statuses = pipeline.execute()
+        finished = [e.request_id for e, status in zip(events, statuses, strict=True) if status == FINISHED]
+        cleared += store.resumes_taken(finished, RELAY)
+        events = store.resume_problems(after=events[-1].id, limit=page) if len(events) == page else []
+    for request_id in cleared:
+        enqueue_refresh_card(redis, request_id)
+    return len(cleared)
 
 
 def requeue_intake(store: Store, redis: Redis, grace_seconds: int = INTAKE_GRACE_SECONDS) -> int:
@@ -106,9 +160,9 @@ def requeue_intake(store: Store, redis: Redis, grace_seconds: int = INTAKE_GRACE
             pipeline.exists(Job.key_for(intake_job_id(accepted.id)))
         present = pipeline.execute()
     lost = [accepted for accepted, exists in zip(waiting, present, strict=True) if not exists]
-    for accepted in lost:
+    for accepted in lost:  # audited first, so the event precedes what intake records after it
+        store.record(accepted.id, "intake_requeued", RELAY, why="intake_job_lost")
         action = str((accepted.message.get("request") or {}).get("action"))
         enqueue_intake(redis, accepted.id, action, accepted.message)
-        store.record(accepted.id, "intake_requeued", "relay", why="intake_job_lost")
         log.warning("intake job of request %s was lost from Redis; enqueued again", accepted.id)
     return len(lost)

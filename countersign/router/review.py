@@ -2,9 +2,9 @@
 
 Called by the bot's listeners with the values they read from Slack's payload. Authorisation is
 against the approvers the policy named at intake and against the request's state: a refused action
-changes nothing, is audited, and is answered ephemerally or inline (DESIGN.md, invariant 4). A vote
-is authorised on the request row it locks (`Store.vote(refuse=...)`), so one transaction both
-authorises and counts. A modal submit must carry its field errors in the ack itself
+changes nothing, is audited, and is answered ephemerally or inline (DESIGN.md, invariant 4). Every
+decision is authorised on the request row it locks (`Store.vote(refuse=...)`, `Store.decide(refuse=...)`),
+so one transaction both authorises and decides. A modal submit must carry its field errors in the ack itself
 (https://docs.slack.dev/surfaces/modals), so `check_edit` / `check_reject` read the request (one
 primary-key read, no write) before the ack; the decision is written after it.
 """
@@ -65,7 +65,7 @@ def refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False)
     if request is None:
         return texts.UNKNOWN_REQUEST
     answers: dict[str, Callable[[], str]] = {
-        "not_an_approver": lambda: texts.not_an_approver_text(request, plain),
+        "not_an_approver": lambda: texts.not_an_approver_text(request),
         "self_approval": lambda: texts.SELF_APPROVAL,
         "already_decided": lambda: texts.already_decided_text(request, plain),
         "edit_needs_single_approver": lambda: texts.NO_EDIT_UNDER_QUORUM,
@@ -230,8 +230,12 @@ def check_reject(
 
 
 def approve_edited(runtime: Runtime, client: WebClient, user: Decider, submission: Submission) -> Settled:
-    """After the ack of a valid Edit submit: approve with the edited payload and its diff."""
+    """After the ack of a valid Edit submit: approve with the edited payload and its diff, when the
+    submitter may still edit the request as the decision finds it. That is checked on the row the
+    decision locks, not on the read `check_edit` made: an escalation in between refuses an earlier
+    level's approver (audited, answered ephemerally)."""
     assert submission.request is not None and submission.edit is not None
+    user_id = user["slack_user_id"]
     result = runtime.store.decide(
         submission.request.id,
         Outcome.APPROVED,
@@ -241,8 +245,9 @@ def approve_edited(runtime: Runtime, client: WebClient, user: Decider, submissio
         approved_payload=submission.edit.payload,
         edits=submission.edit.edits,
         grant_ttl=submission.request.rules.grant_ttl_seconds,
+        refuse=lambda row: why_refused(row, user_id, "edit_submit"),
     )
-    return settle(runtime, client, result, user["slack_user_id"])
+    return settle(runtime, client, result, user_id)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ..store import ApprovalRequest, Decider, Status, TimeoutResult
+from ..store import ApprovalRequest, Decider, ResumeProblem, Status, TimeoutResult
 
 
 def clip(text: str, limit: int) -> str:
@@ -110,16 +110,41 @@ def not_executed(request: ApprovalRequest, why: str) -> str:
     return f"Not executed: {reasons.get(why, escape(why))} (execution refused)"
 
 
+def not_resumed(request: ApprovalRequest, problem: ResumeProblem) -> str:
+    """The decided card's line while the agent has not run the decision: its resume job failed, or
+    no worker has taken it, e.g. "⚠ The agent has not run it: its resume job `agent.resum` failed
+    (ValueError: Invalid attribute name: resum); RQ will run it again (3 more times)"."""
+    lead = (
+        "The agent has not run it"
+        if request.approved_payload is not None
+        else "The agent has not processed it"
+    )
+    if problem["event"] == "resume_not_taken":
+        return (
+            f"⚠ {lead}: no worker has taken its resume job from queue `{escape(problem['queue'])}` "
+            f"since {when(request.decided_at)}"
+        )
+    left = problem["retries_left"]
+    again = (
+        f"RQ will run it again ({left} more time{'s' if left > 1 else ''})"
+        if left
+        else "RQ will not run it again"
+    )
+    error = escape(clip(problem["error"], 500))
+    return f"⚠ {lead}: its resume job `{escape(request.resume_func)}` failed ({error}); {again}"
+
+
 def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:
     """Answer to a click or submit on a request that is no longer pending (mrkdwn, or `plain` for
     a modal's inline error, which Slack shows as plain text)."""
     return f"This request was already {verdict(request, plain)}; your action changed nothing."
 
 
-def not_an_approver_text(request: ApprovalRequest, plain: bool = False) -> str:
-    """Answer to a click by someone the policy does not name as an approver."""
-    action = request.action if plain else f"`{request.action}`"
-    return f"You are not an approver for {action} requests, so your action changed nothing."
+def not_an_approver_text(request: ApprovalRequest) -> str:
+    """Answer to a click by someone the policy does not name as an approver, in an ephemeral or a
+    modal's inline error. The action class (`[a-z0-9_.-]`, nothing to escape) is written as it is, not
+    as a code span: inline errors and notifications show text unformatted, and so does the sandbox."""
+    return f"You are not an approver for {request.action} requests, so your action changed nothing."
 
 
 def reminder_text(request: ApprovalRequest) -> str:

@@ -37,10 +37,9 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
-from ..store import check_schema
 from . import journal, relay, timeouts
 from .jobs import INTAKE_QUEUE, json_queue
-from .policy import PolicyHolder
+from .reload import PolicyHolder
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
@@ -66,17 +65,18 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     """Run the router worker until stopped (or, with `burst`, until the queue is empty), with
     `runtime` (default: this process's `current()`, which the jobs use too).
 
-    Checks at start that the Slack token, the policy, the database schema and Redis are usable,
-    raising `ConfigError`, `PolicyError`, `SchemaOutOfDate` or a connection error otherwise.
+    Checks at start that the policy, the database, Redis and Slack (which must take the token) are
+    usable, raising `ConfigError`, `PolicyError` or `SchemaOutOfDate` otherwise.
     """
     runtime = runtime or current()
     settings = runtime.settings
     settings.require(
         "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
     )
-    log.info("policy %s version %s loaded", runtime.policy.path, runtime.policy.version)
-    check_schema(runtime.store.engine)
-    runtime.redis.ping()
+    policy = runtime.policy
+    runtime.check()
+    runtime.check_slack()
+    log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
     sweeper = multiprocessing.get_context("spawn").Process(
         target=sweep_forever, args=(settings, os.getpid()), name="countersign-sweep", daemon=True
@@ -98,10 +98,12 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
-    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost and
-    replay the reviewers' actions that a dead web process had acked but not recorded."""
+    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost,
+    note resume jobs no worker took in `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one
+    did), and replay the reviewers' actions that a dead web process had acked but not recorded."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
+    wait = settings.COUNTERSIGN_RESUME_WAIT_SECONDS
     scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
     ticks = 0
     try:
@@ -113,6 +115,8 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
             ]
             if ticks % HEAL_EVERY_TICKS == 0:
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))
+                steps.append(("untaken", lambda: relay.note_untaken(runtime.store, runtime.redis, wait)))
+                steps.append(("taken", lambda: relay.clear_taken(runtime.store, runtime.redis)))
                 steps.append(("intake", lambda: relay.requeue_intake(runtime.store, runtime.redis)))
                 steps.append(("journal", lambda: journal.replay(runtime)))
             for name, step in steps:  # each step on its own: one failing does not stop the others
@@ -131,9 +135,17 @@ def _schedule(scheduler: RQScheduler) -> None:
         scheduler.heartbeat()
     else:
         scheduler.acquire_locks()
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # acquire_locks installs its own handler
+        signal.signal(signal.SIGTERM, _exit_once)  # acquire_locks installs its own handler
     if scheduler.acquired_locks:
         scheduler.enqueue_scheduled_jobs()
+
+
+def _exit_once(*_: object) -> None:
+    """SIGTERM in the sweep process: exit (releasing the scheduler's locks). A second SIGTERM, e.g.
+    the worker's `terminate()` after Ctrl-C reached the whole process group, is ignored, so that it
+    cannot interrupt the exit itself (a traceback from Python's atexit)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(0)
 
 
 def _relay(runtime: Runtime) -> None:

@@ -26,6 +26,9 @@ class Workspace:
     answers for external members of a shared channel. Their clicks and modal submits carry the two
     workspaces the way Slack sends them (see ``Sandbox.click_payload`` and ``Sandbox.submit_payload``).
 
+    ``bot_token`` (settable, None at first) is the bot's token: when set, the Web API answers any other
+    token ``invalid_auth``, as Slack answers a token it does not know; when None it takes any bot token.
+
     ``clock`` (unix seconds, default ``time.time``) times trigger_ids, recorded calls and chat.postMessage
     pacing; tests pass a fake clock instead of sleeping. ``post_rate_per_channel`` (messages per second,
     default None = off) paces chat.postMessage per channel the way Slack does (about 1 per second, short
@@ -57,6 +60,7 @@ class Workspace:
         self.users = dict(DEFAULT_USERS if users is None else users)
         self.usergroups = {group: list(members) for group, members in DEFAULT_USERGROUPS.items()}
         self.user_teams: dict[str, str] = {}
+        self.bot_token: str | None = None
         self.base_url: str | None = None
         self.clock = clock
         self.trigger_ttl_seconds = TRIGGER_TTL_SECONDS

@@ -4,21 +4,28 @@ SQLite is for one machine: WAL lets readers run beside the single writer, `busy_
 second writer wait instead of failing, and write transactions start with `BEGIN IMMEDIATE` so a
 read-then-write transaction cannot hit SQLITE_BUSY half way (https://www.sqlite.org/wal.html;
 SQLAlchemy's SQLite dialect page, "Serializable isolation / Savepoints / Transactional DDL").
-Use PostgreSQL as soon as processes run on more than one machine.
+Use PostgreSQL as soon as processes run on more than one machine. A SQLite file is private to its
+owner (0600, `countersign.files`): SQLite creates its `-wal` and `-shm` files with the database
+file's mode.
 """
 
 from __future__ import annotations
 
-from importlib.resources import files
+import logging
+from importlib.resources import files as resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from ..exceptions import SchemaOutOfDate
+from ..files import private_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
+
+log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MILLISECONDS = 10_000
 WRITE = {"countersign_write": True}
@@ -29,17 +36,33 @@ def create_db_engine(url: str) -> Engine:
 
     `postgresql://` is upgraded to the psycopg 3 driver. For SQLite, each connection gets WAL and
     the busy timeout, and a transaction opened on `engine.execution_options(**WRITE)` begins with
-    `BEGIN IMMEDIATE`.
+    `BEGIN IMMEDIATE`, and the database file is created private (0600) or made so.
     """
     parsed = make_url(url)
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):
+        _private_database(Path(parsed.database))
     engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MILLISECONDS / 1000})
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _private_database(path: Path) -> None:
+    """Create the SQLite file `path` private, or tighten it and its `-wal` and `-shm` files. A
+    missing directory is left to SQLite to report on connect; a file that cannot be tightened
+    (another user's) is used as it is, with a warning."""
+    try:
+        private_file(path)
+        for suffix in ("-wal", "-shm"):
+            private_file(path.with_name(path.name + suffix), create=False)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("database file %s not made private: %s", path, exc)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -62,7 +85,7 @@ def _config() -> Config:
     from alembic.config import Config
 
     config = Config()
-    config.set_main_option("script_location", str(files("countersign.store") / "migrations"))
+    config.set_main_option("script_location", str(resources("countersign.store") / "migrations"))
     return config
 
 

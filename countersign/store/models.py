@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from sqlalchemy import (
     JSON,
@@ -34,6 +34,8 @@ from typing_extensions import TypedDict  # pydantic validates these (typing's ne
 from .rules import Rules, RulesType
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
+NullableJSON = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+"""JSON where Python's None is SQL NULL (not the JSON `null`), so `IS NULL` finds it."""
 
 
 class Status(StrEnum):
@@ -177,7 +179,8 @@ class Base(DeclarativeBase):
 CARDS_DUE = "status = 'pending' AND card_ts IS NULL"
 REMINDERS_DUE = "status = 'pending' AND next_reminder_at IS NOT NULL"
 CARD_REFRESH_DUE = "card_refresh_due_at IS NOT NULL"  # migration 0007
-PENDING = "status = 'pending'"  # migration 0008: one requester's pending requests of a class
+RESUME_PROBLEM = "problem IS NOT NULL"  # migration 0008
+PENDING = "status = 'pending'"  # migration 0009: one requester's pending requests of a class
 
 
 def _where(predicate: str) -> dict[str, Any]:
@@ -311,14 +314,40 @@ class AuditEvent(Base):
     at: Mapped[datetime] = mapped_column(server_default=utcnow())
 
 
+class ResumeFailed(TypedDict):
+    """`OutboxEvent.problem` of a resume job that raised before the agent recorded anything (its
+    function could not be imported, or raised before `execute_approved` claimed the run): RQ's
+    `error` (`"<exception type>: <message>"`) and how many more times RQ will run it."""
+
+    event: Literal["resume_failed"]
+    error: str
+    retries_left: int
+
+
+class ResumeNotTaken(TypedDict):
+    """`OutboxEvent.problem` of a resume job no worker has taken from `queue` in `waited_seconds`."""
+
+    event: Literal["resume_not_taken"]
+    queue: str
+    waited_seconds: int
+
+
+ResumeProblem = ResumeFailed | ResumeNotTaken
+"""Why the agent has not run a decision (`OutboxEvent.problem`); its `event` tells which."""
+
+
 class OutboxEvent(Base):
     """A resume event written in the same transaction as the decision, published after commit.
 
     `job_id` is unique, so a request can never have two resume events; `published_at` is set once
-    the RQ job is on the agent's queue.
+    the RQ job is on the agent's queue. `problem` says why the agent has not run it while that is
+    so (`ResumeFailed` or `ResumeNotTaken`, each also an audit event of that name), and is cleared
+    when the agent's worker claims or reports the execution, or the job finishes (audited
+    `resume_taken`).
     """
 
     __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_problem", "id", **_where(RESUME_PROBLEM)),)  # migration 0008
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), index=True)
@@ -328,6 +357,7 @@ class OutboxEvent(Base):
     body: Mapped[dict[str, Any]]
     created_at: Mapped[datetime] = mapped_column(server_default=utcnow())
     published_at: Mapped[datetime | None]
+    problem: Mapped[ResumeProblem | None] = mapped_column(NullableJSON)
 
 
 class IntakeOutbox(Base):

@@ -121,9 +121,30 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
+    def resume_problems(self, after: int = 0, limit: int = 500) -> list[OutboxEvent]:
+        """Resume events with a problem noted (`OutboxEvent.problem`: the agent has not run them),
+        by outbox id, the `limit` first after the id `after` (to page through them); found through
+        the partial index `ix_outbox_problem` (migration 0008)."""
+        with self._read() as session:
+            stmt = (
+                select(OutboxEvent)
+                .where(OutboxEvent.problem.is_not(None), OutboxEvent.id > after)
+                .order_by(OutboxEvent.id)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
     def published_not_run(self, window_seconds: int, limit: int = 1000) -> list[OutboxEvent]:
         """Outbox events published in the last `window_seconds` (database clock) whose payload has not
-        started running (no `execution` recorded on the request), newest first."""
+        started running (no `execution` recorded on the request) and whose grant was not refused for
+        expiry (an `execution_refused` with `why: grant_expired`, which every later delivery would get
+        too), newest first. Other refusals do not count: a forged or tampered decision refused must not
+        keep the genuine one from running."""
+        expired_refusal = select(AuditEvent.id).where(
+            AuditEvent.request_id == OutboxEvent.request_id,
+            AuditEvent.event == "execution_refused",
+            AuditEvent.detail["why"].as_string() == "grant_expired",
+        )
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
@@ -131,6 +152,7 @@ class Queries:
                 .where(
                     OutboxEvent.published_at > utcnow_plus(-window_seconds),
                     ApprovalRequest.execution.is_(None),
+                    ~expired_refusal.exists(),
                 )
                 .order_by(OutboxEvent.published_at.desc())
                 .limit(limit)
@@ -167,7 +189,7 @@ class Queries:
     def pending_count(self, action: str, requester: str, up_to: int) -> int:
         """How many requests of action class `action` from `requester` are pending now, counted up
         to `up_to` (a limit needs no more), through the partial index
-        `ix_approval_requests_pending_requester` (migration 0008): the count reads at most `up_to`
+        `ix_approval_requests_pending_requester` (migration 0009): the count reads at most `up_to`
         index entries, whatever else is pending."""
         with self._read() as session:
             pending = (

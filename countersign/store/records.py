@@ -1,5 +1,5 @@
 """Writes that change no request's state: audit records, dead letters, the published mark of resume
-events, and the intake outbox.
+events and the problems of those the agent has not run, and the intake outbox.
 
 The **intake outbox** keeps every intake message an agent was given an id for (`accept`, written
 by the agent's `request()` before it enqueues the intake job), until intake has turned it into a
@@ -17,12 +17,23 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from .models import DeadLetter, IntakeOutbox, OutboxEvent, utcnow, utcnow_plus
+from .models import (
+    ApprovalRequest,
+    DeadLetter,
+    IntakeOutbox,
+    OutboxEvent,
+    ResumeFailed,
+    ResumeNotTaken,
+    ResumeProblem,
+    utcnow,
+    utcnow_plus,
+)
 from .queries import Queries
 
 
 class Records(Queries):
-    """Audit records, dead letters, published marks and the intake outbox."""
+    """Audit records, dead letters, published marks and problems of resume events, and the intake
+    outbox."""
 
     def accept(self, request_id: str, message: dict[str, Any]) -> None:
         """Keep an intake message (the `IntakeMessage` as JSON) until intake has taken it; once per
@@ -72,8 +83,9 @@ class Records(Queries):
         return new
 
     def mark_all_published(self, outbox_ids: Sequence[int]) -> int:
-        """Mark outbox events published, each once, in one transaction; audit `resume_published` for
-        each. Returns how many were not published before."""
+        """Mark outbox events published (`published_at`, database clock), each once, in one
+        transaction. Their `resume_published` audit event was written with the decision. Returns
+        how many were not published before."""
         if not outbox_ids:
             return 0
         with self._write() as session:
@@ -81,14 +93,81 @@ class Records(Queries):
                 update(OutboxEvent)
                 .where(OutboxEvent.id.in_(outbox_ids), OutboxEvent.published_at.is_(None))
                 .values(published_at=utcnow())
-                .returning(OutboxEvent.request_id, OutboxEvent.job_id, OutboxEvent.queue)
+                .returning(OutboxEvent.id)
             )
-            rows = session.execute(stmt).all()
-            for row in rows:
-                self._audit(
-                    session, row.request_id, "resume_published", None, job_id=row.job_id, queue=row.queue
+            return len(session.execute(stmt).all())
+
+    def resume_failed(self, request_id: str, error: str, retries_left: int, actor: str) -> bool:
+        """Note that the request's resume job raised before the agent recorded anything (`error`:
+        `"<exception type>: <message>"`; RQ runs it `retries_left` more times): the outbox row's
+        `problem` (`ResumeFailed`) and the audit event `resume_failed` by `actor`, in one
+        transaction. Only while no execution is recorded (an action that raised is the agent's
+        own `failed` outcome). True when noted."""
+        problem: ResumeFailed = {"event": "resume_failed", "error": error, "retries_left": retries_left}
+        with self._write() as session:
+            return bool(self._note(session, (OutboxEvent.request_id == request_id,), problem, actor))
+
+    def resumes_not_taken(self, waiting: dict[str, str], waited_seconds: int, actor: str) -> list[str]:
+        """Note, of the resume jobs `waiting` on their queues (`{request id: queue}`), those
+        published at least `waited_seconds` ago (database clock) with no problem noted and no
+        execution recorded: the outbox row's `problem` (`ResumeNotTaken`) and the audit event
+        `resume_not_taken` by `actor`, all in one transaction. Returns their request ids."""
+        noted: list[str] = []
+        if not waiting:
+            return noted
+        with self._write() as session:
+            for request_id, queue in waiting.items():
+                problem: ResumeNotTaken = {
+                    "event": "resume_not_taken",
+                    "queue": queue,
+                    "waited_seconds": waited_seconds,
+                }
+                where = (
+                    OutboxEvent.request_id == request_id,
+                    OutboxEvent.problem.is_(None),
+                    OutboxEvent.published_at <= utcnow_plus(-waited_seconds),
                 )
-        return len(rows)
+                noted += self._note(session, where, problem, actor)
+        return noted
+
+    def resumes_taken(self, request_ids: Sequence[str], actor: str) -> list[str]:
+        """Clear the noted problem of these requests' resume jobs, which a worker has run to the end
+        since; audit `resume_taken` by `actor` for each. Returns the request ids cleared now."""
+        if not request_ids:
+            return []
+        with self._write() as session:
+            stmt = (
+                update(OutboxEvent)
+                .where(OutboxEvent.request_id.in_(request_ids), OutboxEvent.problem.is_not(None))
+                .values(problem=None)
+                .returning(OutboxEvent.request_id, OutboxEvent.job_id)
+            )
+            cleared = session.execute(stmt).all()
+            for row in cleared:
+                self._audit(session, row.request_id, "resume_taken", actor, job_id=row.job_id)
+        return [row.request_id for row in cleared]
+
+    def _note(
+        self, session: Session, where: tuple[Any, ...], problem: ResumeProblem, actor: str
+    ) -> list[str]:
+        """Set `problem` on the outbox rows `where` holds whose request has no execution recorded,
+        and audit it; the request ids noted."""
+        not_run = (
+            select(ApprovalRequest.id)
+            .where(ApprovalRequest.id == OutboxEvent.request_id, ApprovalRequest.execution.is_(None))
+            .exists()
+        )
+        stmt = (
+            update(OutboxEvent)
+            .where(*where, not_run)
+            .values(problem=problem)
+            .returning(OutboxEvent.request_id, OutboxEvent.job_id)
+        )
+        rows = session.execute(stmt).all()
+        detail = {key: value for key, value in problem.items() if key != "event"}
+        for row in rows:
+            self._audit(session, row.request_id, problem["event"], actor, job_id=row.job_id, **detail)
+        return [row.request_id for row in rows]
 
 
 def intake_done(session: Session, request_id: str) -> None:

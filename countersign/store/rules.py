@@ -76,8 +76,9 @@ _NO_LEVEL = Level(channel="")
 
 
 class Rules(BaseModel):
-    """The rules of one request: editable fields and the edit rule (CEL, and the `edit_rule_label`
-    reviewers see instead of it), whether a rejection needs a reason, how long a grant lasts,
+    """The rules of one request: the payload's `key_fields` (shown first on every card, never
+    folded), editable fields and the edit rule (CEL, and the `edit_rule_label` reviewers see instead
+    of it), whether a rejection needs a reason, how long a grant lasts,
     whether the human the agent acts for may approve, the reminder offsets, the escalation levels
     (`levels[0]` is the first card) and `review_rule`: the policy rule that sent the request to
     review or approved it, as written (CEL) with any evaluation error (for Details and the audit
@@ -85,6 +86,7 @@ class Rules(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
+    key_fields: list[str] = []
     editable: dict[str, EditableField] = {}
     edit_rule: str | None = None
     edit_rule_label: str | None = None

@@ -13,6 +13,7 @@ from .models import (
     ApprovalRequest,
     Decider,
     Edit,
+    OutboxEvent,
     Outcome,
     Status,
     TimeoutResult,
@@ -60,6 +61,16 @@ def update_request(session: Session, where: tuple[Any, ...], **values: Any) -> A
     (someone else got there first)."""
     stmt = update(ApprovalRequest).where(*where).values(**values).returning(ApprovalRequest)
     return session.scalars(stmt).one_or_none()
+
+
+def resume_taken(session: Session, request_id: str) -> None:
+    """The agent's worker has the request's decision (it claimed or reported the execution): clear
+    the problem noted on its resume event, if any (in the caller's transaction)."""
+    session.execute(
+        update(OutboxEvent)
+        .where(OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None))
+        .values(problem=None)
+    )
 
 
 def is_pending() -> Any:

@@ -8,14 +8,14 @@ other sees zero rows updated; the decision, its audit event and its outbox row c
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import Any, Literal
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
 from ..exceptions import UnknownRequest
+from .deliveries import Deliveries
 from .models import (
     ApprovalRequest,
     Decider,
@@ -28,25 +28,27 @@ from .models import (
     Via,
     Vote,
     utcnow,
-    utcnow_plus,
 )
-from .records import Records, intake_done
+from .records import intake_done
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
-    deadline,
     level_clock,
-    no_live_card_lease,
     not_timed_out,
+    resume_taken,
     update_request,
     verdict,
     why_not_executable,
 )
 
 Resume = Callable[[ApprovalRequest], ResumeEvent]
+POLICY = "policy"
+"""The audit actor of a decision no reviewer made: a policy rule's, or the policy's timeout."""
+Refuse = Callable[[ApprovalRequest], dict[str, Any] | None]
+"""Given the locked request row, the audit detail of refusing the reviewer (`{"why": code, ...}`), or None."""
 
 
-class Store(Records):
+class Store(Deliveries):
     """Transactions over the countersign database: every change of a request's state. Safe to share
     between threads."""
 
@@ -74,119 +76,6 @@ class Store(Records):
             ).one()
         return row, created
 
-    def claim_card(self, request_id: str, lease_seconds: int = 60) -> ApprovalRequest | None:
-        """Take the right to post a pending request's card for `lease_seconds` (database clock).
-
-        None while another process holds an unexpired lease, or once the card exists. The returned
-        request's `card_attempts` counts the claims: above 1, an earlier attempt may have posted
-        the card and died before `attach_card`, so look for it before posting again.
-        """
-        with self._write() as session:
-            return update_request(
-                session,
-                (
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.status == Status.PENDING,
-                    ApprovalRequest.card_ts.is_(None),
-                    no_live_card_lease(),
-                ),
-                card_lease_until=utcnow_plus(lease_seconds),
-                card_attempts=ApprovalRequest.card_attempts + 1,
-            )
-
-    def defer_card(self, request_id: str, seconds: int) -> None:
-        """Keep everyone from posting the card for `seconds` (Slack refused it or asked to wait)."""
-        with self._write() as session:
-            session.execute(
-                update(ApprovalRequest)
-                .where(ApprovalRequest.id == request_id, ApprovalRequest.card_ts.is_(None))
-                .values(card_lease_until=utcnow_plus(seconds))
-            )
-
-    def schedule_card(self, request: ApprovalRequest, seconds: int) -> None:
-        """The card of `request`'s level waits `seconds` for its time in its channel's pace: nobody
-        posts it before then (the posting lease), and the level's deadline moves to that time plus
-        its timeout (database clock), so a card behind a backlog never loses its reviewers' time.
-        Nothing changes once the card is posted, the request decided or moved to another level."""
-        pending_without_card = (
-            ApprovalRequest.id == request.id,
-            ApprovalRequest.status == Status.PENDING,
-            ApprovalRequest.card_ts.is_(None),
-            ApprovalRequest.level == request.level,
-        )
-        clock = deadline(request.rules, request.level, seconds)
-        with self._write() as session:
-            update_request(
-                session, pending_without_card, card_lease_until=utcnow_plus(seconds), expires_at=clock
-            )
-
-    def refresh_card_later(self, request_id: str, seconds: int) -> None:
-        """Slack would not rewrite the card now: have the card sweep try again in `seconds`
-        (database clock), and on each later tick until it succeeds (`card_refreshed`)."""
-        with self._write() as session:
-            session.execute(
-                update(ApprovalRequest)
-                .where(ApprovalRequest.id == request_id)
-                .values(card_refresh_due_at=utcnow_plus(seconds))
-            )
-
-    def card_refreshed(self, request_id: str, moved_to: tuple[str, str] | None = None) -> None:
-        """The card now tells the truth: nothing more is due. With `moved_to` (`(channel, ts)`), the
-        old card vanished and a status message stands in for it: later rewrites edit that message,
-        so a vanished card gets one status message, not one a refresh (audited `card_replaced`)."""
-        moved = {"channel": moved_to[0], "card_ts": moved_to[1]} if moved_to else {}
-        with self._write() as session:
-            session.execute(
-                update(ApprovalRequest)
-                .where(ApprovalRequest.id == request_id)
-                .values(card_refresh_due_at=None, **moved)
-            )
-            if moved_to:
-                self._audit(session, request_id, "card_replaced", None, channel=moved_to[0], ts=moved_to[1])
-
-    def reroute(
-        self, request_id: str, channel: str, level: int, why: str, **detail: Any
-    ) -> ApprovalRequest | None:
-        """Send a pending request's card to `channel` instead (its original channel refused it);
-        audited as `delivery_failed`. None if the request has a card already or is decided."""
-        with self._write() as session:
-            row = update_request(
-                session,
-                (
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.status == Status.PENDING,
-                    ApprovalRequest.card_ts.is_(None),
-                    ApprovalRequest.level == level,
-                ),
-                channel=channel,
-            )
-            if row is not None:
-                self._audit(
-                    session, request_id, "delivery_failed", None, why=why, to_channel=channel, **detail
-                )
-        return row
-
-    def attach_card(self, request_id: str, channel: str, ts: str, level: int = 0) -> bool:
-        """Record where the request's card at escalation `level` is, once: the `channel` Slack
-        answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
-        and replaces the user id) and its `ts`; audit `card_posted`. The level's clock starts again
-        now (database clock), as reviewers can see the card from now on: its deadline is the
-        level's timeout from now, and its reminders count from now. False if it had one, or the
-        request moved on to another level meanwhile."""
-        with self._write() as session:
-            where = (
-                ApprovalRequest.id == request_id,
-                ApprovalRequest.card_ts.is_(None),
-                ApprovalRequest.level == level,
-            )
-            row = update_request(session, where, channel=channel, card_ts=ts)
-            if row is not None:
-                session.execute(
-                    update(ApprovalRequest).where(where[0]).values(**level_clock(row.rules, level))
-                )
-                self._audit(session, request_id, "card_posted", None, ts=ts)
-        return row is not None
-
     def decide(
         self,
         request_id: str,
@@ -199,24 +88,63 @@ class Store(Records):
         approved_payload: dict[str, Any] | None = None,
         edits: list[Edit] | None = None,
         grant_ttl: int = GRANT_TTL_SECONDS,
-    ) -> Decided | AlreadyDecided | TimedOut:
+        refuse: Refuse | None = None,
+    ) -> Decided | AlreadyDecided | TimedOut | Refused:
         """Move a pending request to `outcome` (`approved` | `rejected`), first writer wins.
 
-        In one transaction: the conditional UPDATE, the audit event named after the outcome, and the
-        outbox row `resume(decided request)` (the resume job's id and decision). `via` is `slack` or
-        `policy` (the timeout decides through `expire`). An approval may carry
-        `approved_payload` (the reviewer's edit; default: the frozen payload) with its `edits`
-        diff, and its grant expires `grant_ttl` seconds after the database's now. Raises
-        `UnknownRequest` for an unknown request id.
+        In one transaction: the request row locked (`_locked`), the conditional UPDATE, the audit
+        event named after the outcome, and the outbox row `resume(decided request)` (the resume job's
+        id and decision). `via` is `slack` (a reviewer, `decided_by[0]`) or `policy` (the timeout
+        decides through `expire`). A reviewer's decision is authorised on the locked row by
+        `refuse(request)`, as in `vote` (a refusal is audited and returned as `Refused`), and one after
+        the request's `expires_at` (database clock) is `TimedOut`. An approval may carry
+        `approved_payload` (the reviewer's edit; default: the frozen payload) with its `edits` diff,
+        and its grant expires `grant_ttl` seconds after the database's now. Raises `UnknownRequest`
+        for an unknown request id, and `ValueError` for a decision via `slack` without `refuse`.
         """
+        if via == Via.SLACK and refuse is None:
+            raise ValueError("a reviewer's decision is authorised on the row it locks: pass refuse")
         values = verdict(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
         with self._write() as session:
-            on_time = () if via != Via.SLACK else (not_timed_out(),)
-            decided = self._decide_in(session, request_id, values, resume, *on_time)
-            if decided is not None:
-                return decided
-            request = self._one(session, request_id)
-            return TimedOut(request) if request.status == Status.PENDING else AlreadyDecided(request)
+            request, on_time = self._locked(session, request_id)
+            actor = decided_by[0]["slack_user_id"] if decided_by else POLICY
+            if via == Via.SLACK:
+                stopped = self._cannot_decide(session, request, on_time, actor, refuse)
+            else:
+                stopped = None if request.status == Status.PENDING else AlreadyDecided(request)
+            if stopped is not None:
+                return stopped
+            decided = self._decide_in(session, request_id, values, resume, actor)
+            assert decided is not None  # the row is locked and was pending
+            return decided
+
+    def _locked(self, session: Session, request_id: str) -> tuple[ApprovalRequest, bool]:
+        """The request row, locked until the transaction ends (`SELECT ... FOR UPDATE` on
+        PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises writers), and whether it is before
+        its `expires_at` (database clock). Raises `UnknownRequest` for an unknown request id."""
+        found = session.execute(
+            select(ApprovalRequest, not_timed_out().label("on_time"))
+            .where(ApprovalRequest.id == request_id)
+            .with_for_update()
+        ).one_or_none()
+        if found is None:
+            raise UnknownRequest(request_id)
+        request, on_time = found
+        return request, bool(on_time)
+
+    def _cannot_decide(
+        self, session: Session, request: ApprovalRequest, on_time: bool, actor: str, refuse: Refuse | None
+    ) -> Refused | AlreadyDecided | TimedOut | None:
+        """Why reviewer `actor` may not decide the locked `request` now: `refuse(request)` says so
+        (audited `refused` with its detail), it is decided already, or past its deadline; None when
+        they may."""
+        refusal = refuse(request) if refuse is not None else None
+        if refusal is not None:
+            self._audit(session, request.id, "refused", actor, **refusal)
+            return Refused(request, refusal["why"])
+        if request.status != Status.PENDING:
+            return AlreadyDecided(request)
+        return None if on_time else TimedOut(request)
 
     def _decide_in(
         self,
@@ -224,10 +152,15 @@ class Store(Records):
         request_id: str,
         values: dict[str, Any],
         resume: Resume,
+        actor: str,
         *where: Any,
         **detail: Any,
     ) -> Decided | None:
-        """The conditional UPDATE out of `pending` (plus `where`), its audit event and its outbox row."""
+        """The conditional UPDATE out of `pending` (plus `where`), its audit event by `actor` (the
+        Slack user whose click decided, or `POLICY`), its outbox row, and that row's
+        `resume_published` audit event (by the same actor): written here, in the decision's
+        transaction, so it precedes whatever the agent's worker records (the relay then delivers
+        the row to its queue at least once; `OutboxEvent.published_at` says when)."""
         row = update_request(
             session,
             (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING, *where),
@@ -235,7 +168,6 @@ class Store(Records):
         )
         if row is None:
             return None
-        actor = values["decided_by"][0]["slack_user_id"] if values["decided_by"] else None
         self._audit(
             session,
             request_id,
@@ -252,6 +184,7 @@ class Store(Records):
         )
         session.add(event)
         session.flush()
+        self._audit(session, request_id, "resume_published", actor, job_id=job_id, queue=row.resume_queue)
         return Decided(row, event)
 
     def vote(
@@ -262,7 +195,7 @@ class Store(Records):
         resume: Resume,
         *,
         reason: str | None = None,
-        refuse: Callable[[ApprovalRequest], dict[str, Any] | None] | None = None,
+        refuse: Refuse | None = None,
     ) -> Decided | AlreadyDecided | Counted | TimedOut | Refused:
         """Count one approver's vote (`approved` | `rejected`), deciding when it settles the request.
 
@@ -279,22 +212,10 @@ class Store(Records):
         (`Counted.repeated`). Raises `UnknownRequest` for an unknown request id.
         """
         with self._write() as session:
-            found = session.execute(
-                select(ApprovalRequest, not_timed_out().label("on_time"))
-                .where(ApprovalRequest.id == request_id)
-                .with_for_update()
-            ).one_or_none()
-            if found is None:
-                raise UnknownRequest(request_id)
-            request, on_time = found
-            refusal = refuse(request) if refuse is not None else None
-            if refusal is not None:
-                self._audit(session, request_id, "refused", voter["slack_user_id"], **refusal)
-                return Refused(request, refusal["why"])
-            if request.status != Status.PENDING:
-                return AlreadyDecided(request)
-            if not on_time:
-                return TimedOut(request)
+            request, on_time = self._locked(session, request_id)
+            stopped = self._cannot_decide(session, request, on_time, voter["slack_user_id"], refuse)
+            if stopped is not None:
+                return stopped
             values = {
                 "request_id": request_id,
                 "slack_user_id": voter["slack_user_id"],
@@ -313,7 +234,7 @@ class Store(Records):
                 values = verdict(Outcome.APPROVED, approvals, Via.SLACK, reason, grant_ttl)
             else:
                 return Counted(request, approvals)
-            decided = self._decide_in(session, request_id, values, resume)
+            decided = self._decide_in(session, request_id, values, resume, voter["slack_user_id"])
             assert decided is not None  # the row is locked and was pending
             return decided
 
@@ -348,6 +269,7 @@ class Store(Records):
                     request.id,
                     values,
                     resume,
+                    POLICY,
                     *self._timed_out(request),
                     ApprovalRequest.card_ts.is_not(None) if shown else ApprovalRequest.card_ts.is_(None),
                     result=result,
@@ -404,51 +326,14 @@ class Store(Records):
                 session.execute(delete(Vote).where(Vote.request_id == request.id))  # a new level votes afresh
         return row
 
-    def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:
-        """Take the request's due reminder for `lease_seconds` (once, even with two sweepers): its
-        due time moves that far on, so if the reminder is not posted and marked (`reminder_sent`)
-        by then, a later sweep takes it again."""
-        with self._write() as session:
-            where = (*self._same_reminder(request), ApprovalRequest.next_reminder_at <= utcnow())
-            return update_request(session, where, next_reminder_at=utcnow_plus(lease_seconds)) is not None
-
-    def reminder_sent(self, request: ApprovalRequest, failed: str | None = None) -> bool:
-        """Mark the claimed reminder posted (audit `reminded`), or given up for good with Slack's
-        error `failed` (audit `reminder_failed`), and schedule the one after. False if the request
-        moved on meanwhile (decided, escalated, or the reminder marked by another sweeper)."""
-        offsets = request.rules.reminders_seconds
-        sent = request.reminders_sent + 1
-        later = (
-            request.level_started_at + timedelta(seconds=offsets[sent])
-            if sent < len(offsets) and request.level_started_at is not None
-            else None
-        )
-        with self._write() as session:
-            row = update_request(
-                session, self._same_reminder(request), reminders_sent=sent, next_reminder_at=later
-            )
-            if row is not None:
-                event, detail = ("reminder_failed", {"why": failed}) if failed else ("reminded", {})
-                self._audit(session, request.id, event, None, level=request.level, reminder=sent, **detail)
-        return row is not None
-
-    @staticmethod
-    def _same_reminder(request: ApprovalRequest) -> tuple[Any, ...]:
-        """The request is still pending at the same level, with the same reminders sent."""
-        return (
-            ApprovalRequest.id == request.id,
-            ApprovalRequest.status == Status.PENDING,
-            ApprovalRequest.level == request.level,
-            ApprovalRequest.reminders_sent == request.reminders_sent,
-        )
-
     def claim_execution(self, request_id: str, actor: str) -> ApprovalRequest | NotExecutable:
         """Claim the single execution of an approved request whose grant has not expired (database clock).
 
         One conditional UPDATE (`execution IS NULL AND grant_expires_at > now`), so of two workers
         racing on one decision exactly one gets the request back; audits `execution_started`.
         Otherwise returns `NotExecutable` (`why`: `unknown_request` | `not_approved` |
-        `already_executed` | `grant_expired`), audited as `execution_refused`.
+        `already_executed` | `grant_expired`), audited as `execution_refused`. Either way the agent
+        has its decision: a problem noted on the resume event (`OutboxEvent.problem`) is cleared.
         """
         with self._write() as session:
             row = update_request(
@@ -462,6 +347,7 @@ class Store(Records):
                 execution=Execution.STARTED,
                 executed_at=utcnow(),
             )
+            resume_taken(session, request_id)
             if row is not None:
                 self._audit(session, request_id, "execution_started", actor)
                 return row
@@ -476,8 +362,8 @@ class Store(Records):
         """Close an approved request's execution as `executed` (ok) or `failed`, once; audit it.
 
         Accepts a request whose execution was claimed (`started`) or, for agents that execute
-        elsewhere, not claimed at all. Returns the updated request, or None if it was already
-        closed or is not approved.
+        elsewhere, not claimed at all (then a problem noted on its resume event is cleared).
+        Returns the updated request, or None if it was already closed or is not approved.
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
         with self._write() as session:
@@ -494,4 +380,5 @@ class Store(Records):
             )
             if row is not None:
                 self._audit(session, request_id, outcome, actor, detail=detail)
+                resume_taken(session, request_id)
         return row

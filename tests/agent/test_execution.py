@@ -17,8 +17,8 @@ from countersign.router.jobs import json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import agent, drain
-from tests.helpers.builders import age, edited_card, new_request, post_card
+from tests.helpers import agent, anyone, drain
+from tests.helpers.builders import age, decided_card, edited_card, new_request
 
 
 def approve(runtime: Runtime, grant_ttl: int = 60, **kwargs: Any) -> dict[str, Any]:
@@ -31,6 +31,7 @@ def approve(runtime: Runtime, grant_ttl: int = 60, **kwargs: Any) -> dict[str, A
         via="slack",
         resume=runtime.resume_event,
         grant_ttl=grant_ttl,
+        refuse=anyone,
         **kwargs,
     )
     return result.event.body  # type: ignore[union-attr]
@@ -157,18 +158,6 @@ def test_the_decorator_ends_a_refused_decision_without_raising(runtime: Runtime)
     assert ran == [decision["payload"]]
 
 
-def approved_card(
-    client: ApprovalClient, redis: Redis, runtime: Runtime, sb: Sandbox
-) -> tuple[str, dict[str, Any]]:
-    """A refund whose card is posted and which U0LEAD has approved (resumed by the test agent's
-    `execute`, through `approved_action`); returns its id and card."""
-    request_id, card = post_card(client, redis, sb, resume={"queue": agent.QUEUE, "func": agent.EXECUTE_FUNC})
-    runtime.store.vote(
-        request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", runtime.resume_event
-    )
-    return request_id, card
-
-
 def test_a_grant_expired_before_the_resume_job_ran_ends_the_job_and_the_card_says_so(
     client: ApprovalClient,
     redis: Redis,
@@ -180,7 +169,7 @@ def test_a_grant_expired_before_the_resume_job_ran_ends_the_job_and_the_card_say
     from countersign.cli import main
 
     sb, _ = sandbox
-    request_id, card = approved_card(client, redis, runtime, sb)
+    request_id, card = decided_card(client, redis, runtime, sb)
     age(store, request_id, grant_expires_at=-1)  # the agent's worker was down until the grant expired
     relay.sweep(store, redis)
     drain(redis, agent.QUEUE)
@@ -204,7 +193,7 @@ def test_a_refusal_raised_to_a_direct_caller_is_on_the_card_until_the_decision_r
     """An agent calling `execute_approved` itself still gets `ExecutionRefused`, and the card says
     the action did not run; once the genuine decision runs, the card says that instead."""
     sb, _ = sandbox
-    request_id, card = approved_card(client, redis, runtime, sb)
+    request_id, card = decided_card(client, redis, runtime, sb)
     event = store.outbox_event(request_id)
     assert event is not None
     tampered = copy.deepcopy(event.body)

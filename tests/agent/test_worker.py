@@ -1,8 +1,11 @@
-"""`countersign agent-worker`: the agent's RQ worker runs its resume jobs with the JSON serializer and
-runs a retried job again (its scheduler moves it back onto the queue)."""
+"""`countersign agent-worker`: the agent's RQ worker runs its resume jobs with the JSON serializer,
+runs a retried job again (its scheduler moves it back onto the queue), says on the card when a resume
+job failed before the agent recorded anything, and ends a job whose execution was refused in one log
+line, without a retry."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,8 +15,14 @@ import pytest
 from redis import Redis
 from rq import Retry
 
+from countersign.agent import ApprovalClient
+from countersign.router import relay
 from countersign.router.jobs import json_queue
-from tests.helpers import agent, wait_for
+from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
+from countersign.store import Store
+from tests.helpers import agent, anyone, drain, wait_for
+from tests.helpers.builders import decided_card, edited_card, new_request
 
 ROOT = Path(__file__).parent.parent.parent
 QUEUE = "test-agent-retries"
@@ -21,13 +30,7 @@ QUEUE = "test-agent-retries"
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
 def test_a_resume_job_that_failed_once_runs_again_and_succeeds(env: dict[str, str], redis: Redis) -> None:
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "countersign.cli", "agent-worker", QUEUE],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    worker = _agent_worker(env, QUEUE)
     try:
         job = json_queue(QUEUE, redis).enqueue(agent.FLAKY_FUNC, "once", retry=Retry(max=1, interval=1))
         wait_for(lambda: job.get_status(refresh=True) == "finished", timeout=60, what="the retried job")
@@ -37,13 +40,98 @@ def test_a_resume_job_that_failed_once_runs_again_and_succeeds(env: dict[str, st
         worker.wait(timeout=20)
 
 
-def test_the_agent_worker_needs_the_secret_its_jobs_verify_grants_with() -> None:
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_wrong_resume_func_is_on_the_card_and_in_show_not_only_in_the_workers_log(
+    env: dict[str, str],
+    redis: Redis,
+    client: ApprovalClient,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """Issue 13, finding 3: `--resume-func examples.refund_agent.resum` is accepted (the requester
+    cannot know what the agent's worker can import); once approved, the real agent worker's first
+    try says so on the card and in `countersign show`."""
+    sb, _ = sandbox
+    request_id, card = decided_card(client, redis, runtime, sb, func="examples.refund_agent.resum")
+    relay.sweep(runtime.store, redis)
+    worker = _agent_worker(env, agent.QUEUE)
+    try:
+        problem = wait_for(lambda: client.get(request_id).resume["problem"], timeout=60, what="the failure")  # type: ignore[index]
+    finally:
+        worker.terminate()
+        worker.wait(timeout=20)
+    assert problem == {
+        "event": "resume_failed",
+        "error": "ValueError: Invalid attribute name: resum",
+        "retries_left": 3,
+    }
+    drain(redis)  # the router worker rewrites the card
+    blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
+    assert "⚠ The agent has not run it: its resume job `examples.refund_agent.resum` failed" in blocks
+    shown = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "show", request_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert shown.returncode == 0
+    assert json.loads(shown.stdout)["resume"]["problem"] == problem
+
+
+def _agent_worker(env: dict[str, str], queue: str) -> subprocess.Popen[bytes]:
+    """`countersign agent-worker QUEUE` in a process of its own, as an agent runs it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "countersign.cli", "agent-worker", queue],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_a_job_whose_execution_is_refused_ends_in_one_log_line_without_a_retry(
+    env: dict[str, str], redis: Redis, store: Store, runtime: Runtime
+) -> None:
+    """A resume job calling `execute_approved` itself raises `ExecutionRefused` (here the grant has
+    expired): the worker logs one line, no traceback, and schedules no retry, which would be refused
+    (and audited) again."""
+    row = new_request(store)
+    decided = store.decide(
+        row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack",
+        resume=runtime.resume_event, grant_ttl=0, refuse=anyone,
+    )  # fmt: skip
+    decision = decided.event.body  # type: ignore[union-attr]
+    job = json_queue(QUEUE, redis).enqueue(
+        agent.EXECUTE_DIRECTLY_FUNC, decision, retry=Retry(max=2, interval=1)
+    )
+    worker = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "agent-worker", "--burst", QUEUE],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert worker.returncode == 0, worker.stderr
+    output = worker.stdout + worker.stderr
+    refusals = [line for line in output.splitlines() if "execution refused (grant_expired)" in line]
+    assert len(refusals) == 1 and "Traceback" not in output, output
+    assert job.get_status(refresh=True) == "failed"
+    assert job.id not in json_queue(QUEUE, redis).scheduled_job_registry  # no retry
+    refused = [e.detail["why"] for e in store.audit_trail(row.id) if e.event == "execution_refused"]
+    assert refused == ["grant_expired"] and agent.executed(redis) == []
+
+
+def test_the_agent_worker_needs_the_secret_its_jobs_verify_grants_with(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "countersign.cli", "agent-worker", QUEUE],
         capture_output=True,
         text=True,
         timeout=60,
         env={"PATH": os.environ["PATH"]},
+        cwd=tmp_path,  # no `.run/.env` here to set it
     )
     assert (result.returncode, result.stderr.strip()) == (
         2,

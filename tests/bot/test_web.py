@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +25,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from countersign.agent import ApprovalClient
 from countersign.bot.app import DECISION_THREADS
+from countersign.ports import free_port
 from countersign.router.cards import APPROVE_ACTION
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -178,3 +183,40 @@ def test_clicks_are_acked_while_earlier_decisions_are_still_being_written(
         wait_for(lambda r=request_id: status(store, r) == "approved", what=f"{request_id} approved")
     for _, card in cards:
         wait_for(lambda ts=card["ts"]: edited_card(sb, ts), what=f"card {card['ts']} rewritten")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_countersign_web_asks_slack_once_before_its_workers_boot_and_starts_quietly(
+    env: dict[str, str], sandbox: tuple[Sandbox, str], tmp_path: Path
+) -> None:
+    """`countersign web` under gunicorn: the installation is asked of Slack (auth.test, bots.info) once,
+    in the master before the workers boot (a failure there is one line: tests/test_cli.py), not by each
+    worker; and no worker logs Bolt's warning about a token given with a client."""
+    sb, _ = sandbox
+    port = free_port()
+    log = tmp_path / "web.log"
+    with log.open("w") as output:
+        web = subprocess.Popen(
+            [sys.executable, "-m", "countersign.cli", "web", "--workers", "2", "--host", "127.0.0.1"],
+            env={**os.environ, **env, "PORT": str(port)},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    try:
+        wait_for(lambda: _healthy(port), timeout=60, what="countersign web to answer /healthz")
+        wait_for(lambda: log.read_text().count("Booting worker") == 2, timeout=30, what="both workers")
+        assert [len(sb.calls("auth.test")), len(sb.calls("bots.info"))] == [1, 1]
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
+    text = log.read_text()
+    assert "token` will be unused" not in text and "Traceback" not in text, text
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            return bool(json.loads(response.read())["ok"])
+    except OSError:
+        return False

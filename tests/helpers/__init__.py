@@ -1,9 +1,11 @@
 """Test helpers, shared by every test module (no test module imports another).
 
-Here: waiting on a condition with a deadline (`wait_for`), running RQ queues in-process (`drain`)
+Here: waiting on a condition with a deadline (`wait_for`), for a rewritten policy file to be one a
+process may take (`settled`), running RQ queues in-process (`drain`)
 and a job RQ scheduled for later now (`run_scheduled`), a channel busy with earlier cards
 (`hold_channel`), the README's first request
-(`README_REQUEST`) and an empty outbox row (`empty_resume`). Beside it: `agent` (the test agent
+(`README_REQUEST`), an empty outbox row (`empty_resume`) and a reviewer check that refuses nobody
+(`anyone`). Beside it: `agent` (the test agent
 whose resume jobs record what they were given), `builders` (requests, cards and what became of
 them), `redis_server` (a redis-server of the tests' own) and `strategies` (hypothesis strategies).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from redis import Redis
@@ -19,6 +22,7 @@ from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
 from countersign.router.jobs import json_queue, resume_job_id
+from countersign.router.reload import SETTLE_SECONDS
 from countersign.store import ApprovalRequest, ResumeEvent
 
 T = TypeVar("T")
@@ -41,6 +45,16 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
+
+
+def settled(path: Path) -> None:
+    """Wait until the policy file `path` has not changed for `reload.SETTLE_SECONDS`, so that a
+    process looking at it now may take it."""
+    wait_for(
+        lambda: time.time_ns() - path.stat().st_ctime_ns >= SETTLE_SECONDS * 1e9,
+        timeout=SETTLE_SECONDS + 5,
+        what=f"{path} to settle",
+    )
 
 
 def drain(redis: Redis, queue: str = "countersign") -> None:
@@ -74,3 +88,8 @@ def hold_channel(redis: Redis, channel: str, seconds: int = 60) -> None:
 def empty_resume(row: ApprovalRequest) -> ResumeEvent:
     """An outbox row with an empty decision, for tests that look only at the state a vote leaves."""
     return ResumeEvent(resume_job_id(row.id), {})
+
+
+def anyone(row: ApprovalRequest) -> None:
+    """A `refuse` for `Store.decide` that lets any reviewer decide, for tests of the transition alone."""
+    return None

@@ -7,7 +7,7 @@ from typing import Any
 
 from rq import get_current_job
 
-from countersign import approved_action
+from countersign import approved_action, execute_approved
 
 RESUMED_KEY = "test-agent:resumed"
 QUEUE = "test-agent"
@@ -39,8 +39,24 @@ def execute(payload: dict[str, Any]) -> str:
 
 
 def executed(redis: Any) -> list[dict[str, Any]]:
-    """Every payload `execute` ran, in order."""
+    """Every payload `execute` (or `execute_directly`) ran, in order."""
     return [json.loads(item) for item in redis.lrange(EXECUTED_KEY, 0, -1)]
+
+
+EXECUTE_DIRECTLY_FUNC = "tests.helpers.agent.execute_directly"
+
+
+def execute_directly(decision: dict[str, Any]) -> int:
+    """Resume job calling `execute_approved` itself, without the decorator: a refusal raises
+    `ExecutionRefused` out of the job. Appends the payload it ran to `EXECUTED_KEY`."""
+    job = get_current_job()
+    assert job is not None
+    connection = job.connection
+
+    def run(payload: dict[str, Any]) -> int:
+        return int(connection.rpush(EXECUTED_KEY, json.dumps(payload)))
+
+    return execute_approved(decision, run)
 
 
 FLAKY_FUNC = "tests.helpers.agent.flaky"
@@ -55,3 +71,12 @@ def flaky(name: str) -> int:
     if runs == 1:
         raise RuntimeError("the first run fails")
     return runs
+
+
+FAILING_FUNC = "tests.helpers.agent.failing"
+
+
+@approved_action
+def failing(payload: dict[str, Any]) -> str:
+    """Resume job through `approved_action` whose action raises (the agent records it as `failed`)."""
+    raise RuntimeError("card declined")

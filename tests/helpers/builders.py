@@ -3,6 +3,7 @@ card; and reading back what became of them.
 
 - `refund`: the JSON an agent sends (the README's refund), with overrides;
 - `post_card`: send it through the client and intake, and return the card the sandbox shows;
+- `decided_card`: the same, then decided by a reviewer;
 - `open_view`: press a card's button that opens a modal, and wait for the modal's real content;
 - `new_request`: a pending request written straight to the store (no policy, no card);
 - `request`: an `ApprovalRequest` built in memory and never stored, for rendering and edit checks;
@@ -21,6 +22,7 @@ from ulid import ULID
 from countersign.agent import ApprovalClient
 from countersign.decision import decision_of
 from countersign.router.jobs import resume_job_id
+from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, ResumeEvent, Rules, Store
 from countersign.store.models import utcnow_plus
@@ -54,6 +56,27 @@ def post_card(
     return request_id, cards[0]
 
 
+def decided_card(
+    client: ApprovalClient,
+    redis: Redis,
+    runtime: Runtime,
+    sb: Sandbox,
+    func: str = agent.EXECUTE_FUNC,
+    vote: str = "approved",
+    **overrides: Any,
+) -> tuple[str, dict[str, Any]]:
+    """A refund (with `overrides`) resumed by `func` on the test agent's queue (default: its
+    `execute`, through `approved_action`), whose card is posted and which U0LEAD has decided by
+    `vote`; returns its id and card."""
+    resume = {"queue": agent.QUEUE, "func": func}
+    request_id, card = post_card(client, redis, sb, resume=resume, **overrides)
+    reason = "wrong customer" if vote == "rejected" else None
+    runtime.store.vote(
+        request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, vote, runtime.resume_event, reason=reason
+    )
+    return request_id, card
+
+
 def status(store: Store, request_id: str) -> str:
     """The stored request's status (it must exist)."""
     row = store.get(request_id)
@@ -77,10 +100,14 @@ def resume(row: Any) -> ResumeEvent:
 
 
 def new_request(
-    store: Store, request_id: str | None = None, key: str | None = None, rules: Rules | None = None
+    store: Store,
+    request_id: str | None = None,
+    key: str | None = None,
+    rules: Rules | None = None,
+    **columns: Any,
 ) -> Any:
     """A stored pending request (a fresh id and idempotency key unless given; `rules` default to a
-    60-second grant)."""
+    60-second grant), with other `columns` (e.g. `required_approvals=2`) as given."""
     request_id = request_id or str(ULID())
     row, created = store.create(
         {
@@ -104,6 +131,7 @@ def new_request(
             "policy_version": 1,
             "policy_sha256": "b" * 64,
             "rules": rules if rules is not None else Rules(grant_ttl_seconds=60),
+            **columns,
         }
     )
     assert created

@@ -5,11 +5,13 @@ rewrites edit instead of posting another."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from redis import Redis
+from sqlalchemy import update
 
 from countersign.agent import ApprovalClient, report_outcome
 from countersign.router import delivery, timeouts
@@ -17,9 +19,9 @@ from countersign.router.cards import APPROVE_ACTION
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import Store
+from countersign.store import ApprovalRequest, Store
 from tests.helpers import drain, empty_resume, run_scheduled, wait_for
-from tests.helpers.builders import age, post_card, status
+from tests.helpers.builders import age, post_card, refund, status
 
 
 def has_buttons(message: dict[str, Any]) -> bool:
@@ -35,11 +37,9 @@ def scheduled(redis: Redis) -> list[str]:
     return json_queue("countersign", redis).scheduled_job_registry.get_job_ids()
 
 
-def scheduled_in(redis: Redis, job_id: str) -> float:
-    """Seconds from now until RQ runs the scheduled job `job_id`."""
-    return (
-        float(redis.zscore(json_queue("countersign", redis).scheduled_job_registry.key, job_id)) - time.time()
-    )
+def scheduled_at(redis: Redis, job_id: str) -> float:
+    """The unix time at which RQ runs the scheduled job `job_id`."""
+    return float(redis.zscore(json_queue("countersign", redis).scheduled_job_registry.key, job_id))
 
 
 def refresh_due(store: Store, request_id: str) -> bool:
@@ -114,11 +114,14 @@ def test_an_escalated_card_slack_rate_limits_is_rewritten_by_a_job_at_slacks_pac
     request_id, card = post_card(client, redis, sb)
     sb.inject("chat.update", status=429, retry_after=9)
     age(store, request_id, expires_at=-1)
+    before = time.time()
     timeouts.sweep(runtime)
+    after = time.time()
     assert store.get(request_id).channel == "C0FINLEADS"  # type: ignore[union-attr]
     assert has_buttons(card_of(sb, card["ts"]))  # the old card is not rewritten yet
     [job_id] = scheduled(redis)
-    assert 8 <= scheduled_in(redis, job_id) <= 10  # Slack's Retry-After
+    at = scheduled_at(redis, job_id)
+    assert before + 8 <= at <= after + 10  # Slack's Retry-After (9 s; RQ keeps whole seconds)
     sb.inject("chat.update", status=503, times=2)  # busy again: the job tries again later
     run_scheduled(redis, job_id)
     assert has_buttons(card_of(sb, card["ts"])) and scheduled(redis) == [job_id]
@@ -126,3 +129,49 @@ def test_an_escalated_card_slack_rate_limits_is_rewritten_by_a_job_at_slacks_pac
     old = card_of(sb, card["ts"])
     assert not has_buttons(old) and "escalated to <#C0FINLEADS>" in json.dumps(old["blocks"])
     assert scheduled(redis) == []
+
+
+def test_a_card_whose_poster_died_before_storing_it_is_found_and_rewritten_once_decided(
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """The worker posted the card and was killed before it stored the card's `ts`; a reviewer
+    approves on that card before the posting lease runs out, so no worker posts it again."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    with store.engine.begin() as connection:  # the state the killed worker left: card in Slack, no ts
+        connection.execute(
+            update(ApprovalRequest).where(ApprovalRequest.id == request_id).values(card_ts=None)
+        )
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    wait_for(lambda: not has_buttons(card_of(sb, card["ts"])), what="the adopted card to be rewritten")
+    row = store.get(request_id)
+    assert row is not None and (row.status, row.card_ts) == ("approved", card["ts"])
+    assert "Approved by <@U0LEAD>" in json.dumps(card_of(sb, card["ts"])["blocks"])
+    assert len(sb.messages("C0FINANCE")) == 1  # adopted, not posted again
+
+
+def test_a_request_decided_while_its_card_was_being_posted_gets_its_card_rewritten(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    sb, _ = sandbox
+    sb.inject("chat.postMessage", delay_seconds=1.0)  # posts, slowly: the decision lands meanwhile
+    request_id = client.request(refund())
+
+    def reviewer() -> None:  # approves once the card's posting has been claimed
+        wait_for(lambda: (row := store.get(request_id)) is not None and row.card_attempts == 1)
+        store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", runtime.resume_event)
+
+    deciding = threading.Thread(target=reviewer)
+    deciding.start()
+    drain(redis)  # intake posts the card, for a second
+    deciding.join()
+    assert status(store, request_id) == "approved"
+    [card] = sb.messages("C0FINANCE")
+    row = store.get(request_id)
+    assert row is not None and (row.status, row.card_ts) == ("approved", card["ts"])
+    assert not has_buttons(card) and "Approved by <@U0LEAD>" in json.dumps(card["blocks"])

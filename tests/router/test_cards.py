@@ -224,3 +224,32 @@ def test_the_card_says_why_in_the_reviewers_words_and_details_show_the_rule_as_w
     assert "Policy v1 rule" not in json.dumps(
         cards.details_view(request())["blocks"]
     )  # none stored: none shown
+
+
+def test_why_the_agent_has_not_run_the_decision_is_inert_and_fits(slack: WebClient) -> None:
+    """A resume job's error comes from the agent's worker (its exception's message may quote the
+    payload): shown escaped, and only until the agent records an execution."""
+    lee = [{"slack_user_id": "U0LEAD", "name": "lee"}]
+    approved = request(
+        status="approved", approved_payload={"amount": "1.00"}, decided_by=lee, resume_func="a.f"
+    )
+    failed = {"event": "resume_failed", "error": f"RuntimeError: {HOSTILE}", "retries_left": 1}
+    card = cards.decided_card(approved, problem=failed)  # type: ignore[arg-type]
+    mrkdwn = " ".join(texts(card.blocks, "mrkdwn"))
+    assert "⚠ The agent has not run it: its resume job `a.f` failed (RuntimeError: &lt;!channel&gt;" in mrkdwn
+    assert mrkdwn.endswith(
+        "RQ will run it again (1 more time)\nRequest 01J00000000000000000000000 · policy v1"
+    )
+    assert "<" not in trusted_markup_removed(mrkdwn)
+    assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
+    ran = request(
+        status="approved", approved_payload={"amount": "1.00"}, decided_by=lee, execution="executed"
+    )
+    assert "⚠" not in json.dumps(cards.decided_card(ran, problem=failed).blocks, ensure_ascii=False)  # type: ignore[arg-type]
+    untaken = {"event": "resume_not_taken", "queue": "agent-q", "waited_seconds": 300}
+    rejected = request(status="rejected", decided_by=lee)
+    text = json.dumps(cards.decided_card(rejected, problem=untaken).blocks, ensure_ascii=False)  # type: ignore[arg-type]
+    assert (
+        "⚠ The agent has not processed it: no worker has taken its resume job from queue `agent-q` since"
+        in text
+    )

@@ -20,7 +20,7 @@ from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import drain, run_scheduled
+from tests.helpers import drain, run_scheduled, settled
 from tests.helpers.builders import refund
 
 
@@ -107,6 +107,7 @@ def test_an_action_class_the_policy_does_not_name_is_dead_lettered_unless_it_rou
     policy_file.write_text(
         policy_file.read_text().replace("version: 3\n", "version: 4\nunknown_actions: route\n")
     )
+    settled(policy_file)
     routed = client.request(refund(action="issue_refnd", run_id="r2"))
     drain(redis)
     assert store.get(routed).channel == "C0APPROVALS"  # type: ignore[union-attr]

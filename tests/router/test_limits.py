@@ -16,7 +16,7 @@ from countersign.router.limits import RATE_WINDOW_MILLISECONDS
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import drain
+from tests.helpers import anyone, drain
 from tests.helpers.builders import refund
 
 POLICY = """\
@@ -93,7 +93,12 @@ def test_a_requester_at_its_pending_limit_is_refused_until_one_is_decided(
     assert store.get(ids[2]) is None and store.pending_count("send_email", "refund-agent", up_to=100) == 2
 
     store.decide(
-        ids[0], "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], "slack", runtime.resume_event
+        ids[0],
+        "rejected",
+        [{"slack_user_id": "U0LEAD", "name": "lee"}],
+        "slack",
+        runtime.resume_event,
+        refuse=anyone,
     )
     again = email("s2")  # the same key: the refusal freed it
     drain(redis)

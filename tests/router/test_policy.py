@@ -12,7 +12,9 @@ import pytest
 
 from countersign.exceptions import PolicyError, UnknownAction
 from countersign.router.gate import Gate
-from countersign.router.policy import IntakeLimits, Policy, PolicyHolder, load_policy
+from countersign.router.policy import IntakeLimits, Policy, load_policy
+from countersign.router.reload import PolicyHolder
+from tests.helpers import settled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,6 +134,32 @@ def load(tmp_path: Path, text: str) -> Policy:
             "version: 1\nactions:\n  r:\n    limits: {per_hour: 5}\n",
             "actions.r.limits.per_hour: unknown field",
         ),
+        (
+            f"version: 1\ndefaults: {{key_fields: [{', '.join(f'f{n}' for n in range(10))}]}}\n",
+            "defaults.key_fields: List should have at most 9 items",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    key_fields: [amount, amount]\n",
+            "actions.r.key_fields: names a field twice",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    key_fields: [amount, Amount]\n",
+            "actions.r.key_fields: keys key_fields.amount and key_fields.Amount look alike",
+        ),
+        (
+            'version: 1\nactions:\n  r:\n    key_fields: ["amount\\u200b"]\n',
+            'actions.r.key_fields: key key_fields."amount\\u200b" contains U+200B ZERO WIDTH SPACE',
+        ),
+        (
+            "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\nactions:\n  r:\n"
+            "    key_fields: [memo]\n    editable: {memo: {type: text, max_length: 299}}\n",
+            "actions.r.editable.memo: a key field, which a card shows whole, so its max_length may be at "
+            "most 294",
+        ),
+        (
+            "version: 1\nremoved_actions: [r]\nactions:\n  r: {}\n",
+            "policy: removed_actions lists r, which actions still names",
+        ),
     ],
 )
 def test_mistakes_name_the_file_and_the_field(tmp_path: Path, text: str, error: str) -> None:
@@ -146,6 +174,7 @@ def test_route_takes_the_action_class_over_the_defaults() -> None:
     refund = policy.route("issue_refund")
     assert (refund.channel, refund.approvers.users) == ("C0FINANCE", ["U0LEAD", "U0ALICE"])
     assert refund.rules.to_json() == {  # the stored form
+        "key_fields": ["amount", "currency", "customer"],
         "editable": {"amount": {"type": "decimal", "places": 2, "min": "0.01", "max_length": 3000}},
         "edit_rule": "double(edited.amount) <= double(original.amount)",
         "edit_rule_label": "a refund may be lowered, never raised",
@@ -322,8 +351,11 @@ def test_hot_reload_and_a_broken_reload_keeps_the_last_good_policy(
     path.write_text(
         "version: 2\nunknown_actions: route\ndefaults: {channel: C0Y, approvers: {users: [U0A]}}\n"
     )
+    assert holder.current().version == 1  # not yet: it may still be being written
+    settled(path)
     assert holder.current().version == 2 and holder.current().route("a").channel == "C0Y"
     path.write_text("version: 3\ndefaults: {channel: not-a-channel}\n")
+    settled(path)
     with caplog.at_level(logging.ERROR):
         assert holder.current().version == 2
         assert holder.current().version == 2
@@ -332,6 +364,7 @@ def test_hot_reload_and_a_broken_reload_keeps_the_last_good_policy(
     )
     assert len([r for r in caplog.records if "POLICY NOT RELOADED" in r.message]) == 1  # said once per file
     path.write_text("version: 4\ndefaults: {channel: C0Z, approvers: {users: [U0A]}}\n")
+    settled(path)
     assert holder.current().version == 4
 
 

@@ -3,8 +3,10 @@ died after, the sweeps finish the work once."""
 
 from __future__ import annotations
 
+import pytest
 from redis import Redis
 
+from countersign import ExecutionRefused, execute_approved
 from countersign.agent import ApprovalClient
 from countersign.router import relay
 from countersign.router.jobs import enqueue_resume, json_queue, resume_job_id
@@ -12,7 +14,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain
-from tests.helpers.builders import events, refund
+from tests.helpers.builders import age, decided_card, edited_card, events, new_request, refund
 
 
 def decided_without_publishing(client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime) -> str:
@@ -106,3 +108,103 @@ def test_heal_never_enqueues_again_a_resume_that_ran(
     assert relay.heal(store, redis) == 0  # the store knows it ran: nothing is enqueued again
     assert json_queue(agent.QUEUE, redis).count == 0
     assert "execution_refused" not in events(store, request_id)
+
+
+def test_a_resume_job_no_worker_takes_is_on_the_card_and_in_show_until_a_worker_runs_it(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    sb, _ = sandbox
+    request_id, card = decided_card(client, redis, runtime, sb)
+    assert relay.note_untaken(store, redis, waited_seconds=0) == 0  # enqueued, but not published yet
+    relay.sweep(store, redis)
+    assert relay.note_untaken(store, redis, waited_seconds=3600) == 0  # it has not waited that long
+    assert relay.note_untaken(store, redis, waited_seconds=0) == 1  # no agent worker on test-agent
+    assert relay.note_untaken(store, redis, waited_seconds=0) == 0  # said once
+    drain(redis)  # the router worker rewrites the card
+    blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
+    assert "Approved by <@U0LEAD>" in blocks
+    assert (
+        "⚠ The agent has not run it: no worker has taken its resume job from queue `test-agent` since"
+        in blocks
+    )
+    shown = client.get(request_id).as_dict()
+    assert shown["resume"]["problem"] == {
+        "event": "resume_not_taken",
+        "queue": agent.QUEUE,
+        "waited_seconds": 0,
+    }
+    assert shown["audit"][-1]["event"] == "resume_not_taken" and shown["audit"][-1]["actor"] == "relay"
+
+    drain(redis, agent.QUEUE)  # an agent worker starts, at last
+    drain(redis)
+    blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
+    assert "Executed ✓" in blocks and "⚠" not in blocks
+    assert client.get(request_id).resume["problem"] is None  # type: ignore[index]
+    assert events(store, request_id)[-3:] == ["resume_not_taken", "execution_started", "executed"]
+
+
+def test_an_untaken_rejection_is_cleared_once_a_worker_has_run_its_job(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    sb, _ = sandbox
+    request_id, card = decided_card(client, redis, runtime, sb, func=agent.FUNC, vote="rejected")
+    relay.sweep(store, redis)
+    assert relay.note_untaken(store, redis, waited_seconds=0) == 1
+    drain(redis)
+    blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
+    assert "⚠ The agent has not processed it: no worker has taken its resume job" in blocks
+    assert relay.clear_taken(store, redis) == 0  # still waiting
+    drain(redis, agent.QUEUE)
+    assert [d["outcome"] for d in agent.resumed(redis)] == ["rejected"]
+    assert relay.clear_taken(store, redis) == 1 and relay.clear_taken(store, redis) == 0
+    drain(redis)
+    blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
+    assert "Rejected by <@U0LEAD>" in blocks and "⚠" not in blocks
+    assert events(store, request_id)[-2:] == ["resume_not_taken", "resume_taken"]
+
+
+def test_a_resume_that_failed_for_good_does_not_keep_later_ones_from_being_cleared(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    stuck = new_request(store)
+    store.decide(stuck.id, "rejected", [], via="policy", resume=runtime.resume_event)
+    store.resume_failed(stuck.id, "ValueError: Invalid attribute name: f", 0, "agent")  # RQ gave up on it
+    request_id, _ = decided_card(client, redis, runtime, sandbox[0], func=agent.FUNC, vote="rejected")
+    relay.sweep(store, redis)
+    store.resume_failed(request_id, "RuntimeError: the agent's database was down", 1, "agent")
+    drain(redis, agent.QUEUE)  # then its job ran to the end
+    assert relay.clear_taken(store, redis, page=1) == 1  # found on the second page
+    assert [e.request_id for e in store.resume_problems()] == [stuck.id]
+
+
+def test_heal_never_enqueues_again_a_resume_whose_grant_was_refused_as_expired(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """The agent's worker was down until the grant expired: the delivery was refused, and every later
+    one would be. Redis restarting empty (a `make run` restart, before its Redis kept its data) does
+    not deliver it again, nor audit the refusal again."""
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    age(store, request_id, grant_expires_at=-1)
+    relay.sweep(store, redis)
+    drain(redis, agent.QUEUE)  # refused: grant_expired
+    redis.flushall()  # Redis restarted without persistence
+    assert relay.heal(store, redis) == 0
+    assert json_queue(agent.QUEUE, redis).count == 0 and agent.executed(redis) == []
+    trail = events(store, request_id)
+    assert trail.count("execution_refused") == 1 and "resume_republished" not in trail
+
+
+def test_heal_still_enqueues_a_lost_resume_after_a_forged_decision_was_refused(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    relay.sweep(store, redis)
+    event = store.outbox_event(request_id)
+    assert event is not None
+    forged = {**event.body, "payload": {"amount": "9999.00", "currency": "USD"}}
+    with pytest.raises(ExecutionRefused, match="payload_mismatch"):
+        execute_approved(forged, lambda payload: pytest.fail(f"a forged decision ran: {payload}"), runtime)
+    redis.flushall()  # the genuine resume job is lost before it ran
+    assert relay.heal(store, redis) == 1
+    drain(redis, agent.QUEUE)
+    assert agent.executed(redis) == [{"amount": "120.00", "currency": "USD"}]

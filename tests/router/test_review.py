@@ -18,7 +18,7 @@ import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient
-from countersign.router import timeouts
+from countersign.router import review, timeouts
 from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
@@ -217,3 +217,51 @@ def test_pending_for_lists_what_a_reviewer_may_decide_now(
     timeouts.sweep(runtime)  # the refund escalates to S0FINLEADS: now U0BOB's, no longer U0ALICE's
     assert listed("U0ALICE") == [vendor] and listed("U0BOB") == [refund_id, vendor]
     assert listed("U0LEAD") == []
+
+
+EDIT_THEN_ESCALATE = """\
+version: 12
+defaults:
+  channel: C0APPROVALS
+  approvers: {users: [U0LEAD]}
+actions:
+  issue_refund:
+    channel: C0FINANCE
+    approvers: {users: [U0ALICE]}
+    editable: {amount: {type: decimal, places: 2, min: "0.01"}}
+    timeout: 4h
+    on_timeout: escalate
+    escalate: [{channel: C0FINLEADS, approvers: {users: [U0BOB]}, timeout: 24h, on_timeout: deny}]
+"""
+
+
+def test_an_edit_checked_before_an_escalation_is_refused_to_the_earlier_level(
+    policy_file: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """U0ALICE's edit is valid when `check_edit` reads the request (before the ack); the request then
+    escalates to U0BOB before the decision is written. The decision, authorised on the row it locks,
+    refuses her: audited, told, and the request waits for U0BOB at level 1 with nothing to resume."""
+    policy_file.write_text(EDIT_THEN_ESCALATE)
+    sb, _ = sandbox
+    request_id, _ = post_card(client, redis, sb, payload={"amount": "300.00", "currency": "USD"})
+    alice = {"slack_user_id": "U0ALICE", "name": "alice"}
+    submission = review.check_edit(runtime, request_id, "U0ALICE", {"edit-amount": "250"})
+    assert submission.ok and submission.edit is not None
+    assert submission.edit.payload == {"amount": "250.00", "currency": "USD"}
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)  # level 1: U0BOB only
+
+    assert review.approve_edited(runtime, runtime.slack, alice, submission) == "refused"
+
+    row = store.get(request_id)
+    assert row is not None
+    assert (row.status, row.level, row.approvers, row.approved_payload) == ("pending", 1, ["U0BOB"], None)
+    refusals = [(e.actor, e.detail) for e in store.audit_trail(request_id) if e.event == "refused"]
+    assert refusals == [("U0ALICE", {"why": "not_an_approver", "step": "edit_submit"})]
+    assert store.outbox_event(request_id) is None
+    assert "You are not an approver" in str(sb.ephemerals("U0ALICE"))

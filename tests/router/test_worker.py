@@ -1,5 +1,6 @@
 """The router worker as a real process: it survives its own SIGKILL without leaving anything behind
-that could take the next job (a forked child holding the dead worker's blocked Redis command)."""
+that could take the next job (a forked child holding the dead worker's blocked Redis command), and
+its sweep says on the card when no agent worker takes a resume job."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from pathlib import Path
 import pytest
 from redis import Redis
 from rq import Worker
+from sqlalchemy import update
 
 from countersign.agent import ApprovalClient
+from countersign.router import relay
+from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from tests.helpers import wait_for
-from tests.helpers.builders import refund
+from countersign.store import OutboxEvent
+from countersign.store.models import utcnow_plus
+from tests.helpers import settled, wait_for
+from tests.helpers.builders import decided_card, edited_card, refund
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,10 +118,12 @@ def test_the_worker_follows_policy_changes_and_keeps_the_last_good_one(
         first = client.request(refund(run_id="1"))
         wait_for(lambda: card_in("C0FINANCE", first), timeout=20, what="the first card")
         policy_file.write_text(policy_file.read_text().replace("channel: C0FINANCE", "chanel: C0FINANCE"))
+        settled(policy_file)
         second = client.request(refund(run_id="2"))
         wait_for(lambda: card_in("C0FINANCE", second), timeout=20, what="a card under the last good policy")
         assert "POLICY NOT RELOADED, version 3 stays in force" in log.read_text()
         policy_file.write_text(policy_file.read_text().replace("chanel: C0FINANCE", "channel: C0NEWFIN"))
+        settled(policy_file)
         third = client.request(refund(run_id="3"))
         wait_for(lambda: card_in("C0NEWFIN", third), timeout=20, what="a card under the fixed policy")
         logged = log.read_text()
@@ -124,3 +132,30 @@ def test_the_worker_follows_policy_changes_and_keeps_the_last_good_one(
     finally:
         worker.terminate()
         worker.wait(timeout=30)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_the_worker_says_on_the_card_when_no_agent_worker_takes_a_resume_job(
+    env: dict[str, str],
+    redis: Redis,
+    client: ApprovalClient,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """The sweep looks for untaken resume jobs at start and then every 30 s, with the wait set by
+    `COUNTERSIGN_RESUME_WAIT_SECONDS`; here the job was published 2 minutes before the worker starts."""
+    sb, _ = sandbox
+    request_id, card = decided_card(client, redis, runtime, sb)
+    relay.sweep(runtime.store, redis)
+    with runtime.store.engine.begin() as connection:  # as if published 2 minutes ago
+        connection.execute(update(OutboxEvent).values(published_at=utcnow_plus(-120)))
+    worker = start_worker({**env, "COUNTERSIGN_RESUME_WAIT_SECONDS": "60"})
+    try:
+        rewritten = wait_for(lambda: edited_card(sb, card["ts"]), timeout=30, what="the card rewritten")
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    assert "⚠ The agent has not run it: no worker has taken its resume job from queue `test-agent`" in str(
+        rewritten["blocks"]
+    )
+    assert client.get(request_id).resume["problem"]["waited_seconds"] == 60  # type: ignore[index]

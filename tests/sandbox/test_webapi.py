@@ -24,6 +24,14 @@ def test_missing_or_non_bot_token_is_rejected(server: SandboxServer) -> None:
     assert api_error(WebClient(token="xoxp-user", base_url=base).auth_test)["error"] == "invalid_auth"
 
 
+def test_a_bot_token_other_than_the_workspaces_is_invalid_auth(server: SandboxServer, sb: Sandbox) -> None:
+    base = server.url + "/api/"
+    assert WebClient(token="xoxb-anything", base_url=base).auth_test()["ok"]  # no bot_token: any bot token
+    sb.bot_token = "xoxb-ours"
+    assert api_error(WebClient(token="xoxb-revoked", base_url=base).auth_test)["error"] == "invalid_auth"
+    assert WebClient(token="xoxb-ours", base_url=base).auth_test()["user_id"] == "U0BOT"
+
+
 def test_unknown_method_is_http_404(client: WebClient) -> None:
     with pytest.raises(SlackApiError) as caught:
         client.api_call("chat.frobnicate")

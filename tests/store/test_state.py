@@ -6,8 +6,20 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from countersign.router.jobs import resume_job_id
-from countersign.store import AlreadyDecided, Decided, Level, NotExecutable, Rules, Store, TimeoutResult
+from countersign.store import (
+    AlreadyDecided,
+    Decided,
+    Level,
+    NotExecutable,
+    Refused,
+    Rules,
+    Store,
+    TimeoutResult,
+)
+from tests.helpers import anyone
 from tests.helpers.builders import age, new_request, resume
 
 
@@ -26,25 +38,69 @@ def _values(row: Any) -> dict[str, Any]:
 def test_decide_writes_decision_audit_and_outbox_together(store: Store) -> None:
     row = new_request(store)
     result = store.decide(
-        row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", resume=resume
+        row.id,
+        "approved",
+        [{"slack_user_id": "U0LEAD", "name": "lee"}],
+        via="slack",
+        resume=resume,
+        refuse=anyone,
     )
     assert isinstance(result, Decided)
     assert result.request.status == "approved" and result.request.decided_at is not None
     assert result.event.job_id == resume_job_id(row.id)
     assert result.event.body["outcome"] == "approved" and result.event.body["payload"] == {"amount": "5.00"}
     assert [e.id for e in store.unpublished()] == [result.event.id]
-    assert [e.event for e in store.audit_trail(row.id)] == ["requested", "approved"]
+    assert [(e.event, e.actor) for e in store.audit_trail(row.id)] == [
+        ("requested", "agent"),
+        ("approved", "U0LEAD"),
+        ("resume_published", "U0LEAD"),  # the outbox row, in the decision's transaction
+    ]
 
 
 def test_second_decision_loses_and_changes_nothing(store: Store) -> None:
     row = new_request(store)
-    store.decide(row.id, "rejected", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack", resume=resume)
+    store.decide(
+        row.id,
+        "rejected",
+        [{"slack_user_id": "U0LEAD", "name": "lee"}],
+        via="slack",
+        resume=resume,
+        refuse=anyone,
+    )
     late = store.decide(
-        row.id, "approved", [{"slack_user_id": "U0ALICE", "name": "alice"}], via="slack", resume=resume
+        row.id,
+        "approved",
+        [{"slack_user_id": "U0ALICE", "name": "alice"}],
+        via="slack",
+        resume=resume,
+        refuse=anyone,
     )
     assert isinstance(late, AlreadyDecided)
     assert late.request.status == "rejected" and late.request.decided_by[0]["slack_user_id"] == "U0LEAD"
     assert len(store.unpublished()) == 1
+
+
+def test_a_reviewers_decision_is_authorised_on_the_row_it_locks(store: Store) -> None:
+    row = new_request(store)
+    lee = [{"slack_user_id": "U0LEAD", "name": "lee"}]
+    with pytest.raises(ValueError, match="pass refuse"):  # no reviewer decides unchecked
+        store.decide(row.id, "approved", lee, via="slack", resume=resume)
+    seen: list[Any] = []
+
+    def refuse(locked: Any) -> dict[str, Any]:
+        seen.append((locked.id, locked.status))
+        return {"why": "not_an_approver", "step": "edit_submit"}
+
+    result = store.decide(row.id, "approved", lee, via="slack", resume=resume, refuse=refuse)
+    assert isinstance(result, Refused) and result.why == "not_an_approver"
+    assert seen == [(row.id, "pending")]
+    refused = store.audit_trail(row.id)[-1]
+    assert (refused.event, refused.actor, refused.detail) == (
+        "refused",
+        "U0LEAD",
+        {"why": "not_an_approver", "step": "edit_submit"},
+    )
+    assert store.get(row.id).status == "pending" and store.unpublished() == []  # type: ignore[union-attr]
 
 
 def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
@@ -57,7 +113,12 @@ def test_concurrent_decisions_have_exactly_one_winner(store: Store) -> None:
         outcome = "approved" if n % 2 else "rejected"
         results.append(
             store.decide(
-                row.id, outcome, [{"slack_user_id": f"U{n}", "name": str(n)}], via="slack", resume=resume
+                row.id,
+                outcome,
+                [{"slack_user_id": f"U{n}", "name": str(n)}],
+                via="slack",
+                resume=resume,
+                refuse=anyone,
             )
         )
 
@@ -84,8 +145,9 @@ def test_publish_is_marked_once(store: Store) -> None:
 
 def test_card_is_attached_once_where_slack_posted_it(store: Store) -> None:
     row = new_request(store)
-    assert store.attach_card(row.id, "D0LEAD", "1.000100") is True  # e.g. a user id's DM
-    assert store.attach_card(row.id, "C0X", "1.000200") is False
+    attached = store.attach_card(row.id, "D0LEAD", "1.000100")  # e.g. a user id's DM
+    assert attached is not None and (attached.channel, attached.card_ts) == ("D0LEAD", "1.000100")
+    assert store.attach_card(row.id, "C0X", "1.000200") is None
     stored = store.get(row.id)
     assert stored is not None and (stored.channel, stored.card_ts) == ("D0LEAD", "1.000100")
 
@@ -169,10 +231,14 @@ def test_a_timeout_allows_only_what_a_posted_card_showed_and_counts_from_the_car
     rules = Rules(levels=[Level(channel="C0X", users=["U0LEAD"], timeout=60, on_timeout="allow")])
     unseen, seen = new_request(store, rules=rules), new_request(store, rules=rules)
     age(store, seen.id, expires_at=-30)  # as if its card waited 30 s past the deadline intake set
-    assert store.attach_card(seen.id, "C0X", "1.000100")
+    attached = store.attach_card(seen.id, "C0X", "1.000100")
     posted = store.get(seen.id)
     assert posted is not None and posted.expires_at is not None and posted.level_started_at is not None
     assert posted.expires_at - posted.level_started_at == timedelta(seconds=60)  # from the card's posting
+    assert attached is not None and (attached.expires_at, attached.level_started_at) == (
+        posted.expires_at,
+        posted.level_started_at,
+    )  # the row it returns is the row as stored, clock included
     assert store.expire([(posted, TimeoutResult.ALLOW)], resume) == []  # not due: its minute has begun
     for row in (unseen, seen):
         age(store, row.id, expires_at=-1)
@@ -190,3 +256,25 @@ def test_a_timeout_allows_only_what_a_posted_card_showed_and_counts_from_the_car
         if e.event == "expired"
     ]
     assert shown == [False, True]
+
+
+def test_a_card_attached_after_its_request_was_decided_leaves_the_decided_row_clock_alone(
+    store: Store,
+) -> None:
+    """A card posted while its request was decided (or found for a decided request whose poster died)
+    is stored, and the decided row is returned so the card can be rewritten; no deadline or reminder
+    starts for a request that is no longer pending."""
+    rules = Rules(levels=[Level(channel="C0X", users=["U0LEAD"], timeout=60)], reminders_seconds=[3600])
+    row = new_request(store, rules=rules)
+    lee = [{"slack_user_id": "U0LEAD", "name": "lee"}]
+    store.decide(row.id, "rejected", lee, via="slack", resume=resume, refuse=anyone)  # type: ignore[arg-type]
+    decided = store.get(row.id)
+    assert decided is not None
+    attached = store.attach_card(row.id, "C0X", "1.000100")
+    assert attached is not None and attached.status == "rejected" and attached.card_ts == "1.000100"
+    stored = store.get(row.id)
+    assert stored is not None and (stored.expires_at, stored.level_started_at, stored.next_reminder_at) == (
+        decided.expires_at,
+        decided.level_started_at,
+        decided.next_reminder_at,
+    )

@@ -50,7 +50,7 @@ def _answer(ws: Workspace, method: str, params: Params, authorization: str) -> A
     token = _token(authorization, params)
     if token is None:
         raise ApiError("not_authed")
-    if not str(token).startswith("xoxb-"):
+    if not str(token).startswith("xoxb-") or ws.bot_token not in (None, token):
         raise ApiError("invalid_auth")
     with ws.state.lock:
         fault = ws.state.take_fault(method)
@@ -78,7 +78,8 @@ def handle(
     """Answer one Web API call to ``/api/<method>`` and record it (``Sandbox.calls``).
 
     The token comes from ``Authorization: Bearer <token>`` or a ``token`` argument: missing → ``not_authed``,
-    not a bot token (``xoxb-``) → ``invalid_auth`` (https://docs.slack.dev/authentication/tokens). An
+    not a bot token (``xoxb-``), or another than ``Workspace.bot_token`` when that is set → ``invalid_auth``
+    (https://docs.slack.dev/authentication/tokens). An
     unknown method is HTTP 404 ``unknown_method``. A fault queued by ``Sandbox.inject`` is applied after
     the token check, before the method runs; then a method over its tier's calls a minute
     (``Workspace.method_limits``) answers 429 ``ratelimited`` with ``Retry-After``.

@@ -3,16 +3,16 @@ limit on pending requests (`limits.pending`): intake counts one requester's pend
 class before it accepts another (`Store.pending_count`), which without it scans every pending
 request of the class.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-12-02
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

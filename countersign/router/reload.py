@@ -1,0 +1,126 @@
+"""The policy of a long-running process, reloaded when its file changes, never from a file half
+written.
+
+A file being rewritten in place can be read half way, and a prefix of a valid policy is often
+valid YAML and a valid policy too, with the action classes (or the keys) after the cut gone. So a
+process takes a new version of the file only when
+
+- it has settled: its inode, size, modification and change times are the same before and after it
+  is read, and it last changed at least `SETTLE_SECONDS` before (a writer still at work keeps
+  changing it; the bytes read are the bytes of that one version, whose SHA-256 is recorded);
+- it is a valid policy (`policy.parse_policy`);
+- it names every action class of the version in force, or lists the ones it drops under
+  `removed_actions` (`policydiff.check_successor`).
+
+Otherwise the version in force stays, and a refused file is logged as one error line (once per
+version of the file). A new version that weakens a class (`policydiff.weakenings`) is taken, with
+one warning line listing how. Writing the file atomically (a temporary file in the same directory,
+renamed over it) keeps a reader from ever seeing a partial file: README, "The policy file".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from ..exceptions import PolicyError
+from .policy import Policy, load_policy, parse_policy
+from .policydiff import check_successor
+
+log = logging.getLogger(__name__)
+
+SETTLE_SECONDS = 2.0
+Stamp = tuple[int, int, int, int]  # inode, size, mtime and ctime in nanoseconds
+
+
+def _stamp(path: Path) -> Stamp:
+    stat = path.stat()
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+class PolicyHolder:
+    """The policy a long-running process uses, reloaded when the file changes (or on `reload()`,
+    which the worker calls on SIGHUP), under the rules of this module. Thread-safe enough: a
+    reload swaps one reference."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._policy = load_policy(self.path)  # a broken file at start is an error, not a fallback
+        self._stamp = _stamp(self.path)
+        self._refused: Stamp | None = None
+        self._waiting: Stamp | None = None
+
+    def current(self) -> Policy:
+        """The policy in force, after taking the file if it changed since the last look and may be
+        taken now."""
+        try:
+            stamp = _stamp(self.path)
+        except OSError as exc:
+            log.error(
+                "policy file %s cannot be read (%s); keeping version %s", self.path, exc, self._policy.version
+            )
+            return self._policy
+        if stamp not in (self._stamp, self._refused):
+            self._look(stamp)
+        return self._policy
+
+    def reload(self) -> None:
+        """Look at the file now, even at a version refused before; it is taken on the same terms."""
+        self._refused = None
+        self.current()
+
+    def _look(self, stamp: Stamp) -> None:
+        raw = self._settled(stamp)
+        if raw is None:
+            return
+        try:
+            policy = parse_policy(self.path, raw)
+            weaker = check_successor(self._policy, policy)
+        except PolicyError as exc:
+            self._refused = stamp
+            log.error("POLICY NOT RELOADED, version %s stays in force: %s", self._policy.version, exc)
+            return
+        if weaker:
+            log.warning(
+                "POLICY WEAKENED: version %s (sha256 %s) reviews less than version %s: %s",
+                policy.version,
+                policy.sha256[:12],
+                self._policy.version,
+                "; ".join(weaker),
+            )
+        self._policy, self._stamp, self._refused = policy, stamp, None
+        log.warning(
+            "policy reloaded from %s: version %s, sha256 %s", self.path, policy.version, policy.sha256[:12]
+        )
+
+    def _settled(self, stamp: Stamp) -> bytes | None:
+        """The file's bytes if it has not changed for `SETTLE_SECONDS` nor while it was read, else
+        None (said once per version of the file)."""
+        if time.time_ns() - stamp[3] >= SETTLE_SECONDS * 1e9:
+            try:
+                raw = self.path.read_bytes()
+                if _stamp(self.path) == stamp:
+                    return raw
+            except OSError:
+                pass  # replaced meanwhile: the next look sees the new file
+        if self._waiting != stamp:
+            self._waiting = stamp
+            log.info("policy file %s changed; taken once unchanged for %s s", self.path, SETTLE_SECONDS)
+        return None
+
+
+_holders: dict[Path, PolicyHolder] = {}
+
+
+def holder(path: Path | str) -> PolicyHolder:
+    """The process's `PolicyHolder` for `path`, created (and loaded) on first use.
+
+    One per process and file, shared by every `Runtime` of the process (the router worker's jobs
+    and the worker itself), so a refused file is reported once and the last good policy stays in
+    force for every job, not only for the one that first saw the file change.
+    """
+    key = Path(path).resolve()
+    if key not in _holders:
+        _holders[key] = PolicyHolder(key)
+    return _holders[key]

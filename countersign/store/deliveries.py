@@ -1,0 +1,173 @@
+"""Where a request's card and reminders stand in Slack: posting leases, the card's channel and `ts`,
+card rewrites still due, and reminders claimed and sent; and the level's clock, which runs from its
+card (`schedule_card` moves the deadline behind a busy channel, `attach_card` starts it again).
+
+None of this changes a request's status (the state machine is `state.py`); each write is a
+conditional UPDATE or a lease, so several workers' sweeps never post one card or reminder twice.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import update
+
+from .models import ApprovalRequest, Status, utcnow, utcnow_plus
+from .records import Records
+from .sql import deadline, level_clock, no_live_card_lease, update_request
+
+
+class Deliveries(Records):
+    """Transactions on the delivery of cards and reminders. Safe to share between threads."""
+
+    def claim_card(self, request_id: str, lease_seconds: int = 60) -> ApprovalRequest | None:
+        """Take the right to post a pending request's card for `lease_seconds` (database clock).
+
+        None while another process holds an unexpired lease, or once the card exists. The returned
+        request's `card_attempts` counts the claims: above 1, an earlier attempt may have posted
+        the card and died before `attach_card`, so look for it before posting again.
+        """
+        with self._write() as session:
+            return update_request(
+                session,
+                (
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.status == Status.PENDING,
+                    ApprovalRequest.card_ts.is_(None),
+                    no_live_card_lease(),
+                ),
+                card_lease_until=utcnow_plus(lease_seconds),
+                card_attempts=ApprovalRequest.card_attempts + 1,
+            )
+
+    def defer_card(self, request_id: str, seconds: int) -> None:
+        """Keep everyone from posting the card for `seconds` (Slack refused it or asked to wait)."""
+        with self._write() as session:
+            session.execute(
+                update(ApprovalRequest)
+                .where(ApprovalRequest.id == request_id, ApprovalRequest.card_ts.is_(None))
+                .values(card_lease_until=utcnow_plus(seconds))
+            )
+
+    def schedule_card(self, request: ApprovalRequest, seconds: int) -> None:
+        """The card of `request`'s level waits `seconds` for its time in its channel's pace: nobody
+        posts it before then (the posting lease), and the level's deadline moves to that time plus
+        its timeout (database clock), so a card behind a backlog never loses its reviewers' time.
+        Nothing changes once the card is posted, the request decided or moved to another level."""
+        pending_without_card = (
+            ApprovalRequest.id == request.id,
+            ApprovalRequest.status == Status.PENDING,
+            ApprovalRequest.card_ts.is_(None),
+            ApprovalRequest.level == request.level,
+        )
+        clock = deadline(request.rules, request.level, seconds)
+        with self._write() as session:
+            update_request(
+                session, pending_without_card, card_lease_until=utcnow_plus(seconds), expires_at=clock
+            )
+
+    def refresh_card_later(self, request_id: str, seconds: int) -> None:
+        """Slack would not rewrite the card now: have the card sweep try again in `seconds`
+        (database clock), and on each later tick until it succeeds (`card_refreshed`)."""
+        with self._write() as session:
+            session.execute(
+                update(ApprovalRequest)
+                .where(ApprovalRequest.id == request_id)
+                .values(card_refresh_due_at=utcnow_plus(seconds))
+            )
+
+    def card_refreshed(self, request_id: str, moved_to: tuple[str, str] | None = None) -> None:
+        """The card now tells the truth: nothing more is due. With `moved_to` (`(channel, ts)`), the
+        old card vanished and a status message stands in for it: later rewrites edit that message,
+        so a vanished card gets one status message, not one a refresh (audited `card_replaced`)."""
+        moved = {"channel": moved_to[0], "card_ts": moved_to[1]} if moved_to else {}
+        with self._write() as session:
+            session.execute(
+                update(ApprovalRequest)
+                .where(ApprovalRequest.id == request_id)
+                .values(card_refresh_due_at=None, **moved)
+            )
+            if moved_to:
+                self._audit(session, request_id, "card_replaced", None, channel=moved_to[0], ts=moved_to[1])
+
+    def reroute(
+        self, request_id: str, channel: str, level: int, why: str, **detail: Any
+    ) -> ApprovalRequest | None:
+        """Send a pending request's card to `channel` instead (its original channel refused it);
+        audited as `delivery_failed`. None if the request has a card already or is decided."""
+        with self._write() as session:
+            row = update_request(
+                session,
+                (
+                    ApprovalRequest.id == request_id,
+                    ApprovalRequest.status == Status.PENDING,
+                    ApprovalRequest.card_ts.is_(None),
+                    ApprovalRequest.level == level,
+                ),
+                channel=channel,
+            )
+            if row is not None:
+                self._audit(
+                    session, request_id, "delivery_failed", None, why=why, to_channel=channel, **detail
+                )
+        return row
+
+    def attach_card(self, request_id: str, channel: str, ts: str, level: int = 0) -> ApprovalRequest | None:
+        """Record where the request's card at escalation `level` is, once: the `channel` Slack
+        answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
+        and replaces the user id) and its `ts`; audit `card_posted`. For a pending request the
+        level's clock starts again now (database clock), as reviewers can see the card from now on:
+        its deadline is the level's timeout from now, and its reminders count from now. Returns the
+        request as stored now (it may have been decided while its card was posted), or None if it
+        had a card, or moved on to another level meanwhile."""
+        with self._write() as session:
+            where = (
+                ApprovalRequest.id == request_id,
+                ApprovalRequest.card_ts.is_(None),
+                ApprovalRequest.level == level,
+            )
+            row = update_request(session, where, channel=channel, card_ts=ts)
+            if row is not None:
+                still_pending = (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING)
+                row = update_request(session, still_pending, **level_clock(row.rules, level)) or row
+                self._audit(session, request_id, "card_posted", None, ts=ts)
+        return row
+
+    def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:
+        """Take the request's due reminder for `lease_seconds` (once, even with two sweepers): its
+        due time moves that far on, so if the reminder is not posted and marked (`reminder_sent`)
+        by then, a later sweep takes it again."""
+        with self._write() as session:
+            where = (*self._same_reminder(request), ApprovalRequest.next_reminder_at <= utcnow())
+            return update_request(session, where, next_reminder_at=utcnow_plus(lease_seconds)) is not None
+
+    def reminder_sent(self, request: ApprovalRequest, failed: str | None = None) -> bool:
+        """Mark the claimed reminder posted (audit `reminded`), or given up for good with Slack's
+        error `failed` (audit `reminder_failed`), and schedule the one after. False if the request
+        moved on meanwhile (decided, escalated, or the reminder marked by another sweeper)."""
+        offsets = request.rules.reminders_seconds
+        sent = request.reminders_sent + 1
+        later = (
+            request.level_started_at + timedelta(seconds=offsets[sent])
+            if sent < len(offsets) and request.level_started_at is not None
+            else None
+        )
+        with self._write() as session:
+            row = update_request(
+                session, self._same_reminder(request), reminders_sent=sent, next_reminder_at=later
+            )
+            if row is not None:
+                event, detail = ("reminder_failed", {"why": failed}) if failed else ("reminded", {})
+                self._audit(session, request.id, event, None, level=request.level, reminder=sent, **detail)
+        return row is not None
+
+    @staticmethod
+    def _same_reminder(request: ApprovalRequest) -> tuple[Any, ...]:
+        """The request is still pending at the same level, with the same reminders sent."""
+        return (
+            ApprovalRequest.id == request.id,
+            ApprovalRequest.status == Status.PENDING,
+            ApprovalRequest.level == request.level,
+            ApprovalRequest.reminders_sent == request.reminders_sent,
+        )

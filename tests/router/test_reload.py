@@ -1,0 +1,164 @@
+"""Issue 12, finding 3: a policy file rewritten in place is never taken half written. A new version
+is taken once it has settled, only if it keeps every action class of the one in force (or lists the
+ones it drops under `removed_actions`), and a version that weakens a class is logged with how."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from redis import Redis
+
+from countersign.agent import ApprovalClient
+from countersign.router.reload import PolicyHolder
+from countersign.router.runtime import Runtime
+from countersign.store import Store
+from tests.helpers import drain, settled
+from tests.helpers.builders import refund
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = (ROOT / "examples" / "policy.yml").read_text()
+BIG_REFUND = {"amount": "20000.00", "currency": "USD", "customer": "cus_ACME"}
+
+
+def cut_before(text: str, line: str) -> str:
+    """`text` up to (not including) its first line starting with `line`: a file cut short there."""
+    return text[: text.index("\n" + line) + 1]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # policy behaviour, not SQL
+def test_a_half_written_policy_is_not_taken_and_requests_keep_the_old_rules(
+    policy_file: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy_file.write_text(EXAMPLE)
+    first = client.request(refund(payload=BIG_REFUND, run_id="1"))
+    drain(redis)
+    prefix = cut_before(EXAMPLE, "    require:")  # valid YAML, and a valid policy on its own
+    policy_file.write_text(prefix)
+    settled(policy_file)
+    with caplog.at_level(logging.INFO, logger="countersign.router.reload"):
+        later = [client.request(refund(payload=BIG_REFUND, run_id=run)) for run in ("2", "3")]
+        drain(redis)
+    rows = [store.get(request_id) for request_id in (first, *later)]
+    assert [(r.required_approvals, len(r.rules.levels), r.policy_sha256) for r in rows if r] == [
+        (2, 2, runtime.policy.sha256)
+    ] * 3
+    assert runtime.policy.file.actions.keys() == {"issue_refund", "delete_customer"}
+    refused = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in refused] == [  # one line, once
+        f"POLICY NOT RELOADED, version 1 stays in force: {policy_file.resolve()}: version 1 does not name "
+        "the action classes delete_customer of version 1 (a file cut short?); list them under "
+        "removed_actions to remove them"
+    ]
+
+
+def test_a_file_still_changing_is_not_taken(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yml"
+    path.write_text(EXAMPLE)
+    holder = PolicyHolder(path)
+    path.write_text(EXAMPLE.replace("timeout: 4h", "timeout: 2h"))
+    assert holder.current().setting("issue_refund", "timeout") == "4h"  # changed under a second ago
+    settled(path)
+    assert holder.current().setting("issue_refund", "timeout") == "2h"
+
+
+# The example policy, weakened: a third approver, no quorum rule, a timeout that allows instead of
+# escalating, no escalation level, a wider auto-approval, no reason required to reject, and
+# `delete_customer` no longer always reviewed.
+WEAKER = """\
+version: 2
+defaults:
+  channel: C0APPROVALS
+  approvers: {users: [U0LEAD]}
+  key_fields: [customer]
+  timeout: 24h
+  on_timeout: deny
+actions:
+  issue_refund:
+    channel: C0FINANCE
+    approvers: {users: [U0LEAD, U0ALICE, U0BOB]}
+    key_fields: [amount, currency, customer]
+    auto_approve: {rule: "double(payload.amount) > 0.0 && double(payload.amount) < 500.0", label: small}
+    timeout: 4h
+    on_timeout: allow
+  delete_customer:
+    always_review: false
+"""
+
+
+def test_a_weakening_is_taken_and_logged_with_its_diff(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "policy.yml"
+    path.write_text(EXAMPLE)
+    holder = PolicyHolder(path)
+    path.write_text(WEAKER)
+    settled(path)
+    with caplog.at_level(logging.WARNING, logger="countersign.router.reload"):
+        assert holder.current().version == 2
+    [warning] = [r.getMessage() for r in caplog.records if "POLICY WEAKENED" in r.getMessage()]
+    assert warning.startswith("POLICY WEAKENED: version 2 (sha256 ")
+    assert warning.endswith(
+        "reviews less than version 1: delete_customer: always_review true → false; "
+        "issue_refund: auto_approve 'double(payload.amount) > 0.0 && double(payload.amount) < 50.0' → "
+        "'double(payload.amount) > 0.0 && double(payload.amount) < 500.0'; "
+        "issue_refund: quorum 2 → 1; issue_refund: approvers added: U0BOB; "
+        "issue_refund: on_timeout escalate → allow; "
+        "issue_refund: escalation levels 2 → 1 (no longer: C0FINLEADS); "
+        "issue_refund: reject_reason required → optional"
+    )
+
+
+def test_a_class_is_dropped_only_when_removed_actions_lists_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "policy.yml"
+    path.write_text(EXAMPLE)
+    holder = PolicyHolder(path)
+    without = cut_before(EXAMPLE, "  delete_customer:").replace("version: 1", "version: 2")
+    path.write_text(without)
+    settled(path)
+    with caplog.at_level(logging.ERROR, logger="countersign.router.reload"):
+        assert holder.current().version == 1
+    assert "does not name the action classes delete_customer" in caplog.text
+    path.write_text(without.replace("version: 2\n", "version: 2\nremoved_actions: [delete_customer]\n"))
+    settled(path)
+    assert holder.current().version == 2 and set(holder.current().file.actions) == {"issue_refund"}
+
+
+def test_policy_check_old_new_says_whether_new_may_replace_old(tmp_path: Path) -> None:
+    def check(new: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / "new.yml").write_text(new)
+        command = ["policy", "check", "examples/policy.yml", str(tmp_path / "new.yml")]
+        return subprocess.run(
+            [sys.executable, "-m", "countersign.cli", *command],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+
+    weaker = check(WEAKER)
+    assert weaker.returncode == 0, weaker.stderr
+    first = weaker.stdout.splitlines()[0]
+    assert first.startswith(
+        f"{tmp_path / 'new.yml'} (version 2) may replace examples/policy.yml (version 1); it weakens it: "
+        "delete_customer: always_review true → false; issue_refund: auto_approve"
+    )
+    assert "  issue_refund: C0FINANCE (U0LEAD, U0ALICE, U0BOB; after 14400 s: allow)" in weaker.stdout
+    same = check(EXAMPLE.replace("version: 1", "version: 2"))
+    assert same.stdout.splitlines()[0].endswith("(version 1); it weakens nothing")
+    cut = check(cut_before(EXAMPLE, "    require:"))
+    assert cut.returncode == 1 and cut.stdout == ""
+    assert cut.stderr == (
+        f"countersign: policy error: {tmp_path / 'new.yml'}: version 1 does not name the action classes "
+        "delete_customer of version 1 (a file cut short?); list them under removed_actions to remove them\n"
+    )
