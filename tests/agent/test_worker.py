@@ -21,7 +21,7 @@ from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import agent, anyone, drain, wait_for
+from tests.helpers import agent, anyone, countersign, drain, wait_for
 from tests.helpers.builders import decided_card, edited_card, new_request
 
 ROOT = Path(__file__).parent.parent.parent
@@ -30,7 +30,7 @@ QUEUE = "test-agent-retries"
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
 def test_a_resume_job_that_failed_once_runs_again_and_succeeds(env: dict[str, str], redis: Redis) -> None:
-    worker = _agent_worker(env, QUEUE)
+    worker = countersign(env, "agent-worker", QUEUE)
     try:
         job = json_queue(QUEUE, redis).enqueue(agent.FLAKY_FUNC, "once", retry=Retry(max=1, interval=1))
         wait_for(lambda: job.get_status(refresh=True) == "finished", timeout=60, what="the retried job")
@@ -54,7 +54,7 @@ def test_a_wrong_resume_func_is_on_the_card_and_in_show_not_only_in_the_workers_
     sb, _ = sandbox
     request_id, card = decided_card(client, redis, runtime, sb, func="examples.refund_agent.resum")
     relay.sweep(runtime.store, redis)
-    worker = _agent_worker(env, agent.QUEUE)
+    worker = countersign(env, "agent-worker", agent.QUEUE)
     try:
         problem = wait_for(lambda: client.get(request_id).resume["problem"], timeout=60, what="the failure")  # type: ignore[index]
     finally:
@@ -77,17 +77,6 @@ def test_a_wrong_resume_func_is_on_the_card_and_in_show_not_only_in_the_workers_
     )
     assert shown.returncode == 0
     assert json.loads(shown.stdout)["resume"]["problem"] == problem
-
-
-def _agent_worker(env: dict[str, str], queue: str) -> subprocess.Popen[bytes]:
-    """`countersign agent-worker QUEUE` in a process of its own, as an agent runs it."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "countersign.cli", "agent-worker", queue],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL

@@ -12,6 +12,9 @@ them), `redis_server` (a redis-server of the tests' own) and `strategies` (hypot
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -93,3 +96,18 @@ def empty_resume(row: ApprovalRequest) -> ResumeEvent:
 def anyone(row: ApprovalRequest) -> None:
     """A `refuse` for `Store.decide` that lets any reviewer decide, for tests of the transition alone."""
     return None
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def countersign(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """`countersign ARGS…` in a process of its own, run from the repository root with this
+    environment plus `env`, its output discarded (the caller stops it)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "countersign.cli", *args],
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )

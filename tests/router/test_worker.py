@@ -21,7 +21,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import OutboxEvent
 from countersign.store.models import utcnow_plus
-from tests.helpers import settled, wait_for
+from tests.helpers import countersign, settled, wait_for
 from tests.helpers.builders import decided_card, edited_card, refund
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,16 +49,6 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "countersign.cli", "worker"],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
 def test_a_killed_worker_leaves_nothing_that_steals_the_next_job(
     env: dict[str, str], redis: Redis, client: ApprovalClient, sandbox: tuple[Sandbox, str]
@@ -67,7 +57,7 @@ def test_a_killed_worker_leaves_nothing_that_steals_the_next_job(
     child processes exit, and a new worker then posts the card of a request made while none ran (a
     leftover child still blocked on the dead worker's Redis command would take that job and lose
     it)."""
-    first = start_worker(env)
+    first = countersign(env, "worker")
     try:
         wait_for(lambda: Worker.all(connection=redis), timeout=30, what="the worker to register")
         helpers = wait_for(lambda: children(first.pid), what="the sweep process")
@@ -76,7 +66,7 @@ def test_a_killed_worker_leaves_nothing_that_steals_the_next_job(
         wait_for(lambda: not any(alive(pid) for pid in helpers), what="the worker's children to exit")
 
         request_id = client.request(refund(run_id="while-down"))
-        second = start_worker(env)
+        second = countersign(env, "worker")
         try:
             wait_for(
                 lambda: [m for m in sandbox[0].messages() if request_id in str(m["blocks"])],
@@ -149,7 +139,7 @@ def test_the_worker_says_on_the_card_when_no_agent_worker_takes_a_resume_job(
     relay.sweep(runtime.store, redis)
     with runtime.store.engine.begin() as connection:  # as if published 2 minutes ago
         connection.execute(update(OutboxEvent).values(published_at=utcnow_plus(-120)))
-    worker = start_worker({**env, "COUNTERSIGN_RESUME_WAIT_SECONDS": "60"})
+    worker = countersign({**env, "COUNTERSIGN_RESUME_WAIT_SECONDS": "60"}, "worker")
     try:
         rewritten = wait_for(lambda: edited_card(sb, card["ts"]), timeout=30, what="the card rewritten")
     finally:
