@@ -19,7 +19,7 @@ from rq.job import Job
 
 from ..connections import current
 from ..exceptions import ExecutionRefused
-from ..router.jobs import enqueue_refresh_card, resumed_request
+from ..router.jobs import request_refresh, resumed_request
 from .execution import AGENT, MAX_DETAIL
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,6 @@ def resume_failed(
     try:
         runtime = current()
         if runtime.store.resume_failed(request_id, error[:MAX_DETAIL], job.retries_left or 0, AGENT):
-            enqueue_refresh_card(runtime.redis, request_id)
+            request_refresh(runtime.redis, request_id)
     except Exception:
         log.exception("request %s: the failure of its resume job was not recorded", request_id)

@@ -26,7 +26,7 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from ..store import OutboxEvent, Store
-from .jobs import enqueue_intake, enqueue_refresh_card, enqueue_resume, intake_job_id, resumed_request
+from .jobs import enqueue_intake, enqueue_resume, intake_job_id, request_refresh, resumed_request
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def note_untaken(store: Store, redis: Redis, waited_seconds: int, per_queue: int
     noted = store.resumes_not_taken(waiting, waited_seconds, RELAY)
     for request_id in noted:
         log.warning("request %s: no worker has taken its resume job in %d s", request_id, waited_seconds)
-        enqueue_refresh_card(redis, request_id)
+        request_refresh(redis, request_id)
     return len(noted)
 
 
@@ -145,7 +145,7 @@ def clear_taken(store: Store, redis: Redis, page: int = 500) -> int:
         cleared += store.resumes_taken(finished, RELAY)
         events = store.resume_problems(after=events[-1].id, limit=page) if len(events) == page else []
     for request_id in cleared:
-        enqueue_refresh_card(redis, request_id)
+        request_refresh(redis, request_id)
     return len(cleared)
 
 

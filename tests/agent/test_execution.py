@@ -13,7 +13,7 @@ from redis import Redis
 from countersign import ExecutionRefused, approved_action, execute_approved, report_outcome
 from countersign.agent import ApprovalClient
 from countersign.router import relay
-from countersign.router.jobs import json_queue, resume_job_id
+from countersign.router.jobs import REFRESH_KEY, json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -52,7 +52,8 @@ def test_runs_the_approved_payload_once_and_records_it(runtime: Runtime, redis: 
     row = runtime.store.get(decision["request_id"])
     assert row is not None and (row.execution, row.execution_detail) == ("executed", "refund re_123")
     assert [e.event for e in runtime.store.audit_trail(row.id)][-2:] == ["execution_started", "executed"]
-    assert json_queue("countersign", redis).count == 2  # card refreshes: "started", then the outcome
+    # the card's refresh, asked for at "started" and again at the outcome, is one rewrite, no RQ job
+    assert redis.smembers(REFRESH_KEY) == {row.id.encode()} and json_queue("countersign", redis).count == 0
 
 
 def test_edited_payload_is_what_runs(runtime: Runtime) -> None:
