@@ -10,7 +10,8 @@ times after `--warmup` unmeasured runs, in two phases: pause every run, then res
   JSON serializer) posts the card → [paused] → the Approve click's domain call
   (`review.approve`: authorise, vote, decide, audit, outbox, publish the resume job,
   rewrite the card) → the resume job (RQ burst: `approved_action` verifies the grant, claims the
-  execution, runs the refund, records the outcome) → the card refresh jobs it queues. Slack is the
+  execution, runs the refund, records the outcome) → the card refreshes it asks for (the router's
+  sweep step `refreshes.refresh_requested`). Slack is the
   sandbox in a separate process, so its CPU is not counted (shown for information); Redis is a
   private redis-server. Not included: Bolt's HTTP handling and signature check of the click.
 - LangGraph: a graph `ask_approval` (calls `interrupt(request)`) → `execute_refund`, compiled with
@@ -68,7 +69,7 @@ from bench.common import (
 from countersign import ApprovalClient, approved_action, connections
 from countersign.bot import payload
 from countersign.ports import free_port
-from countersign.router import review
+from countersign.router import refreshes, review
 from countersign.router import runtime as runtime_module
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.jobs import INTAKE_QUEUE, json_queue
@@ -302,7 +303,7 @@ def countersign_runs(
             review.approve(runtime, runtime.slack, approval.request_id, approval.user, approval.channel)
     with metered(database, pids, runtime.redis) as execute:
         drain(runtime.redis, AGENT_QUEUE)
-        drain(runtime.redis, INTAKE_QUEUE)  # the card refreshes that the resume jobs queued
+        refreshes.refresh_requested(runtime, limit=count)  # the card refreshes the resume jobs asked for
     done = database.footprint(COUNTERSIGN_TABLES)
     completed = sum(
         1 for request_id in ids if (row := runtime.store.get(request_id)) and row.execution == "executed"

@@ -8,8 +8,9 @@ GRANT_TTL_SECONDS = 15 * 60
 IDEMPOTENCY_TTL_SECONDS = 7 * 24 * 3600
 """How long Redis remembers an idempotency key → request id claim (the database keeps it for good)."""
 
-RESUME_RESULT_TTL_SECONDS = 7 * 24 * 3600
-"""How long RQ keeps a finished resume job (and so its id, which the relay's heal looks for)."""
+RESUME_MARKER_TTL_SECONDS = 2 * 24 * 3600
+"""How long Redis keeps the marker a finished resume job leaves (its RQ job is deleted when it
+finishes), which the relay's heal and `clear_taken` look for."""
 
 SLACK_TIMEOUT_SECONDS = 10
 """The Web API client's timeout for one call."""

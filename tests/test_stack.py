@@ -18,6 +18,7 @@ from typing import Any
 from redis import Redis
 
 from countersign.ports import free_port
+from countersign.router.jobs import resumed_key
 from tests.helpers import README_REQUEST, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +152,8 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
 
 def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: Path) -> None:
     """`make run`, approve, Ctrl-C, `make run` again: the private redis-server kept its data in
-    `.run/redis/`, so the resume job that ran is still there and nothing is enqueued or run again."""
+    `.run/redis/`, so the marker of the resume job that ran is still there and nothing is enqueued or
+    run again."""
     env = stack_env(tmp_path)
     process, output, page = start_stack(tmp_path, env)
     try:
@@ -172,7 +174,7 @@ def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: P
     process, output, page = start_stack(tmp_path, env)
     try:
         redis = Redis.from_url(env["REDIS_URL"])
-        assert redis.exists(f"rq:job:resume-{request_id}")  # kept: heal finds nothing lost
+        assert redis.exists(resumed_key(request_id))  # kept: heal finds nothing lost
         wait_for(lambda: output.find("Acquired scheduler lock for countersign"), timeout=30, what="the sweep")
     finally:
         stop_stack(process, output)

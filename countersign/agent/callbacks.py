@@ -1,4 +1,7 @@
-"""The RQ callback countersign gives every resume job, run by the agent's worker.
+"""The RQ callbacks countersign gives every resume job, run by the agent's worker.
+
+`resume_done` is the resume job's `on_success`: RQ deletes the job when it finishes, and the marker
+it leaves (`jobs.mark_resumed`) tells the router's relay that the job ran.
 
 `resume_failed` is the resume job's `on_failure` (`router/jobs.py`, `RESUME_FAILED_CALLBACK`).
 RQ runs it each time the job raises, before deciding on a retry: also when the job's function
@@ -13,13 +16,14 @@ from __future__ import annotations
 
 import logging
 from types import TracebackType
+from typing import Any
 
 from redis import Redis
 from rq.job import Job
 
 from ..connections import current
 from ..exceptions import ExecutionRefused
-from ..router.jobs import enqueue_refresh_card, resumed_request
+from ..router.jobs import mark_resumed, request_refresh, resumed_request
 from .execution import AGENT, MAX_DETAIL
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,15 @@ def resume_failed(
     try:
         runtime = current()
         if runtime.store.resume_failed(request_id, error[:MAX_DETAIL], job.retries_left or 0, AGENT):
-            enqueue_refresh_card(runtime.redis, request_id)
+            request_refresh(runtime.redis, request_id)
     except Exception:
         log.exception("request %s: the failure of its resume job was not recorded", request_id)
+
+
+def resume_done(job: Job, connection: Redis, result: Any) -> None:
+    """RQ `on_success` callback of a resume job: leave its marker (`jobs.mark_resumed`), since RQ
+    deletes the job itself. Raises redis-py's `RedisError` (RQ then records the job as failed and
+    retries it; `execute_approved` still runs a payload once)."""
+    request_id = resumed_request(job.id)
+    if request_id is not None:
+        mark_resumed(connection, request_id)

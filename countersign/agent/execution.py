@@ -26,7 +26,7 @@ from ..connections import Connections, current
 from ..decision import Decision
 from ..exceptions import ExecutionRefused
 from ..grant import verify_grant
-from ..router.jobs import enqueue_refresh_card
+from ..router.jobs import request_refresh
 from ..store import NotExecutable, may_run
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def report_outcome(
 
 
 def _refresh_card(runtime: Connections, request_id: str) -> None:
-    enqueue_refresh_card(runtime.redis, request_id)
+    request_refresh(runtime.redis, request_id)
 
 
 def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, Any]], T | None]:

@@ -392,15 +392,6 @@ def refresh(runtime: Runtime, request: ApprovalRequest) -> None:
     update_card(runtime, runtime.slack, request, refused=refused, problem=event.problem if event else None)
 
 
-def refresh_card(request_id: str) -> None:
-    """RQ job (router worker, `jobs.REFRESH_CARD_JOB`): rewrite a decided request's card, e.g. after
-    the agent reported its outcome or refused to run it."""
-    runtime = current()
-    request = runtime.store.get(request_id)
-    if request is not None and request.status != Status.PENDING:
-        refresh(runtime, request)
-
-
 def _error(exc: Exception) -> str:
     return str(exc.response.get("error")) if isinstance(exc, SlackApiError) else type(exc).__name__
 

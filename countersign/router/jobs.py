@@ -22,13 +22,13 @@ from rq import Callback, Queue, Retry
 from rq.exceptions import DuplicateJobError
 from rq.serializers import JSONSerializer
 
-from ..defaults import RESUME_RESULT_TTL_SECONDS
+from ..defaults import RESUME_MARKER_TTL_SECONDS
 from ..store import OutboxEvent
 
 log = logging.getLogger(__name__)
 
 INTAKE_QUEUE = "countersign"
-"""The router worker's queue: intake jobs and card refreshes."""
+"""The router worker's queue: intake jobs and card rewrites Slack was too busy for."""
 
 INTAKE_JOB = "countersign.router.intake.intake"
 """`intake(message)`: an `IntakeMessage` as JSON becomes a stored request and a card."""
@@ -37,8 +37,12 @@ INTAKE_RETRY = Retry(max=5, interval=[1, 5, 30, 60, 300])
 back-off of a user-group lookup Slack was too busy to answer (`intake._lookup_later`)."""
 INTAKE_TIMEOUT_SECONDS = 60
 
-REFRESH_CARD_JOB = "countersign.router.delivery.refresh_card"
-"""`refresh_card(request_id)`: rewrite a decided request's card (e.g. after the agent reported)."""
+REFRESH_KEY = "countersign:refresh"
+"""A Redis set of the request ids whose decided card the router's sweep rewrites next
+(`request_refresh`, `delivery.refresh_requested`): an id asked for twice before the sweep comes is
+rewritten once, with everything known by then."""
+REFRESH_KEPT_SECONDS = 24 * 3600
+"""The set expires this long after its last ask, should no router sweep it."""
 
 REWRITE_JOB = "countersign.router.delivery.rewrite_message"
 """`rewrite_message(request_id, channel, ts, message)`: a card rewrite Slack was too busy for."""
@@ -54,10 +58,16 @@ RESUME_FAILED_CALLBACK = "countersign.agent.callbacks.resume_failed"
 (also when its function cannot be imported): it notes on the card and in the audit trail that the
 agent has not run the decision, and why."""
 
+RESUME_DONE_CALLBACK = "countersign.agent.callbacks.resume_done"
+"""RQ's `on_success` callback of a resume job, run by the agent's worker: it leaves the job's marker
+(`mark_resumed`). RQ deletes the job itself when it finishes (`result_ttl=0`): its record held the
+whole decision for days, and only the fact that it ran is read after (`relay.heal`,
+`relay.clear_taken`)."""
+
 RESUME_JOB_PREFIX = "resume-"
 """A resume job's id is this and the request id (`resume_job_id`)."""
 
-JOB_PATHS = (INTAKE_JOB, REFRESH_CARD_JOB, REWRITE_JOB, RESUME_FAILED_CALLBACK)
+JOB_PATHS = (INTAKE_JOB, REWRITE_JOB, RESUME_FAILED_CALLBACK, RESUME_DONE_CALLBACK)
 """Every job function and callback of ours, by import path (a test imports each)."""
 
 
@@ -76,6 +86,17 @@ def resume_job_id(request_id: str) -> str:
     return f"{RESUME_JOB_PREFIX}{request_id}"
 
 
+def resumed_key(request_id: str) -> str:
+    """The Redis key of the marker a request's finished resume job leaves (`mark_resumed`)."""
+    return f"countersign:resumed:{request_id}"
+
+
+def mark_resumed(redis: Redis, request_id: str) -> None:
+    """Leave the marker of a finished resume job, kept `RESUME_MARKER_TTL_SECONDS` (well past the
+    relay's heal window). Raises redis-py's `RedisError`."""
+    redis.set(resumed_key(request_id), 1, ex=RESUME_MARKER_TTL_SECONDS)
+
+
 def resumed_request(job_id: str) -> str | None:
     """The request id of the resume job `job_id`, or None for another job."""
     return job_id.removeprefix(RESUME_JOB_PREFIX) if job_id.startswith(RESUME_JOB_PREFIX) else None
@@ -83,24 +104,29 @@ def resumed_request(job_id: str) -> str | None:
 
 def enqueue_intake(redis: Redis, request_id: str, action: str, message: dict[str, Any]) -> None:
     """Enqueue the intake job of `request_id` (`message`: the `IntakeMessage` as JSON), once: while
-    the same request's job is queued or running, nothing is added. Raises redis-py's `RedisError`."""
+    the same request's job is queued or running, nothing is added. RQ deletes the job when it has
+    run (`result_ttl=0`): the request is in the database by then. Raises redis-py's `RedisError`."""
     with contextlib.suppress(DuplicateJobError):
         json_queue(INTAKE_QUEUE, redis).enqueue(
             INTAKE_JOB,
             message,
             job_id=intake_job_id(request_id),
             unique=True,
+            result_ttl=0,
             retry=INTAKE_RETRY,
             job_timeout=INTAKE_TIMEOUT_SECONDS,
             description=f"intake {action} {request_id}",
         )
 
 
-def enqueue_refresh_card(redis: Redis, request_id: str) -> None:
-    """Enqueue a rewrite of the request's card on the router worker. Raises redis-py's `RedisError`."""
-    json_queue(INTAKE_QUEUE, redis).enqueue(
-        REFRESH_CARD_JOB, request_id, description=f"refresh card {request_id}"
-    )
+def request_refresh(redis: Redis, request_id: str) -> None:
+    """Ask the router to rewrite the decided request's card (e.g. after the agent reported): its
+    sweep does, within about a second. Two Redis commands, where an RQ job took some sixty. Raises
+    redis-py's `RedisError`."""
+    with redis.pipeline(transaction=False) as pipeline:
+        pipeline.sadd(REFRESH_KEY, request_id)
+        pipeline.expire(REFRESH_KEY, REFRESH_KEPT_SECONDS)
+        pipeline.execute()
 
 
 def enqueue_rewrite(
@@ -121,17 +147,20 @@ def enqueue_rewrite(
 
 def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
     """Enqueue an outbox event's resume job `func(decision)` on the agent's queue, once (its job id
-    is unique), with `RESUME_FAILED_CALLBACK` as its `on_failure`. Raises redis-py's `RedisError`."""
+    is unique), with `RESUME_FAILED_CALLBACK` as its `on_failure` and `RESUME_DONE_CALLBACK` as its
+    `on_success`; RQ deletes it when it finishes (`result_ttl=0`), leaving only the marker. Raises
+    redis-py's `RedisError`."""
     try:
         json_queue(event.queue, redis).enqueue(
             event.func,
             event.body,
             job_id=event.job_id,
             unique=True,
-            result_ttl=RESUME_RESULT_TTL_SECONDS,
+            result_ttl=0,
             job_timeout=RESUME_TIMEOUT_SECONDS,
             retry=RESUME_RETRY,
             on_failure=Callback(RESUME_FAILED_CALLBACK),
+            on_success=Callback(RESUME_DONE_CALLBACK),
             description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
         )
     except DuplicateJobError:

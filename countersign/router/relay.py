@@ -26,7 +26,14 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from ..store import OutboxEvent, Store
-from .jobs import enqueue_intake, enqueue_refresh_card, enqueue_resume, intake_job_id, resumed_request
+from .jobs import (
+    enqueue_intake,
+    enqueue_resume,
+    intake_job_id,
+    request_refresh,
+    resumed_key,
+    resumed_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +45,7 @@ INTAKE_GRACE_SECONDS = 30
 """An accepted intake message is looked for in Redis only this long after `request()` accepted it
 (its job is enqueued right after, in the same call)."""
 HEAL_WINDOW_SECONDS = 24 * 3600
-"""How far back `heal` looks for lost resume jobs: well inside `RESUME_RESULT_TTL_SECONDS`."""
+"""How far back `heal` looks for lost resume jobs: well inside `RESUME_MARKER_TTL_SECONDS`."""
 
 
 def try_publish(redis: Redis, event: OutboxEvent) -> bool:
@@ -82,18 +89,19 @@ def sweep(store: Store, redis: Redis, limit: int = 100) -> int:
 
 def heal(store: Store, redis: Redis, window_seconds: int = HEAL_WINDOW_SECONDS, limit: int = 1000) -> int:
     """Enqueue again the resume jobs Redis lost: events published in the last `window_seconds` whose
-    RQ job no longer exists (a Redis restart without persistence, a FLUSHALL, an eviction).
+    RQ job no longer exists and that left no marker of having run (a Redis restart without
+    persistence, a FLUSHALL, an eviction).
 
-    The window is shorter than the jobs' `result_ttl`, so a job that ran and expired normally is
-    never mistaken for a lost one, and a resume whose payload has started running, or whose grant
-    was refused as expired, is never enqueued again (the store records both:
+    The window is shorter than the markers' TTL, so a job that ran is never mistaken for a lost
+    one, and a resume whose payload has started running, or whose grant was refused as expired,
+    is never enqueued again (the store records both:
     `Store.published_not_run`). The job id is the same, and `execute_approved` lets a payload run
     once, so a job enqueued twice cannot act twice. Returns how many were enqueued again.
     """
     events = store.published_not_run(window_seconds, limit)
     with redis.pipeline(transaction=False) as pipeline:
         for event in events:
-            pipeline.exists(Job.key_for(event.job_id))
+            pipeline.exists(Job.key_for(event.job_id), resumed_key(event.request_id))
         present = pipeline.execute()
     lost = [event for event, exists in zip(events, present, strict=True) if not exists]
     for event in lost:  # audited first, so the event precedes what the agent records after it
@@ -124,13 +132,13 @@ def note_untaken(store: Store, redis: Redis, waited_seconds: int, per_queue: int
     noted = store.resumes_not_taken(waiting, waited_seconds, RELAY)
     for request_id in noted:
         log.warning("request %s: no worker has taken its resume job in %d s", request_id, waited_seconds)
-        enqueue_refresh_card(redis, request_id)
+        request_refresh(redis, request_id)
     return len(noted)
 
 
 def clear_taken(store: Store, redis: Redis, page: int = 500) -> int:
-    """Clear the problem noted on resume jobs a worker has since run to the end (RQ status
-    `finished`), audited `resume_taken`, and rewrite their cards; all of them, `page` at a time (a
+    """Clear the problem noted on resume jobs a worker has since run to the end (their marker, or RQ
+    status `finished`), audited `resume_taken`, and rewrite their cards; all of them, `page` at a time (a
     job that failed for good keeps its problem, and must not hide the others). A job the agent's
     worker takes for an approval clears it itself, when `execute_approved` claims the run.
     Returns how many were cleared."""
@@ -140,12 +148,17 @@ def clear_taken(store: Store, redis: Redis, page: int = 500) -> int:
         with redis.pipeline(transaction=False) as pipeline:
             for event in events:
                 pipeline.hget(Job.key_for(event.job_id), "status")
-            statuses = pipeline.execute()
-        finished = [e.request_id for e, status in zip(events, statuses, strict=True) if status == FINISHED]
+                pipeline.exists(resumed_key(event.request_id))
+            answers = pipeline.execute()
+        finished = [
+            e.request_id
+            for e, status, marked in zip(events, answers[::2], answers[1::2], strict=True)
+            if status == FINISHED or marked
+        ]
         cleared += store.resumes_taken(finished, RELAY)
         events = store.resume_problems(after=events[-1].id, limit=page) if len(events) == page else []
     for request_id in cleared:
-        enqueue_refresh_card(redis, request_id)
+        request_refresh(redis, request_id)
     return len(cleared)
 
 

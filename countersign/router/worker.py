@@ -37,7 +37,7 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
-from . import journal, relay, timeouts
+from . import journal, refreshes, relay, timeouts
 from .jobs import INTAKE_QUEUE, json_queue
 from .reload import PolicyHolder
 from .runtime import Runtime, current
@@ -98,9 +98,10 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
-    events, and (every `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost,
-    note resume jobs no worker took in `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one
-    did), and replay the reviewers' actions that a dead web process had acked but not recorded."""
+    events, rewrite the decided cards asked for (`jobs.request_refresh`), and (every
+    `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost, note resume jobs no
+    worker took in `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one did), and replay the
+    reviewers' actions that a dead web process had acked but not recorded."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
     wait = settings.COUNTERSIGN_RESUME_WAIT_SECONDS
@@ -112,6 +113,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
                 ("scheduler", lambda: _schedule(scheduler)),
                 ("timeouts", lambda: timeouts.sweep(runtime)),
                 ("relay", lambda: _relay(runtime)),
+                ("cards", lambda: refreshes.refresh_requested(runtime)),
             ]
             if ticks % HEAL_EVERY_TICKS == 0:
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))

@@ -13,7 +13,7 @@ from redis import Redis
 from countersign import ExecutionRefused, approved_action, execute_approved, report_outcome
 from countersign.agent import ApprovalClient
 from countersign.router import relay
-from countersign.router.jobs import json_queue, resume_job_id
+from countersign.router.jobs import REFRESH_KEY, json_queue, resume_job_id, resumed_key
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -52,7 +52,8 @@ def test_runs_the_approved_payload_once_and_records_it(runtime: Runtime, redis: 
     row = runtime.store.get(decision["request_id"])
     assert row is not None and (row.execution, row.execution_detail) == ("executed", "refund re_123")
     assert [e.event for e in runtime.store.audit_trail(row.id)][-2:] == ["execution_started", "executed"]
-    assert json_queue("countersign", redis).count == 2  # card refreshes: "started", then the outcome
+    # the card's refresh, asked for at "started" and again at the outcome, is one rewrite, no RQ job
+    assert redis.smembers(REFRESH_KEY) == {row.id.encode()} and json_queue("countersign", redis).count == 0
 
 
 def test_edited_payload_is_what_runs(runtime: Runtime) -> None:
@@ -175,8 +176,8 @@ def test_a_grant_expired_before_the_resume_job_ran_ends_the_job_and_the_card_say
     drain(redis, agent.QUEUE)
     assert agent.executed(redis) == []
     queue, job_id = json_queue(agent.QUEUE, redis), resume_job_id(request_id)
-    job = queue.fetch_job(job_id)
-    assert job is not None and job.get_status() == "finished"  # no retry: it would be refused again
+    # finished, no retry (it would be refused again): RQ deleted the job, its marker stays
+    assert queue.fetch_job(job_id) is None and redis.ttl(resumed_key(request_id)) > 0
     assert job_id not in queue.scheduled_job_registry and job_id not in queue.failed_job_registry
     drain(redis)  # the router worker rewrites the card
     updated = edited_card(sb, card["ts"])

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from redis import Redis
 from rq import Retry
+from rq.serializers import JSONSerializer
 
 from countersign.agent import ApprovalClient
+from countersign.agent.worker import AgentWorker
 from countersign.router import relay
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
@@ -127,3 +129,42 @@ def test_the_agent_worker_needs_the_secret_its_jobs_verify_grants_with(tmp_path:
         "countersign: error: COUNTERSIGN_SECRET is not set; `countersign agent-worker` (execute_approved) "
         "needs it",
     )
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_the_agent_worker_runs_its_jobs_in_its_own_process_with_the_agents_modules_loaded_once(
+    env: dict[str, str], redis: Redis
+) -> None:
+    """Issue 14: a fork per job imported the job's module and connected again for every job (a few
+    jobs a second); the worker now runs them in its own process, one import for all."""
+    queue = json_queue(QUEUE, redis)
+    jobs = [queue.enqueue(agent.PROCESS_FUNC, n) for n in range(3)]
+    worker = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "agent-worker", "--burst", QUEUE],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert worker.returncode == 0, worker.stderr
+    results = [job.return_value(refresh=True) for job in jobs]
+    pids = {pid for pid, _ in results}
+    assert len(pids) == 1 and os.getpid() not in pids
+    assert [runs for _, runs in results] == [1, 2, 3]
+
+
+def test_a_running_job_keeps_its_heartbeat_so_a_killed_worker_is_found_as_a_forking_ones_is(
+    redis: Redis,
+) -> None:
+    """Without a work-horse to watch, RQ's `SimpleWorker` gives a job its whole timeout plus 60 s
+    before RQ may call it abandoned (660 s for a resume job); the agent's worker gives it its
+    monitoring interval plus 60 s, as RQ's forking worker does, and renews it while the job runs."""
+    job = json_queue(QUEUE, redis).enqueue(agent.OUTLIVE_HEARTBEAT_FUNC, job_timeout=600)
+    worker = AgentWorker(
+        [json_queue(QUEUE, redis)], connection=redis, serializer=JSONSerializer, job_monitoring_interval=1
+    )
+    worker.work(burst=True)
+    given, renewed = job.return_value(refresh=True)
+    assert 59 <= given <= 61.5  # min(600 s timeout, 1 s interval) + 60 s
+    assert 59 <= renewed <= 61.5  # renewed while the job ran, not left to run out

@@ -24,8 +24,10 @@ from redis import Redis
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
-from countersign.router.jobs import json_queue, resume_job_id
+from countersign.router import refreshes
+from countersign.router.jobs import INTAKE_QUEUE, json_queue, resume_job_id
 from countersign.router.reload import SETTLE_SECONDS
+from countersign.router.runtime import current
 from countersign.store import ApprovalRequest, ResumeEvent
 
 T = TypeVar("T")
@@ -60,10 +62,13 @@ def settled(path: Path) -> None:
     )
 
 
-def drain(redis: Redis, queue: str = "countersign") -> None:
-    """Run every job on `queue` in this process with RQ's SimpleWorker (JSON serializer), then return."""
+def drain(redis: Redis, queue: str = INTAKE_QUEUE) -> None:
+    """Run every job on `queue` in this process with RQ's SimpleWorker (JSON serializer), then return;
+    for the router's queue, then also rewrite the cards asked for, as the router's sweep does."""
     worker = SimpleWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
     worker.work(burst=True)
+    if queue == INTAKE_QUEUE:
+        refreshes.refresh_requested(current())
 
 
 def run_scheduled(redis: Redis, job_id: str, queue: str = "countersign") -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from typing import Any
 
 from rq import get_current_job
@@ -80,3 +82,36 @@ FAILING_FUNC = "tests.helpers.agent.failing"
 def failing(payload: dict[str, Any]) -> str:
     """Resume job through `approved_action` whose action raises (the agent records it as `failed`)."""
     raise RuntimeError("card declined")
+
+
+PROCESS_FUNC = "tests.helpers.agent.process"
+_RUNS = [0]  # jobs `process` has run since this module was imported into the process
+
+
+def process(_: Any) -> list[int]:
+    """A job that says which process ran it and how many jobs this import of the module has run."""
+    _RUNS[0] += 1
+    return [os.getpid(), _RUNS[0]]
+
+
+OUTLIVE_HEARTBEAT_FUNC = "tests.helpers.agent.outlive_heartbeat"
+
+
+def outlive_heartbeat() -> list[float]:
+    """A job that runs until its worker has renewed its heartbeat (at most 20 s): returns the seconds
+    its first heartbeat gave it in RQ's started registry and the seconds the renewed one gives."""
+    job = get_current_job()
+    assert job is not None
+    registry, connection = job.started_job_registry, job.connection
+
+    def expires_at() -> float:
+        scores = [score for member, score in connection.zrange(registry.key, 0, -1, withscores=True)
+                  if member.decode().startswith(f"{job.id}:")]  # fmt: skip
+        return scores[0]
+
+    first = expires_at()
+    given = first - time.time()
+    deadline = time.monotonic() + 20
+    while expires_at() == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [given, expires_at() - time.time()]

@@ -9,7 +9,7 @@ from redis import Redis
 from countersign import ExecutionRefused, execute_approved
 from countersign.agent import ApprovalClient
 from countersign.router import relay
-from countersign.router.jobs import enqueue_resume, json_queue, resume_job_id
+from countersign.router.jobs import enqueue_resume, json_queue, resume_job_id, resumed_key
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -208,3 +208,35 @@ def test_heal_still_enqueues_a_lost_resume_after_a_forged_decision_was_refused(
     assert relay.heal(store, redis) == 1
     drain(redis, agent.QUEUE)
     assert agent.executed(redis) == [{"amount": "120.00", "currency": "USD"}]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # Redis behaviour, not SQL
+def test_a_completed_approval_leaves_under_1_kb_in_redis_and_no_key_without_a_ttl(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """Issue 14: a finished resume job was kept 7 days with the whole decision (26 KB a completed
+    approval with RQ's bookkeeping); RQ now deletes the intake and resume jobs when they have run, and
+    the resume job leaves a marker that `heal` reads."""
+    request_id, _ = decided_card(client, redis, runtime, sandbox[0])
+    relay.sweep(runtime.store, redis)
+    drain(redis, agent.QUEUE)
+    drain(redis)  # the card refreshes the agent asked for
+    assert runtime.store.get(request_id).execution == "executed"  # type: ignore[union-attr]
+    keys = {key.decode(): redis.ttl(key) for key in redis.scan_iter()}
+    # only RQ's list of queue names, and the test agent's own record of what it ran, are kept for good
+    assert {key for key, ttl in keys.items() if ttl == -1} == {"rq:queues", agent.EXECUTED_KEY}
+    ours = [key for key in keys if key.startswith("countersign:")]
+    assert sum(redis.memory_usage(key) or 0 for key in ours) <= 1024
+    assert redis.ttl(resumed_key(request_id)) > relay.HEAL_WINDOW_SECONDS  # longer than heal looks back
+
+
+def test_heal_never_enqueues_again_a_rejection_whose_job_ran_and_was_deleted(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """The store cannot know that the agent's worker ran a rejection; the job's marker says so."""
+    request_id, _ = decided_card(client, redis, runtime, sandbox[0], func=agent.FUNC, vote="rejected")
+    relay.sweep(store, redis)
+    drain(redis, agent.QUEUE)
+    assert json_queue(agent.QUEUE, redis).fetch_job(resume_job_id(request_id)) is None  # deleted by RQ
+    assert relay.heal(store, redis) == 0 and json_queue(agent.QUEUE, redis).count == 0
+    assert [d["outcome"] for d in agent.resumed(redis)] == ["rejected"]

@@ -1,0 +1,37 @@
+"""Card refreshes asked for from outside the router: the agent's worker (an execution claimed, its
+outcome, a refusal, a resume job that failed) and the relay's sweeps ask for a decided card to be
+rewritten (`jobs.request_refresh`: the request id joins a Redis set), and the router's sweep
+rewrites them every second (`refresh_requested`), each card once however often it was asked for.
+The card is rendered from the database, so a refresh lost with Redis only leaves a card one step
+behind until the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import cast
+
+from ..store import Status
+from . import delivery
+from .jobs import REFRESH_KEY, request_refresh
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def refresh_requested(runtime: Runtime, limit: int = 100) -> int:
+    """Rewrite the decided cards asked for with `request_refresh` (up to `limit` of them, each
+    once, taken off the set first, so an ask while one is rewritten makes another rewrite). An id
+    whose rewrite raised (the database unreachable) is asked for again, logged. Returns how many
+    were taken. Raises redis-py's `RedisError`."""
+    popped = cast(list[bytes] | None, runtime.redis.spop(REFRESH_KEY, limit))
+    asked = [member.decode() for member in popped or []]
+    for request_id in asked:
+        try:
+            request = runtime.store.get(request_id)
+            if request is not None and request.status != Status.PENDING:
+                delivery.refresh(runtime, request)
+        except Exception:
+            log.exception("request %s: card not refreshed; asking again", request_id)
+            request_refresh(runtime.redis, request_id)
+    return len(asked)
