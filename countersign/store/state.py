@@ -70,10 +70,11 @@ class Store(Deliveries):
                 self._audit(
                     session, values["id"], "requested", values["requester"], action=values["action"], **why
                 )
-                intake_done(session, values["id"])
             row = session.scalars(
                 select(ApprovalRequest).where(ApprovalRequest.idempotency_key == values["idempotency_key"])
             ).one()
+            if row.id == values["id"]:  # stored now, or by an earlier intake of the same message
+                intake_done(session, values["id"])
         return row, created
 
     def decide(

@@ -87,6 +87,20 @@ def test_a_request_whose_intake_job_redis_lost_is_taken_in_once(
     assert relay.requeue_intake(store, redis, grace_seconds=0) == 0  # taken in: nothing left to requeue
 
 
+def test_a_request_sent_again_after_intake_took_it_leaves_nothing_to_requeue(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str]
+) -> None:
+    """An agent sends the same request again (same key and payload) after the router stored it: the
+    same id, and the repeated message is taken in too, so the relay never reports it lost."""
+    first = client.request(refund())
+    drain(redis)
+    again = client.request(refund())
+    drain(redis)
+    assert again == first and store.intake_waiting(0) == [] and store.intake_message(first) is None
+    assert relay.requeue_intake(store, redis, grace_seconds=0) == 0
+    assert "intake_requeued" not in events(store, first) and len(sandbox[0].messages("C0FINANCE")) == 1
+
+
 def test_an_accepted_request_waits_in_the_database_only_until_intake_takes_it(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str]
 ) -> None:
