@@ -77,6 +77,7 @@ settings (environment variables; none is required):
                         SLACK_SIGNING_SECRET (and SLACK_API_URL only to reach Slack elsewhere)
   COUNTERSIGN_POLICY    default examples/policy.yml
   COUNTERSIGN_SECRET    default: one kept in .run/secret
+  COUNTERSIGN_LIBRARY_LOG_LEVEL  default WARNING here: no RQ or gunicorn line per job or click
 REDIS_URL, DATABASE_URL and COUNTERSIGN_SECRET as chosen are written to .run/.env, which the
 commands of a second terminal run in this directory read (the environment wins).
 """
@@ -154,6 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--host", default="127.0.0.1")
     sandbox.add_argument("--port", type=int, default=3001)
     sandbox.add_argument("--interactivity-url", default="http://127.0.0.1:3000/slack/events")
+    sandbox.add_argument("--quiet", action="store_true", help="print no start line")
     sandbox.set_defaults(handler=_sandbox)
 
     request = commands.add_parser(
@@ -398,7 +400,7 @@ def _sandbox(args: argparse.Namespace) -> None:
     assert settings.SLACK_SIGNING_SECRET is not None
     if not port_is_free(args.host, args.port):
         raise UsageError(f"--port: {args.port} is already in use on {args.host}")
-    run(args.host, args.port, settings.SLACK_SIGNING_SECRET, args.interactivity_url)
+    run(args.host, args.port, settings.SLACK_SIGNING_SECRET, args.interactivity_url, quiet=args.quiet)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     COUNTERSIGN_RESUME_WAIT_SECONDS: Annotated[int, Field(ge=1)] = 300
     """How long a published resume job may wait on its queue before the card says no worker took it."""
     PORT: Annotated[int, Field(ge=1, le=65535)] = 3000
+    COUNTERSIGN_LIBRARY_LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """The level of RQ's and gunicorn's own log lines (countersign's are INFO whatever it is). At
+    WARNING and above, gunicorn writes no access log: `countersign run` sets WARNING for its
+    commands, so that its terminal shows countersign's lines and warnings, not a line per job or
+    click."""
 
     @field_validator("REDIS_URL")
     @classmethod

@@ -113,6 +113,7 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     env["DATABASE_URL"] = settings.DATABASE_URL
+    env.setdefault("COUNTERSIGN_LIBRARY_LOG_LEVEL", "WARNING")  # no RQ or gunicorn line per job or click
     stack = Stack(env)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -218,6 +219,7 @@ def _ensure_slack(settings: Settings, stack: Stack) -> str | None:
         str(port),
         "--interactivity-url",
         f"http://127.0.0.1:{settings.PORT}/slack/events",
+        "--quiet",  # run_stack prints the page's address
         service=True,
     )
     _wait_for(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,12 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from redis import Redis
+from rq import Queue, Worker
+from rq.scheduler import SCHEDULER_LOCKING_KEY_TEMPLATE
 
 from countersign.ports import free_port
 from countersign.router.jobs import resumed_key
 from tests.helpers import README_REQUEST, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+OWN_LINE = re.compile(
+    r"countersign run: "  # the launcher's own lines
+    r"|\S+ \S+ countersign\.[\w.]+ INFO "  # countersign's INFO log lines
+    r"|.* (WARNING|ERROR) "  # anyone's warnings and errors
+    r"|REFUND "  # the example agent's outcome lines
+)
+"""What `make run`'s terminal may show: no RQ or gunicorn line per job or click (README, "Try it in
+five minutes")."""
 
 
 class Output:
@@ -75,7 +86,9 @@ def start_stack(cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], 
     output = Output(process)
     try:
         line = wait_for(lambda: output.find("open the Slack sandbox at"), timeout=30, what="the sandbox URL")
-        wait_for(lambda: output.find("Listening on refund-agent"), timeout=30, what="the agent worker")
+        redis = Redis.from_url(env["REDIS_URL"])
+        agents = Queue("refund-agent", connection=redis)
+        wait_for(lambda: Worker.count(queue=agents), timeout=30, what="the agent worker")
     except AssertionError:
         stop_stack(process, output)
         raise
@@ -142,6 +155,7 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
         )
         assert "amount 120.00 → 100.50, edited by <@U0LEAD>" in done
         assert len([line for line in output.lines if "REFUND EXECUTED" in line]) == 1
+        assert [line for line in output.lines if not OWN_LINE.match(line)] == []
     finally:
         stop_stack(process, output)
     assert wait_for(lambda: not _listening(int(env["PORT"])), what="web to stop")
@@ -175,7 +189,8 @@ def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: P
     try:
         redis = Redis.from_url(env["REDIS_URL"])
         assert redis.exists(resumed_key(request_id))  # kept: heal finds nothing lost
-        wait_for(lambda: output.find("Acquired scheduler lock for countersign"), timeout=30, what="the sweep")
+        lock = SCHEDULER_LOCKING_KEY_TEMPLATE % "countersign"
+        wait_for(lambda: redis.exists(lock), timeout=30, what="the sweep")
     finally:
         stop_stack(process, output)
     restarted = "".join(output.lines)

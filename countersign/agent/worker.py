@@ -113,4 +113,4 @@ def run_agent_worker(settings: Settings, queues: list[str], burst: bool = False)
         serializer=JSONSerializer,
         maintenance_interval=MAINTENANCE_INTERVAL_SECONDS,
     )
-    worker.work(burst=burst, with_scheduler=True)
+    worker.work(burst=burst, with_scheduler=True, logging_level=settings.COUNTERSIGN_LIBRARY_LOG_LEVEL)

@@ -38,7 +38,8 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
 
 
 def serve(settings: Settings, workers: int = 2, host: str = "0.0.0.0") -> None:
-    """Serve `POST /slack/events` and `GET /healthz` on `PORT` until stopped. Raises `ConfigError`
+    """Serve `POST /slack/events` and `GET /healthz` on `PORT` until stopped, gunicorn logging at
+    `COUNTERSIGN_LIBRARY_LOG_LEVEL` (its access log only at INFO and below). Raises `ConfigError`
     before serving when Slack refuses the token or does not answer (`slack_at_start`)."""
     with slack_at_start(settings) as slack:
         ours = guard.installation(slack)
@@ -50,7 +51,8 @@ def serve(settings: Settings, workers: int = 2, host: str = "0.0.0.0") -> None:
             "worker_class": "gthread",
             "timeout": 30,
             "graceful_timeout": 10,
-            "accesslog": "-",
+            "loglevel": settings.COUNTERSIGN_LIBRARY_LOG_LEVEL.lower(),
+            "accesslog": "-" if settings.COUNTERSIGN_LIBRARY_LOG_LEVEL in ("DEBUG", "INFO") else None,
         },
         ours,
     ).run()

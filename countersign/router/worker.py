@@ -90,7 +90,7 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
             maintenance_interval=MAINTENANCE_INTERVAL_SECONDS,
         )
         worker.policies = runtime.policies
-        worker.work(burst=burst)
+        worker.work(burst=burst, logging_level=settings.COUNTERSIGN_LIBRARY_LOG_LEVEL)
     finally:
         sweeper.terminate()
 
@@ -105,7 +105,12 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
     wait = settings.COUNTERSIGN_RESUME_WAIT_SECONDS
-    scheduler = RQScheduler([INTAKE_QUEUE], connection=runtime.redis, serializer=JSONSerializer)
+    scheduler = RQScheduler(
+        [INTAKE_QUEUE],
+        connection=runtime.redis,
+        serializer=JSONSerializer,
+        logging_level=settings.COUNTERSIGN_LIBRARY_LOG_LEVEL,
+    )
     ticks = 0
     try:
         while os.getppid() == parent_pid:
@@ -152,5 +157,5 @@ def _exit_once(*_: object) -> None:
 
 def _relay(runtime: Runtime) -> None:
     published = relay.sweep(runtime.store, runtime.redis)
-    if published:
-        log.info("relay sweep published %d resume event(s)", published)
+    if published:  # the decision path has enqueued these already: the sweep only marks them published
+        log.debug("relay sweep published %d resume event(s)", published)

@@ -272,15 +272,19 @@ def serve(sb: Sandbox, host: str = "127.0.0.1", port: int = 0) -> SandboxServer:
     return SandboxServer(httpd, thread)
 
 
-def run(host: str, port: int, signing_secret: str, interactivity_url: str | None = None) -> None:
+def run(
+    host: str, port: int, signing_secret: str, interactivity_url: str | None = None, quiet: bool = False
+) -> None:
     """Serve a fresh sandbox in the foreground until interrupted (Ctrl-C), with Slack's per-method
     rate limits on (``limits.METHOD_CALLS_PER_MINUTE``).
 
-    Prints exactly one line, ``sandbox: http://HOST:PORT``, once listening.
+    Prints exactly one line, ``sandbox: http://HOST:PORT``, once listening; with `quiet`, none (the
+    caller says where the page is, as `countersign run` does).
     """
     sandbox = Sandbox(signing_secret, interactivity_url, method_limits=METHOD_CALLS_PER_MINUTE)
     httpd = _bind(sandbox, host, port)
-    print(f"sandbox: {httpd.sandbox.base_url}", flush=True)
+    if not quiet:
+        print(f"sandbox: {httpd.sandbox.base_url}", flush=True)
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:
