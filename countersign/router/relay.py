@@ -64,22 +64,37 @@ def try_publish(redis: Redis, event: OutboxEvent) -> bool:
 
 def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> int:
     """Enqueue the resume jobs of `events` (each once), then mark them published in one transaction.
-    If Redis fails, the events not enqueued yet are left to the next `sweep`. Returns how many were
-    enqueued. Raises the store's errors (those events are then published again by `sweep`; the job
-    ids are unique, so no job is enqueued twice)."""
-    enqueued: list[int] = []
+    A job that has run already (its marker is in Redis: the decision path enqueued it, and RQ
+    deleted it when it ran) is only marked. If Redis fails, the events not enqueued yet are left to
+    the next `sweep`. Returns how many were enqueued. Raises the store's errors (those events are
+    then published again by `sweep`; the job ids are unique, so no job is enqueued twice)."""
+    published: list[int] = []
+    enqueued = 0
     try:
+        ran = _resumed(redis, events)
         for event in events:
-            enqueue_resume(redis, event)
-            enqueued.append(event.id)
+            if event.request_id not in ran:
+                enqueue_resume(redis, event)
+                enqueued += 1
+            published.append(event.id)
     except RedisError as exc:
         log.warning(
             "%d resume event(s) not published yet (%s); the relay sweep will retry",
-            len(events) - len(enqueued),
+            len(events) - len(published),
             exc,
         )
-    store.mark_all_published(enqueued)
-    return len(enqueued)
+    store.mark_all_published(published)
+    return enqueued
+
+
+def _resumed(redis: Redis, events: Sequence[OutboxEvent]) -> set[str]:
+    """The request ids of `events` whose resume job has run (`jobs.mark_resumed`). Raises redis-py's
+    `RedisError`."""
+    with redis.pipeline(transaction=False) as pipeline:
+        for event in events:
+            pipeline.exists(resumed_key(event.request_id))
+        present = pipeline.execute()
+    return {event.request_id for event, exists in zip(events, present, strict=True) if exists}
 
 
 def sweep(store: Store, redis: Redis, limit: int = 100) -> int:

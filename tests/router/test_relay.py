@@ -254,3 +254,20 @@ def test_heal_never_enqueues_again_a_rejection_whose_job_ran_and_was_deleted(
     assert json_queue(agent.QUEUE, redis).fetch_job(resume_job_id(request_id)) is None  # deleted by RQ
     assert relay.heal(store, redis) == 0 and json_queue(agent.QUEUE, redis).count == 0
     assert [d["outcome"] for d in agent.resumed(redis)] == ["rejected"]
+
+
+def test_the_sweep_enqueues_nothing_again_for_a_resume_that_ran_before_it(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """The decision path enqueues the resume job; the agent runs it, and RQ deletes it, before the
+    sweep marks the event published: the sweep marks it, and finds the job's marker, not a lost job."""
+    request_id, _ = decided_card(client, redis, runtime, sandbox[0], func=agent.EXECUTE_FUNC)
+    event = store.outbox_event(request_id)
+    assert event is not None and relay.try_publish(redis, event)  # as review.py does
+    drain(redis, agent.QUEUE)
+    assert [event.request_id for event in store.unpublished()] == [request_id]  # the sweep has not run
+    assert relay.sweep(store, redis) == 0
+    assert store.unpublished() == [] and json_queue(agent.QUEUE, redis).count == 0
+    drain(redis, agent.QUEUE)
+    assert agent.executed(redis) == [{"amount": "120.00", "currency": "USD"}]
+    assert "execution_refused" not in [event["event"] for event in client.get(request_id).audit]
