@@ -176,6 +176,7 @@ def _ensure_redis(settings: Settings, stack: Stack) -> None:
     url = urlsplit(settings.REDIS_URL)
     local = url.scheme == "redis" and url.hostname in ("localhost", "127.0.0.1")
     port = (url.port or 6379) if local else free_port()
+    private_dir(RUN_DIR)  # before its redis/ directory, which would create it open to others
     REDIS_DIR.mkdir(parents=True, exist_ok=True)
     data = REDIS_DIR.resolve()
     stack.start(

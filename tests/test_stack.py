@@ -156,6 +156,7 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
         assert "amount 120.00 → 100.50, edited by <@U0LEAD>" in done
         assert len([line for line in output.lines if "REFUND EXECUTED" in line]) == 1
         assert [line for line in output.lines if not OWN_LINE.match(line)] == []
+        assert output.find(" WARNING ") is None, output.find(" WARNING ")
     finally:
         stop_stack(process, output)
     assert wait_for(lambda: not _listening(int(env["PORT"])), what="web to stop")
