@@ -2,8 +2,9 @@
 
 Starts, in order: a private `redis-server` when nothing answers at `REDIS_URL` (append-only file and
 log in `.run/redis/`, so its queues outlive a restart); the Slack sandbox when `SLACK_BOT_TOKEN` is
-unset (with a fresh signing secret shared by sandbox and bot); the database migrations; then
-`countersign web`, `countersign worker` and `countersign agent-worker` on the agents' resume queues.
+unset (with a fresh signing secret shared by sandbox and bot, on the last run's port while it is
+free); the database migrations; then `countersign web`, `countersign worker` and
+`countersign agent-worker` on the agents' resume queues.
 It writes the Redis, database and grant secret it chose to `.run/.env`, which the commands of a second
 terminal read (`config.ENV_FILE`). Ctrl-C stops them all, the commands before the redis-server and
 sandbox they use; if one dies, the rest are stopped too.
@@ -38,6 +39,8 @@ from .store import create_db_engine, upgrade
 EXAMPLE_POLICY = Path("examples/policy.yml")
 RUN_DIR = ENV_FILE.parent
 REDIS_DIR = RUN_DIR / "redis"
+SANDBOX_PORT_FILE = RUN_DIR / "sandbox-port"  # the sandbox's last port, taken again when free
+SANDBOX_PORT = 3001  # the sandbox's port when no run has remembered one
 STARTUP_TIMEOUT_SECONDS = 10.0
 COUNTERSIGN = (sys.executable, "-m", "countersign.cli")  # the `countersign` command, as a child process
 SHARED_SETTINGS = ("REDIS_URL", "DATABASE_URL", "COUNTERSIGN_SECRET")  # written to `.run/.env`
@@ -205,7 +208,7 @@ def _ensure_slack(settings: Settings, stack: Stack) -> str | None:
         settings.require("SLACK_SIGNING_SECRET", needed_by="`countersign run` with SLACK_BOT_TOKEN set")
         Runtime(settings).check_slack()
         return None
-    port = free_port()
+    port = _sandbox_port()
     url = f"http://127.0.0.1:{port}"
     stack.env.update(
         SLACK_BOT_TOKEN="xoxb-sandbox",
@@ -229,3 +232,29 @@ def _ensure_slack(settings: Settings, stack: Stack) -> str | None:
         f"within {STARTUP_TIMEOUT_SECONDS:.0f} s; see its output above",
     )
     return url + "/"
+
+
+def _sandbox_port() -> int:
+    """The port of the last run's sandbox (`SANDBOX_PORT_FILE`, else `SANDBOX_PORT`) when it is free,
+    so that a sandbox page left open works again after a restart; else a free one, said on stdout.
+    The port chosen is remembered for the next run. Raises `OSError` if `.run/` cannot be written."""
+    remembered = _remembered_port()
+    port = remembered if port_is_free("127.0.0.1", remembered) else free_port()
+    if port != remembered:
+        print(
+            f"countersign run: port {remembered}, the sandbox's port, is in use; the sandbox is on {port} "
+            f"this time, and later runs keep {port} while it is free"
+        )
+    private_dir(RUN_DIR)
+    SANDBOX_PORT_FILE.unlink(missing_ok=True)
+    write_private(SANDBOX_PORT_FILE, f"{port}\n")
+    return port
+
+
+def _remembered_port() -> int:
+    """The port in `SANDBOX_PORT_FILE` (`SANDBOX_PORT` when the file is missing or not a port)."""
+    try:
+        port = int(SANDBOX_PORT_FILE.read_text().strip())
+    except (OSError, ValueError):
+        return SANDBOX_PORT
+    return port if 0 < port < 65536 else SANDBOX_PORT

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -71,6 +72,13 @@ def stack_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+def remember_sandbox_port(cwd: Path, port: int) -> None:
+    """As if the last `make run` in `cwd` had its sandbox on `port` (not the default 3001, which
+    another test run on this machine may hold)."""
+    (cwd / ".run").mkdir(mode=0o700, exist_ok=True)
+    (cwd / ".run/sandbox-port").write_text(f"{port}\n")
+
+
 def start_stack(cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], Output, str]:
     """Start `countersign run` in `cwd`; wait until its agent worker listens. Returns the process, its
     output and the sandbox page's URL."""
@@ -118,7 +126,18 @@ def second_terminal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
-    process, output, page = start_stack(tmp_path, env)
+    with socket.socket() as taken:  # the last run's sandbox port, now used by something else
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        last = taken.getsockname()[1]
+        remember_sandbox_port(tmp_path, last)
+        process, output, page = start_stack(tmp_path, env)
+    port = int(page.rsplit(":", 1)[1])
+    assert output.find(
+        f"countersign run: port {last}, the sandbox's port, is in use; the sandbox is on "
+        f"{port} this time, and later runs keep {port} while it is free"
+    )
+    assert (tmp_path / ".run/sandbox-port").read_text() == f"{port}\n"
     try:
         request = second_terminal(tmp_path, *README_REQUEST)  # it reads .run/.env
         request_id = request.stdout.strip()
@@ -170,6 +189,7 @@ def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: P
     `.run/redis/`, so the marker of the resume job that ran is still there and nothing is enqueued or
     run again."""
     env = stack_env(tmp_path)
+    remember_sandbox_port(tmp_path, free_port())
     process, output, page = start_stack(tmp_path, env)
     try:
         request_id = second_terminal(tmp_path, *README_REQUEST).stdout.strip()
@@ -186,7 +206,8 @@ def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: P
         stop_stack(process, output)
     assert (tmp_path / ".run/redis/appendonlydir").is_dir()
 
-    process, output, page = start_stack(tmp_path, env)
+    process, output, restarted_page = start_stack(tmp_path, env)
+    assert restarted_page == page  # a sandbox page left open works again
     try:
         redis = Redis.from_url(env["REDIS_URL"])
         assert redis.exists(resumed_key(request_id))  # kept: heal finds nothing lost
@@ -227,7 +248,5 @@ def _healthy(port: int) -> bool:
 
 
 def _listening(port: int) -> bool:
-    import socket
-
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
