@@ -77,20 +77,44 @@ class Stack:
         (self.services if service else self.commands).append((name, child))
 
     def wait(self) -> int:
-        """Block until a child exits; return its status."""
+        """Block until a child exits; say which, and what to do, and return 1 (or the child's own
+        exit status when it is above 1)."""
         while True:
             for name, child in self.services + self.commands:
                 if child.poll() is not None:
                     print(
-                        f"countersign run: {name} exited with status {child.returncode}; stopping", flush=True
+                        f"countersign run: {name} {_ended(child.returncode)}; stopping the rest. "
+                        "Run `make run` again to start everything anew",
+                        flush=True,
                     )
-                    return child.returncode or 1
+                    return max(child.returncode, 1)
             time.sleep(0.2)
 
     def stop(self) -> None:
         """Stop the commands, then the services (so that no command logs its Redis going away)."""
         _stop_all(self.commands)
         _stop_all(self.services)
+
+
+def _ended(status: int) -> str:
+    """How a child with exit `status` ended, e.g. `was killed by SIGKILL` for -9."""
+    if status >= 0:
+        return f"exited with status {status}"
+    try:
+        return f"was killed by {signal.Signals(-status).name}"
+    except ValueError:
+        return f"was killed by signal {-status}"
+
+
+class _Stopped(BaseException):
+    """SIGINT (Ctrl-C) or SIGTERM asked `countersign run` to stop. A BaseException, so that no
+    `except Exception` of the start-up steps swallows it."""
+
+
+def _stop_asked(*_: object) -> None:
+    """Signal handler of SIGINT and SIGTERM: stop the stack (`run_stack`, which then ignores both, so
+    that a second Ctrl-C cannot cut the stop short and leave children running)."""
+    raise _Stopped
 
 
 def _stop_all(children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
@@ -110,34 +134,46 @@ def _signal_group(pgid: int, signum: int) -> None:
 
 
 def run_stack(settings: Settings, agent_queues: list[str]) -> int:
-    """Run the local stack until interrupted; returns the exit status. `settings` are the
-    environment's alone (not `.run/.env`, which this writes). Raises `StackError` or `ConfigError`
-    (one line naming the setting) when a part cannot start."""
+    """Run the local stack until Ctrl-C (SIGINT) or SIGTERM, then stop it and return 0 (so that `make
+    run` ends without an error line); when a child exits first, stop the rest and return 1 (or its
+    status). `settings` are the environment's alone (not `.run/.env`, which this writes). Raises
+    `StackError` or `ConfigError` (one line naming the setting) when a part cannot start."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     env["DATABASE_URL"] = settings.DATABASE_URL
     env.setdefault("COUNTERSIGN_LIBRARY_LOG_LEVEL", "WARNING")  # no RQ or gunicorn line per job or click
     stack = Stack(env)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, _stop_asked)
+    signal.signal(signal.SIGTERM, _stop_asked)
     try:
-        if not port_is_free("127.0.0.1", settings.PORT):
-            raise StackError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
-        _ensure_redis(settings, stack)
-        page = _ensure_slack(settings, stack)
-        env.setdefault("COUNTERSIGN_SECRET", _local_secret())
-        if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
-            env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
-        _migrate(settings)
-        _write_env_file(env)
-        stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")
-        stack.start("worker", *COUNTERSIGN, "worker")
-        stack.start("agent worker", *COUNTERSIGN, "agent-worker", *agent_queues)
-        print(f"countersign run: web on http://127.0.0.1:{settings.PORT}/slack/events")
-        if page:
-            print(f"countersign run: open the Slack sandbox at {page}", flush=True)
+        _start(settings, stack, agent_queues)
         return stack.wait()
+    except _Stopped:
+        return 0
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing cuts the stop short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stack.stop()
+
+
+def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
+    """Start the stack's services and commands (`run_stack`); print where web and the sandbox are."""
+    env = stack.env
+    if not port_is_free("127.0.0.1", settings.PORT):
+        raise StackError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
+    _ensure_redis(settings, stack)
+    page = _ensure_slack(settings, stack)
+    env.setdefault("COUNTERSIGN_SECRET", _local_secret())
+    if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
+        env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
+    _migrate(settings)
+    _write_env_file(env)
+    stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")
+    stack.start("worker", *COUNTERSIGN, "worker")
+    stack.start("agent worker", *COUNTERSIGN, "agent-worker", *agent_queues)
+    print(f"countersign run: web on http://127.0.0.1:{settings.PORT}/slack/events")
+    if page:
+        print(f"countersign run: open the Slack sandbox at {page}", flush=True)
 
 
 def _local_secret() -> str:

@@ -5,6 +5,7 @@ example agent executing the edited payload once, and a restart that runs nothing
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -103,12 +104,14 @@ def start_stack(cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], 
     return process, output, line.rsplit(" ", 1)[1].strip().rstrip("/")
 
 
-def stop_stack(process: subprocess.Popen[str], output: Output) -> None:
-    """Ctrl-C, as a user stops `make run` (SIGTERM to its process group); print its output (shown by
-    pytest when the test fails)."""
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=60)
+def stop_stack(process: subprocess.Popen[str], output: Output) -> int:
+    """Ctrl-C, as a user stops `make run` (SIGINT to its process group, unless it has ended); print
+    its output (shown by pytest when the test fails). Returns its exit status."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    status = process.wait(timeout=60)
     print("".join(output.lines))
+    return status
 
 
 def second_terminal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -177,7 +180,8 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
         assert [line for line in output.lines if not OWN_LINE.match(line)] == []
         assert output.find(" WARNING ") is None, output.find(" WARNING ")
     finally:
-        stop_stack(process, output)
+        status = stop_stack(process, output)
+    assert status == 0  # a clean stop on Ctrl-C: `make run` prints no error line
     assert wait_for(lambda: not _listening(int(env["PORT"])), what="web to stop")
     text = "".join(output.lines)
     assert "Traceback" not in text  # the commands stopped before the redis-server they use
@@ -187,7 +191,7 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
 def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: Path) -> None:
     """`make run`, approve, Ctrl-C, `make run` again: the private redis-server kept its data in
     `.run/redis/`, so the marker of the resume job that ran is still there and nothing is enqueued or
-    run again."""
+    run again. Then the agent worker is killed: the stack stops, saying so and what to do."""
     env = stack_env(tmp_path)
     remember_sandbox_port(tmp_path, free_port())
     process, output, page = start_stack(tmp_path, env)
@@ -213,8 +217,15 @@ def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: P
         assert redis.exists(resumed_key(request_id))  # kept: heal finds nothing lost
         lock = SCHEDULER_LOCKING_KEY_TEMPLATE % "countersign"
         wait_for(lambda: redis.exists(lock), timeout=30, what="the sweep")
+        [agent_worker] = Worker.all(queue=Queue("refund-agent", connection=redis))
+        os.kill(agent_worker.pid, signal.SIGKILL)  # one process dies: the whole stack stops, saying so
+        assert process.wait(timeout=60) == 1
     finally:
         stop_stack(process, output)
+    assert output.find(
+        "countersign run: agent worker was killed by SIGKILL; stopping the rest. "
+        "Run `make run` again to start everything anew"
+    )
     restarted = "".join(output.lines)
     assert "REFUND EXECUTED" not in restarted and "Traceback" not in restarted
     shown = json.loads(second_terminal(tmp_path, "show", request_id).stdout)
