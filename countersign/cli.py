@@ -57,6 +57,13 @@ REQUEST_HELP = {
     "idempotency_key": "the idempotency key, instead of requester:run-id:step",
     "confidence": "a number from 0 to 1, for confidence-gated policies",
 }
+REQUIRED_FLAGS = {
+    "action": "--action",
+    "payload": "--payload",
+    "summary": "--summary",
+    "requester": "--requester",
+}
+RESUME_FLAGS = {"queue": "--resume-queue", "func": "--resume-func"}
 REQUEST_SETTINGS = """\
 Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id and
 --step (or --idempotency-key), --resume-queue and --resume-func.
@@ -257,13 +264,32 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+def missing_flags(data: dict[str, Any]) -> list[str]:
+    """The required flags of `countersign request` that neither the flags nor `--file` gave in
+    `data` (`request_from_args`), e.g. `["--resume-queue", "--run-id and --step (or
+    --idempotency-key)"]`; a field given but malformed is left to the schema to name."""
+    missing = [flag for field, flag in REQUIRED_FLAGS.items() if field not in data]
+    resume = data.get("resume", {})
+    if isinstance(resume, dict):
+        missing += [flag for field, flag in RESUME_FLAGS.items() if field not in resume]
+    if "idempotency_key" not in data:
+        key = [flag for field, flag in (("run_id", "--run-id"), ("step", "--step")) if field not in data]
+        if key:
+            missing.append(f"{' and '.join(key)} (or --idempotency-key)")
+    return missing
+
+
 def _request(args: argparse.Namespace) -> None:
     """Enqueue the request and print its id on stdout, then the Redis and database it went to on
-    stderr. A bad setting or request, an action class `COUNTERSIGN_POLICY` (when set) does not name
-    (`UnknownAction`) or a payload that would hide a key field, as intake would refuse them, or a
-    database or Redis that cannot be used, raises before anything is sent."""
+    stderr. A bad setting or request (missing flags are named as flags, in one line), an action
+    class `COUNTERSIGN_POLICY` (when set) does not name (`UnknownAction`) or a payload that would
+    hide a key field, as intake would refuse them, or a database or Redis that cannot be used,
+    raises before anything is sent."""
     settings = load_settings()
-    request = parse(ApprovalRequestV1, request_from_args(args))
+    data = request_from_args(args)
+    if missing := missing_flags(data):
+        raise InvalidRequest(f"missing {', '.join(missing)}: required, as flags or as fields of --file")
+    request = parse(ApprovalRequestV1, data)
     if settings.COUNTERSIGN_POLICY is not None:
         from .router.policy import load_policy
 

@@ -126,6 +126,36 @@ def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str,
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("left_out", "missing"),
+    [
+        (["--resume-queue", "--resume-func"], "--resume-queue, --resume-func"),
+        (["--step"], "--step (or --idempotency-key)"),
+        (["--run-id", "--step", "--summary"], "--summary, --run-id and --step (or --idempotency-key)"),
+    ],
+)
+def test_request_names_the_flags_it_misses_in_one_line(left_out: list[str], missing: str) -> None:
+    flags = README_REQUEST[1:]
+    pairs = [flags[i : i + 2] for i in range(0, len(flags), 2)]
+    given = [word for flag, value in pairs if flag not in left_out for word in (flag, value)]
+    result = cli("request", *given)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        f"countersign: error: missing {missing}: required, as flags or as fields of --file\n",
+    )
+
+
+def test_request_with_no_flag_names_every_required_flag() -> None:
+    result = cli("request")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "countersign: error: missing --action, --payload, --summary, --requester, --resume-queue, "
+        "--resume-func, --run-id and --step (or --idempotency-key): required, as flags or as fields of "
+        "--file\n",
+    )
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the form, not SQL
 def test_a_resume_func_that_is_no_import_path_is_refused_at_request(env: dict[str, str]) -> None:
     """Only the form is checked: whether `examples.refund_agent.resum` imports is for the agent's
