@@ -610,6 +610,24 @@ def test_request_refuses_a_payload_that_would_mislead_the_card_before_enqueueing
     assert json_queue("countersign", redis).count == 0
 
 
+def test_request_refuses_money_sent_as_a_json_number_before_enqueueing(
+    env: dict[str, str], redis: Redis
+) -> None:
+    """The tests' policy, as `examples/policy.yml`, makes `amount` an editable decimal with 2 places."""
+    for number, shown in (("120.00", "120.0"), ("120", "120")):
+        payload = f'{{"amount": {number}, "currency": "USD"}}'
+        result = cli(*README_REQUEST[:3], "--payload", payload, *README_REQUEST[5:], env=env)
+        assert (result.returncode, result.stdout, result.stderr) == (
+            1,
+            "",
+            f"countersign: error: payload.amount: a decimal field of issue_refund, sent as the JSON number "
+            f'{shown}; send it as a string like "120.00", so that money never passes through a float\n',
+        )
+    assert json_queue("countersign", redis).count == 0
+    sent = cli(*README_REQUEST, env=env)
+    assert sent.returncode == 0, sent.stderr
+
+
 def test_show_prints_the_grant_signature_only_when_asked(
     env: dict[str, str], redis: Redis, client: ApprovalClient, policy_file: Path, store: Store
 ) -> None:

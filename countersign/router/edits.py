@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from decimal import Context, Decimal
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 import cel
 
-from ..exceptions import CountersignError
+from ..exceptions import CountersignError, InvalidRequest
 from ..store import ApprovalRequest, Edit, EditableField
 from . import texts
 
@@ -41,6 +41,32 @@ class EditCheck:
     errors: dict[str, str] = field(default_factory=dict)
     payload: dict[str, Any] = field(default_factory=dict)
     edits: list[Edit] = field(default_factory=list)
+
+
+def check_payload(action: str, payload: dict[str, Any], editable: dict[str, EditableField]) -> None:
+    """Refuse a payload of class `action` with a JSON number in a `decimal` field of `editable`:
+    money must not pass through a float (`120.00` would be read as the double 120.0, shown as
+    `120.0`, and an edit would send a float on). Raises `InvalidRequest` naming the field and the
+    string to send instead."""
+    for name, spec in editable.items():
+        value = payload.get(name)
+        if spec.type != "decimal" or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        raise InvalidRequest(
+            f"payload.{name}: a decimal field of {action}, sent as the JSON number {value!r}; send it "
+            f'as a string like "{_decimal_text(value, spec.places)}", so that money never passes '
+            "through a float"
+        )
+
+
+def _decimal_text(value: float, places: int | None) -> str:
+    """`value` as the decimal string an agent should send, with `places` decimal places if set (and
+    the number is not too large to show them)."""
+    number = Decimal(repr(value))
+    try:
+        return str(number if places is None else number.quantize(Decimal(1).scaleb(-places)))
+    except InvalidOperation:
+        return str(number)
 
 
 def _number(raw: str, spec: EditableField) -> tuple[Decimal | None, str | None]:

@@ -37,7 +37,7 @@ from ..exceptions import PolicyError, UnknownAction
 from ..schema import SLACK_USER_ID, check_keys, one_line
 from ..store import EditableField, Level, Rules
 from ..store.rules import OnTimeout
-from . import keyfields
+from . import edits, keyfields
 from .cards import MAX_KEY_FIELDS
 from .gate import Gate, Requirement, Rule, judge
 
@@ -234,10 +234,12 @@ class Policy:
 
     def admit(self, action: str, payload: dict[str, Any]) -> Route:
         """`route(action)`, for a request whose `payload` every card can show with its key fields
-        first. Raises what `route` raises, and `InvalidRequest` when the payload would hide a key
-        field (`keyfields.check`)."""
+        first, and whose money is no JSON number. Raises what `route` raises, and `InvalidRequest`
+        when the payload would hide a key field (`keyfields.check`) or has a JSON number in an
+        editable `decimal` field (`edits.check_payload`)."""
         route = self.route(action)
         keyfields.check(action, payload, route.rules.key_fields)
+        edits.check_payload(action, payload, route.rules.editable)
         return route
 
     def _unknown(self, action: str) -> str:

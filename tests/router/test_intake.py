@@ -82,6 +82,25 @@ def test_invalid_message_on_the_queue_is_dead_lettered_and_visible(
     )
 
 
+def test_money_sent_as_a_json_number_is_dead_lettered_and_the_key_freed(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    """`amount` is an editable decimal of issue_refund: as the JSON number 120.00 it would be the
+    double 120.0 on the card, and an edit would send a float on."""
+    number = client.request(refund(payload={"amount": 120.00, "currency": "USD"}))  # no policy here
+    drain(redis)
+    state = client.get(number)
+    assert (state.status, state.reason) == (
+        "dead_letter",
+        "payload.amount: a decimal field of issue_refund, sent as the JSON number 120.0; send it as a "
+        'string like "120.00", so that money never passes through a float',
+    )
+    assert store.get(number) is None and sandbox[0].messages() == []
+    text = client.request(refund())  # the same key, as the README sends it
+    drain(redis)
+    assert text != number and store.get(text) is not None and len(sandbox[0].messages("C0FINANCE")) == 1
+
+
 def test_an_action_class_the_policy_does_not_name_is_dead_lettered_unless_it_routes_unknown_ones(
     client: ApprovalClient,
     redis: Redis,
