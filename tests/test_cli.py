@@ -241,7 +241,14 @@ def test_pending_lists_one_approvers_requests(
         (["--payload", "[" * 5000], None, 2, "--payload is nested too deeply"),
         (["--payload", '{"a": 1, "a": 2}'], None, 2, "--payload: key written twice: a"),
         ([], b"\xff\xfe{}", 2, "is not UTF-8 text"),
-        ([], b'{"resume": "q"}', 1, "resume: should be a JSON object"),
+        (
+            [],
+            b'{"action": "a", "payload": {}, "summary": "s", "requester": "r", "idempotency_key": "k", '
+            b'"resume": "q"}',
+            1,
+            "resume: should be a JSON object",
+        ),
+        ([], b'{"resume": "q"}', 1, "missing --action, --payload, --summary, --requester, --run-id and"),
     ],
 )
 def test_malformed_cli_input_is_one_line(
