@@ -77,8 +77,8 @@ writes), else its default. The Redis and database used are printed on stderr.
 RUN_SETTINGS = """\
 settings (environment variables; none is required):
   PORT                  port of web (default 3000)
-  REDIS_URL             Redis (default redis://localhost:6379/0); when nothing answers there, a private
-                        redis-server is started, its data and log in .run/redis/
+  REDIS_URL             unset: a private redis-server on a Unix socket in .run/redis/ (its data and
+                        log there); set: that Redis, or a private one on its port if none answers
   DATABASE_URL          default sqlite:///countersign.db, migrated at start
   SLACK_BOT_TOKEN       unset: the local Slack sandbox; set: real Slack, which also needs
                         SLACK_SIGNING_SECRET (and SLACK_API_URL only to reach Slack elsewhere)

@@ -1,7 +1,8 @@
 """`countersign run`: everything for local use, as child processes of one command.
 
-Starts, in order: a private `redis-server` when nothing answers at `REDIS_URL` (append-only file and
-log in `.run/redis/`, so its queues outlive a restart); the Slack sandbox when `SLACK_BOT_TOKEN` is
+Starts, in order: a private `redis-server` on a Unix socket in `.run/redis/` when `REDIS_URL` is
+unset, or on `REDIS_URL`'s port when it is set and nothing answers there (append-only file and log in
+`.run/redis/`, so its queues outlive a restart); the Slack sandbox when `SLACK_BOT_TOKEN` is
 unset (with a fresh signing secret shared by sandbox and bot, on the last run's port while it is
 free); the database migrations; then `countersign web`, `countersign worker` and
 `countersign agent-worker` on the agents' resume queues.
@@ -203,35 +204,49 @@ def _write_env_file(env: dict[str, str]) -> None:
 
 
 def _ensure_redis(settings: Settings, stack: Stack) -> None:
+    """The stack's Redis. With `REDIS_URL` unset, a private redis-server on a Unix socket in
+    `.run/redis/` (started, or the one an earlier run left): never whatever listens on the default
+    port, which may be the machine's Redis holding another stack's idempotency keys and job ids.
+    With `REDIS_URL` set, that Redis, or a private redis-server on its port when nothing answers."""
+    if settings.source("REDIS_URL") == "default":
+        socket = REDIS_DIR.resolve() / "redis.sock"
+        stack.env["REDIS_URL"] = f"unix://{socket}"
+        if not _redis_answers(stack.env["REDIS_URL"]):
+            _start_redis(stack, ("--port", "0", "--unixsocket", str(socket), "--unixsocketperm", "700"))
+        return
     stack.env["REDIS_URL"] = settings.REDIS_URL
     if _redis_answers(settings.REDIS_URL):
         return
-    server = shutil.which("redis-server")
-    if server is None:
-        raise StackError(
-            "REDIS_URL: nothing answers there and redis-server is not installed; "
-            "install it (`make install` does) or set REDIS_URL to a running Redis"
-        )
     url = urlsplit(settings.REDIS_URL)
     local = url.scheme == "redis" and url.hostname in ("localhost", "127.0.0.1")
     port = (url.port or 6379) if local else free_port()
+    stack.env["REDIS_URL"] = settings.REDIS_URL if local else f"redis://127.0.0.1:{port}/0"
+    _start_redis(stack, ("--port", str(port), "--bind", "127.0.0.1"))
+
+
+def _start_redis(stack: Stack, listen: tuple[str, ...]) -> None:
+    """Start a private redis-server listening as `listen` says, its append-only file and log in
+    `.run/redis/`, and wait until it answers at the stack's `REDIS_URL`. Raises `StackError`."""
+    server = shutil.which("redis-server")
+    if server is None:
+        raise StackError(
+            "REDIS_URL: redis-server is not installed; install it (`make install` does) or set "
+            "REDIS_URL to a running Redis"
+        )
     private_dir(RUN_DIR)  # before its redis/ directory, which would create it open to others
     REDIS_DIR.mkdir(parents=True, exist_ok=True)
     data = REDIS_DIR.resolve()
     stack.start(
         "redis",
-        *(server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"),
+        *(server, *listen, "--save", "", "--appendonly", "yes"),
         *("--dir", str(data), "--logfile", str(data / "redis.log")),
         service=True,
     )
-    stack.env["REDIS_URL"] = settings.REDIS_URL if local else f"redis://127.0.0.1:{port}/0"
-    print(
-        f"countersign run: nothing answered at REDIS_URL; started a private redis-server on port {port} "
-        f"(its data and log in {REDIS_DIR}/)"
-    )
+    where = stack.env["REDIS_URL"]
+    print(f"countersign run: started a private redis-server at {where} (its data and log in {REDIS_DIR}/)")
     _wait_for(
-        lambda: _redis_answers(stack.env["REDIS_URL"]),
-        f"REDIS_URL: the private redis-server on port {port} did not start within "
+        lambda: _redis_answers(where),
+        f"REDIS_URL: the private redis-server at {where} did not start within "
         f"{STARTUP_TIMEOUT_SECONDS:.0f} s; see {REDIS_DIR / 'redis.log'}, or set REDIS_URL to a running "
         "Redis",
     )

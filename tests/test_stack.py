@@ -95,13 +95,19 @@ def start_stack(cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], 
     output = Output(process)
     try:
         line = wait_for(lambda: output.find("open the Slack sandbox at"), timeout=30, what="the sandbox URL")
-        redis = Redis.from_url(env["REDIS_URL"])
+        redis = Redis.from_url(env.get("REDIS_URL") or run_env(cwd)["REDIS_URL"])
         agents = Queue("refund-agent", connection=redis)
         wait_for(lambda: Worker.count(queue=agents), timeout=30, what="the agent worker")
     except AssertionError:
         stop_stack(process, output)
         raise
     return process, output, line.rsplit(" ", 1)[1].strip().rstrip("/")
+
+
+def run_env(cwd: Path) -> dict[str, str]:
+    """The settings `countersign run` wrote to `cwd/.run/.env` for the second terminal."""
+    pairs = (line.split("=", 1) for line in (cwd / ".run/.env").read_text().splitlines() if "=" in line)
+    return {name: value.strip('"') for name, value in pairs}
 
 
 def stop_stack(process: subprocess.Popen[str], output: Output) -> int:
@@ -261,3 +267,22 @@ def _healthy(port: int) -> bool:
 def _listening(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_make_run_without_redis_url_uses_a_private_redis_never_the_machines(tmp_path: Path) -> None:
+    """With `REDIS_URL` unset, `make run` does not use whatever listens on Redis's default port (a
+    machine's Redis may hold another stack's idempotency keys and job ids, so a request there can
+    get another stack's id and its resume job be taken for done): it starts a private redis-server
+    on a Unix socket in `.run/redis/`, which the second terminal finds through `.run/.env`."""
+    env = {name: value for name, value in stack_env(tmp_path).items() if name != "REDIS_URL"}
+    remember_sandbox_port(tmp_path, free_port())
+    process, output, page = start_stack(tmp_path, env)
+    try:
+        socket = (tmp_path / ".run/redis/redis.sock").resolve()
+        assert run_env(tmp_path)["REDIS_URL"] == f"unix://{socket}"
+        assert output.find(f"started a private redis-server at unix://{socket}")
+        request_id = second_terminal(tmp_path, *README_REQUEST).stdout.strip()
+        cards = f"{page}/_sandbox/messages?channel=C0FINANCE"
+        wait_for(lambda: request_id in json.dumps(http_json(cards)), timeout=30, what="the card")
+    finally:
+        assert stop_stack(process, output) == 0
