@@ -224,9 +224,10 @@ class IntakeMessage(BaseModel):
 
 
 def iso(moment: datetime | None) -> str | None:
-    """ISO 8601 UTC with a `Z`, e.g. `2026-11-29T08:00:00.123456Z`, as times are written in the
+    """ISO 8601 UTC with a `Z` and always six decimals, e.g. `2026-11-29T08:00:00.123456Z` (also
+    `…:17.000000Z` for a whole second, so every time has one shape), as times are written in the
     decision and the CLI's JSON; None stays None."""
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z") if moment else None
 
 
 def parse(model: type[M], data: Any) -> M:
