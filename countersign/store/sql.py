@@ -63,6 +63,29 @@ def update_request(session: Session, where: tuple[Any, ...], **values: Any) -> A
     return session.scalars(stmt).one_or_none()
 
 
+def execution_update(session: Session, request_id: str, *where: Any, **values: Any) -> ApprovalRequest | None:
+    """`update_request` of request `request_id` (and `where`) for the agent's worker claiming or
+    reporting its execution: the worker has the decision, so a problem noted on the resume event is
+    cleared (`resume_taken`) in the same transaction, only when the UPDATE's RETURNING says there is
+    one (no second statement otherwise)."""
+    noted = select(OutboxEvent.id).where(
+        OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
+    )
+    stmt = (
+        update(ApprovalRequest)
+        .where(ApprovalRequest.id == request_id, *where)
+        .values(**values)
+        .returning(ApprovalRequest, noted.exists())
+    )
+    found = session.execute(stmt).one_or_none()
+    if found is None:
+        return None
+    row, problem = found
+    if problem:
+        resume_taken(session, request_id)
+    return row
+
+
 def resume_taken(session: Session, request_id: str) -> None:
     """The agent's worker has the request's decision (it claimed or reported the execution): clear
     the problem noted on its resume event, if any (in the caller's transaction)."""

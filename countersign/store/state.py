@@ -33,6 +33,7 @@ from .records import intake_done
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
+    execution_update,
     level_clock,
     not_timed_out,
     resume_taken,
@@ -64,17 +65,16 @@ class Store(Deliveries):
         rules: Rules = values["rules"]
         clock = level_clock(rules, 0)
         with self._write() as session:
-            created = self._insert(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
-            if created:
-                why = {"rule": rules.review_rule} if rules.review_rule else {}
-                self._audit(
-                    session, values["id"], "requested", values["requester"], action=values["action"], **why
-                )
-                intake_done(session, values["id"])
-            row = session.scalars(
-                select(ApprovalRequest).where(ApprovalRequest.idempotency_key == values["idempotency_key"])
-            ).one()
-        return row, created
+            row = self._insert_returning(
+                session, ApprovalRequest, {**values, **clock, "status": Status.PENDING}, ApprovalRequest
+            )
+            if row is None:
+                same_key = ApprovalRequest.idempotency_key == values["idempotency_key"]
+                return session.scalars(select(ApprovalRequest).where(same_key)).one(), False
+            why = {"rule": rules.review_rule} if rules.review_rule else {}
+            self._audit(session, row.id, "requested", values["requester"], action=values["action"], **why)
+            intake_done(session, row.id)
+        return row, True
 
     def decide(
         self,
@@ -209,24 +209,22 @@ class Store(Deliveries):
         before the sweep runs. One rejection rejects; `required_approvals` distinct approvals
         approve (`decided_by` lists them all), with a grant valid for the request's
         `rules.grant_ttl_seconds`. A second vote by the same approver is not counted again
-        (`Counted.repeated`). Raises `UnknownRequest` for an unknown request id.
+        (`Counted.repeated`). Only a request that needs more than one approval keeps its votes
+        (`votes`); the one vote that settles any other is its decision (`decided_by`). Raises
+        `UnknownRequest` for an unknown request id.
         """
         with self._write() as session:
             request, on_time = self._locked(session, request_id)
             stopped = self._cannot_decide(session, request, on_time, voter["slack_user_id"], refuse)
             if stopped is not None:
                 return stopped
-            values = {
-                "request_id": request_id,
-                "slack_user_id": voter["slack_user_id"],
-                "name": voter["name"],
-                "vote": vote,
-            }
-            if not self._insert(session, Vote, values):
-                self._audit(session, request_id, "vote_repeated", voter["slack_user_id"], vote=vote)
-                return Counted(request, self._approvals(session, request_id), repeated=True)
+            counted = (
+                self._count(session, request, voter, vote) if request.required_approvals > 1 else [voter]
+            )
+            if isinstance(counted, Counted):
+                return counted
             self._audit(session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason)
-            approvals = self._approvals(session, request_id)
+            approvals = counted
             grant_ttl = request.rules.grant_ttl_seconds
             if vote == Outcome.REJECTED:
                 values = verdict(Outcome.REJECTED, [voter], Via.SLACK, reason, grant_ttl)
@@ -237,6 +235,18 @@ class Store(Deliveries):
             decided = self._decide_in(session, request_id, values, resume, voter["slack_user_id"])
             assert decided is not None  # the row is locked and was pending
             return decided
+
+    def _count(
+        self, session: Session, request: ApprovalRequest, voter: Decider, vote: Outcome
+    ) -> list[Decider] | Counted:
+        """Store the vote of a request that needs a quorum (a `votes` row; a request one approval
+        settles needs none): the approvals counted so far, this one included, or `Counted.repeated`
+        (audited `vote_repeated`) when the voter had voted already."""
+        values = {"request_id": request.id, "slack_user_id": voter["slack_user_id"], "name": voter["name"]}
+        if not self._insert(session, Vote, {**values, "vote": vote}):
+            self._audit(session, request.id, "vote_repeated", voter["slack_user_id"], vote=vote)
+            return Counted(request, self._approvals(session, request.id), repeated=True)
+        return self._approvals(session, request.id)
 
     @staticmethod
     def _approvals(session: Session, request_id: str) -> list[Decider]:
@@ -336,21 +346,19 @@ class Store(Deliveries):
         has its decision: a problem noted on the resume event (`OutboxEvent.problem`) is cleared.
         """
         with self._write() as session:
-            row = update_request(
+            row = execution_update(
                 session,
-                (
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.approved_payload.is_not(None),
-                    ApprovalRequest.execution.is_(None),
-                    ApprovalRequest.grant_expires_at > utcnow(),
-                ),
+                request_id,
+                ApprovalRequest.approved_payload.is_not(None),
+                ApprovalRequest.execution.is_(None),
+                ApprovalRequest.grant_expires_at > utcnow(),
                 execution=Execution.STARTED,
                 executed_at=utcnow(),
             )
-            resume_taken(session, request_id)
             if row is not None:
                 self._audit(session, request_id, "execution_started", actor)
                 return row
+            resume_taken(session, request_id)
             current = session.get(ApprovalRequest, request_id)
             why = why_not_executable(current)
             self._audit(session, request_id, "execution_refused", actor, why=why)
@@ -367,18 +375,15 @@ class Store(Deliveries):
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
         with self._write() as session:
-            row = update_request(
+            row = execution_update(
                 session,
-                (
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.approved_payload.is_not(None),
-                    or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == Execution.STARTED),
-                ),
+                request_id,
+                ApprovalRequest.approved_payload.is_not(None),
+                or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == Execution.STARTED),
                 execution=outcome,
                 execution_detail=detail,
                 executed_at=utcnow(),
             )
             if row is not None:
                 self._audit(session, request_id, outcome, actor, detail=detail)
-                resume_taken(session, request_id)
         return row

@@ -145,9 +145,9 @@ def test_publish_is_marked_once(store: Store) -> None:
 
 def test_card_is_attached_once_where_slack_posted_it(store: Store) -> None:
     row = new_request(store)
-    attached = store.attach_card(row.id, "D0LEAD", "1.000100")  # e.g. a user id's DM
+    attached = store.attach_card(row, "D0LEAD", "1.000100")  # e.g. a user id's DM
     assert attached is not None and (attached.channel, attached.card_ts) == ("D0LEAD", "1.000100")
-    assert store.attach_card(row.id, "C0X", "1.000200") is None
+    assert store.attach_card(row, "C0X", "1.000200") is None
     stored = store.get(row.id)
     assert stored is not None and (stored.channel, stored.card_ts) == ("D0LEAD", "1.000100")
 
@@ -231,7 +231,7 @@ def test_a_timeout_allows_only_what_a_posted_card_showed_and_counts_from_the_car
     rules = Rules(levels=[Level(channel="C0X", users=["U0LEAD"], timeout=60, on_timeout="allow")])
     unseen, seen = new_request(store, rules=rules), new_request(store, rules=rules)
     age(store, seen.id, expires_at=-30)  # as if its card waited 30 s past the deadline intake set
-    attached = store.attach_card(seen.id, "C0X", "1.000100")
+    attached = store.attach_card(seen, "C0X", "1.000100")
     posted = store.get(seen.id)
     assert posted is not None and posted.expires_at is not None and posted.level_started_at is not None
     assert posted.expires_at - posted.level_started_at == timedelta(seconds=60)  # from the card's posting
@@ -270,7 +270,7 @@ def test_a_card_attached_after_its_request_was_decided_leaves_the_decided_row_cl
     store.decide(row.id, "rejected", lee, via="slack", resume=resume, refuse=anyone)  # type: ignore[arg-type]
     decided = store.get(row.id)
     assert decided is not None
-    attached = store.attach_card(row.id, "C0X", "1.000100")
+    attached = store.attach_card(row, "C0X", "1.000100")
     assert attached is not None and attached.status == "rejected" and attached.card_ts == "1.000100"
     stored = store.get(row.id)
     assert stored is not None and (stored.expires_at, stored.level_started_at, stored.next_reminder_at) == (
