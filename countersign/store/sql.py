@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, literal, or_, select, type_coerce, update
+from sqlalchemy import case, func, literal, or_, select, tuple_, type_coerce, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -54,6 +54,37 @@ def verdict(
         )
         values["grant_expires_at"] = utcnow_plus(grant_ttl)
     return values
+
+
+def expire_due(
+    session: Session, due: list[ApprovalRequest], asked: TimeoutResult, grant_ttl: int
+) -> list[ApprovalRequest]:
+    """One conditional UPDATE ... RETURNING expiring `due`: each still pending at the level it was
+    read at and past its `expires_at` (database clock). The timeout decides `asked`, but `allow` only
+    for a row with a card (`card_ts`, as the UPDATE finds it; the others are denied), with a grant
+    valid `grant_ttl` seconds; a row with a card is due for its rewrite now (`card_refresh_due_at`).
+    Returns the rows expired (not those something else got to first)."""
+    shown = ApprovalRequest.card_ts.is_not(None)
+    values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=TimeoutResult.DENY)
+    if asked == TimeoutResult.ALLOW:  # what `allow` sets beyond `deny`: the grant, the payload to run
+        allowed = verdict(
+            Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=TimeoutResult.ALLOW
+        )
+        for column in ("timeout_result", "approved_payload", "grant_expires_at"):
+            values[column] = case((shown, allowed[column]), else_=values.get(column))
+    where = (
+        tuple_(ApprovalRequest.id, ApprovalRequest.level).in_([(row.id, row.level) for row in due]),
+        ApprovalRequest.status == Status.PENDING,
+        ApprovalRequest.expires_at <= utcnow(),
+    )
+    stmt = (
+        update(ApprovalRequest)
+        .where(*where)
+        .values(**values, card_refresh_due_at=case((shown, utcnow())))
+        .returning(ApprovalRequest)
+        .execution_options(synchronize_session=False)
+    )
+    return list(session.scalars(stmt))
 
 
 def update_request(session: Session, where: tuple[Any, ...], **values: Any) -> ApprovalRequest | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, insert, or_, select
 from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
@@ -34,6 +34,7 @@ from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, R
 from .rules import Rules
 from .sql import (
     execution_update,
+    expire_due,
     level_clock,
     not_timed_out,
     resume_taken,
@@ -147,45 +148,49 @@ class Store(Deliveries):
         return None if on_time else TimedOut(request)
 
     def _decide_in(
-        self,
-        session: Session,
-        request_id: str,
-        values: dict[str, Any],
-        resume: Resume,
-        actor: str,
-        *where: Any,
-        **detail: Any,
+        self, session: Session, request_id: str, values: dict[str, Any], resume: Resume, actor: str
     ) -> Decided | None:
-        """The conditional UPDATE out of `pending` (plus `where`), its audit event by `actor` (the
-        Slack user whose click decided, or `POLICY`), its outbox row, and that row's
-        `resume_published` audit event (by the same actor): written here, in the decision's
-        transaction, so it precedes whatever the agent's worker records (the relay then delivers
-        the row to its queue at least once; `OutboxEvent.published_at` says when)."""
-        row = update_request(
-            session,
-            (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING, *where),
-            **values,
-        )
+        """The conditional UPDATE out of `pending`, its audit event by `actor` (the Slack user whose
+        click decided, or `POLICY`), and its resume event (`_resume_events`)."""
+        where = (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING)
+        row = update_request(session, where, **values)
         if row is None:
             return None
-        self._audit(
-            session,
-            request_id,
-            values["status"],
-            actor,
-            via=values["decided_via"],
-            reason=values["decision_reason"],
-            edits=values["edits"],
-            **detail,
-        )
-        job_id, body = resume(row)
-        event = OutboxEvent(
-            request_id=request_id, queue=row.resume_queue, func=row.resume_func, job_id=job_id, body=body
-        )
-        session.add(event)
-        session.flush()
-        self._audit(session, request_id, "resume_published", actor, job_id=job_id, queue=row.resume_queue)
-        return Decided(row, event)
+        detail = {"via": values["decided_via"], "reason": values["decision_reason"], "edits": values["edits"]}
+        self._audit(session, request_id, values["status"], actor, **detail)
+        return self._resume_events(session, [row], resume, actor)[0]
+
+    def _resume_events(
+        self, session: Session, rows: Sequence[ApprovalRequest], resume: Resume, actor: str
+    ) -> list[Decided]:
+        """The outbox rows `resume(row)` of just-decided `rows` (one INSERT for all), each with its
+        `resume_published` audit event by `actor`: written in the decision's transaction, so it
+        precedes whatever the agent's worker records (the relay then delivers the row to its queue
+        at least once; `OutboxEvent.published_at` says when)."""
+        if not rows:
+            return []
+        values = []
+        for row in rows:
+            job_id, body = resume(row)
+            values.append(
+                {
+                    "request_id": row.id,
+                    "queue": row.resume_queue,
+                    "func": row.resume_func,
+                    "job_id": job_id,
+                    "body": body,
+                }
+            )
+        # one multi-row INSERT on both backends: RETURNING in any order, matched by request id
+        events = {
+            event.request_id: event
+            for event in session.scalars(insert(OutboxEvent).returning(OutboxEvent), values)
+        }
+        decided = [Decided(row, events[row.id]) for row in rows]
+        for one in decided:
+            job = {"job_id": one.event.job_id, "queue": one.event.queue}
+            self._audit(session, one.request.id, "resume_published", actor, **job)
+        return decided
 
     def vote(
         self,
@@ -257,43 +262,42 @@ class Store(Deliveries):
 
     def expire(self, due: Sequence[tuple[ApprovalRequest, TimeoutResult]], resume: Resume) -> list[Decided]:
         """End timed-out requests as `expired`, each `(request, result)` with the policy's `result`
-        (`deny` | `allow`), all in one transaction (one commit for the batch, not one per request).
+        (`deny` | `allow`), all in one transaction: one conditional UPDATE ... RETURNING per result
+        and grant lifetime (usually one for the batch), one INSERT of their resume events and one
+        of their audit events.
 
         Each is conditional on the request still pending at the same escalation level and past its
         `expires_at` (database clock), so a click racing the sweep, or two sweeps, end in exactly one
         terminal state. `allow` lets the payload run (a grant, flagged `auto_proceeded` in the audit
-        trail), but only for a request whose card is posted: one no reviewer was shown is denied
-        (fails closed; audited `card_shown: false`). Returns the `Decided` of the requests this call
-        expired, in `due` order (not those something else got to first). Any error rolls the whole
-        batch back.
+        trail), but only for a request whose card is posted, as the UPDATE finds the row: one no
+        reviewer was shown is denied (fails closed; audited `card_shown: false`). A request with a
+        card gets `card_refresh_due_at` (now), so the card sweep rewrites it at Slack's pace. Returns
+        the `Decided` of the requests this call expired, in `due` order (not those something else
+        got to first). Any error rolls the whole batch back.
         """
-        decided = []
+        groups: dict[tuple[TimeoutResult, int], list[ApprovalRequest]] = {}
+        for request, asked in due:
+            groups.setdefault((asked, request.rules.grant_ttl_seconds), []).append(request)
         with self._write() as session:
-            for request, asked in due:
-                shown = request.card_ts is not None
-                result = asked if shown else TimeoutResult.DENY
-                grant_ttl = request.rules.grant_ttl_seconds
-                values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=result)
-                one = self._decide_in(
-                    session,
-                    request.id,
-                    values,
-                    resume,
-                    POLICY,
-                    *self._timed_out(request),
-                    ApprovalRequest.card_ts.is_not(None) if shown else ApprovalRequest.card_ts.is_(None),
-                    result=result,
-                    level=request.level,
-                    auto_proceeded=result == TimeoutResult.ALLOW,
-                    card_shown=shown,
-                )
-                if one is not None:
-                    decided.append(one)
-        return decided
-
-    @staticmethod
-    def _timed_out(request: ApprovalRequest) -> tuple[Any, ...]:
-        return (ApprovalRequest.level == request.level, ApprovalRequest.expires_at <= utcnow())
+            rows = [
+                row for (asked, ttl), some in groups.items() for row in expire_due(session, some, asked, ttl)
+            ]
+            for row in rows:
+                result = row.timeout_result
+                detail: dict[str, Any] = {
+                    "via": Via.TIMEOUT,
+                    "reason": None,
+                    "edits": [],
+                    "result": result,
+                    "level": row.level,
+                }
+                shown = {
+                    "auto_proceeded": result == TimeoutResult.ALLOW,
+                    "card_shown": row.card_ts is not None,
+                }
+                self._audit(session, row.id, Outcome.EXPIRED, POLICY, **detail, **shown)
+            decided = {one.request.id: one for one in self._resume_events(session, rows, resume, POLICY)}
+        return [decided[request.id] for request, _ in due if request.id in decided]
 
     def escalate(
         self, request: ApprovalRequest, channel: str, approvers: list[str]
@@ -318,7 +322,8 @@ class Store(Deliveries):
                 (
                     ApprovalRequest.id == request.id,
                     ApprovalRequest.status == Status.PENDING,
-                    *self._timed_out(request),
+                    ApprovalRequest.level == request.level,
+                    ApprovalRequest.expires_at <= utcnow(),
                 ),
                 **values,
             )
