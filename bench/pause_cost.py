@@ -10,7 +10,7 @@ On a scratch PostgreSQL database, with a private redis-server and the Slack sand
    reads their resident memory (VmRSS, summed over each process tree);
 2. bulk-inserts `--pending` copies of the first request as intake stored it (one `INSERT ... SELECT`
    over `generate_series`, not one intake job each): new id, idempotency key, run id, summary, card
-   ts and times (one every 0.5 s, or closer for more than 86,400, so that none is older than 12 h
+   ts and times (one every 0.5 s, or closer for more than 144,000, so that none is older than 20 h
    and none is due before step 6), 2 approvers out of 1,000 reviewers (+ `U0HEAVY` on every 10th),
    and copies of its audit rows (`requested`, `card_posted`); then `ANALYZE`;
 3. measures bytes per pending request: `pg_total_relation_size` (heap + TOAST + indexes) of
@@ -87,9 +87,9 @@ actions:
 )
 # Columns of the copies that differ from the template row `t`; `g` runs 1..n. Approvers: 2 of
 # REVIEWERS (reviewer a is paired with 7a+1 mod REVIEWERS, so each one is on ~2n/REVIEWERS requests).
-# One request every 0.5 s, or closer, so that the oldest is 12 h old at most: all stay inside the
+# One request every 0.5 s, or closer, so that the oldest is 20 h old at most: all stay inside the
 # policy's 24 h timeout however many there are.
-AGO = "now() - make_interval(secs => (CAST(:n AS int) - g) * LEAST(0.5, 43200.0 / CAST(:n AS int)))"
+AGO = "now() - make_interval(secs => (CAST(:n AS int) - g) * LEAST(0.5, 72000.0 / CAST(:n AS int)))"
 CLONED = {
     "id": "'B' || lpad(g::text, 25, '0')",
     "idempotency_key": "t.idempotency_key || ':' || g",
