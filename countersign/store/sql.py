@@ -73,7 +73,6 @@ def expire_due(
         for column in ("timeout_result", "approved_payload", "grant_expires_at"):
             values[column] = case((shown, allowed[column]), else_=values.get(column))
     where = (
-        ApprovalRequest.id.in_([row.id for row in due]),  # the primary key's index finds the rows
         tuple_(ApprovalRequest.id, ApprovalRequest.level).in_([(row.id, row.level) for row in due]),
         ApprovalRequest.status == Status.PENDING,
         ApprovalRequest.expires_at <= utcnow(),
