@@ -50,7 +50,7 @@ from psycopg.rows import dict_row
 from redis import Redis
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -167,7 +167,8 @@ SQL_STATEMENTS = [0]  # SQL statements this process sent, counted by each side's
 
 
 def count_statement(*_: Any) -> None:
-    """SQLAlchemy `before_cursor_execute` listener (countersign's engine)."""
+    """SQLAlchemy `before_cursor_execute` listener on every `Engine` of this process: countersign's
+    router runtime and the agent worker's own connections (`execute_approved` runs here too)."""
     SQL_STATEMENTS[0] += 1
 
 
@@ -349,7 +350,7 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
             runtime_module.current.cache_clear()
             connections.current.cache_clear()
             runtime = runtime_module.current()  # the one the jobs run in this process use too
-            event.listen(runtime.store.engine, "before_cursor_execute", count_statement)
+            event.listen(Engine, "before_cursor_execute", count_statement)
             database = Database(database_url)
             assert redis_server.process is not None and sandbox.process is not None
             pids = {"redis": redis_server.process.pid, "sandbox": sandbox.process.pid}

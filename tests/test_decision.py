@@ -21,7 +21,7 @@ def decided(store: Store, outcome: str, timeout_result: str | None = None) -> An
     after its card was posted: `allow` runs only what a card showed)."""
     row = new_request(store)
     if outcome == "expired":
-        store.attach_card(row.id, "C0X", "1.000100")
+        store.attach_card(row, "C0X", "1.000100")
         age(store, row.id, expires_at=-1)
         [result] = store.expire([(store.get(row.id), TimeoutResult(timeout_result))], resume)
         return result.request

@@ -50,7 +50,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, Decider, ResumeProblem, Status
+from ..store import ApprovalRequest, CardFacts, Decider, ResumeProblem, Status
 from . import cards, jobs, texts
 from .runtime import Runtime, current
 
@@ -167,7 +167,7 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
         runtime.store.defer_card(row.id, seconds)
         runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
         raise
-    attached = runtime.store.attach_card(row.id, card.channel, card.ts, claimed.level)
+    attached = runtime.store.attach_card(claimed, card.channel, card.ts)
     log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
     if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
         refresh(runtime, attached)
@@ -378,18 +378,20 @@ def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None
     if card is None:
         return None
     log.info("request %s: adopting card %s, posted before the request was decided", request.id, card.ts)
-    return runtime.store.attach_card(request.id, card.channel, card.ts, request.level) or runtime.store.get(
-        request.id
-    )
+    return runtime.store.attach_card(request, card.channel, card.ts) or runtime.store.get(request.id)
 
 
 def refresh(runtime: Runtime, request: ApprovalRequest) -> None:
     """Rewrite a decided request's card with everything known now: the decision, the edit, and the
     execution's outcome, or why the agent has not run it (`OutboxEvent.problem`) or its worker
-    refused to (`Store.execution_refusal`)."""
-    event = runtime.store.outbox_event(request.id)
-    refused = runtime.store.execution_refusal(request.id)
-    update_card(runtime, runtime.slack, request, refused=refused, problem=event.problem if event else None)
+    refused to (`Store.card_facts`, one read)."""
+    facts = runtime.store.card_facts(request.id)
+    if facts is not None:
+        _rewrite_decided(runtime, facts)
+
+
+def _rewrite_decided(runtime: Runtime, facts: CardFacts) -> None:
+    update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
 
 
 def _error(exc: Exception) -> str:

@@ -33,14 +33,24 @@ log = logging.getLogger(__name__)
 
 
 DRAIN_SECONDS = 10.0
+REWRITES_PER_TICK = 1
+"""Decided cards the sweep rewrites a tick (one a second): chat.update is Tier 3, 50+ a minute per
+workspace (https://docs.slack.dev/apis/web-api/rate-limits); a 429 is honoured for its Retry-After."""
 
 
-def sweep(runtime: Runtime, limit: int = 100, drain_seconds: float = DRAIN_SECONDS) -> int:
+def sweep(
+    runtime: Runtime,
+    limit: int = 100,
+    drain_seconds: float = DRAIN_SECONDS,
+    rewrites: int = REWRITES_PER_TICK,
+) -> int:
     """Time out, escalate and remind what is due; returns how many requests changed state.
 
     Timeouts are taken `limit` at a time, and taken again at once while a whole batch was due and
     changed, for up to `drain_seconds`: a backlog (many requests timing out together) drains in one
-    tick instead of `limit` a second, and reminders, cards and the relay still get their turn.
+    tick instead of `limit` a second, and reminders, cards and the relay still get their turn. The
+    cards of expired requests are not rewritten with their expiry but by the card step, `rewrites`
+    a tick, oldest due first, at Slack's pace.
     """
     changed, started = 0, time.monotonic()
     while True:
@@ -51,8 +61,8 @@ def sweep(runtime: Runtime, limit: int = 100, drain_seconds: float = DRAIN_SECON
             break
     for request in runtime.store.due_for_reminder(limit):
         _each(_remind, runtime, request)
-    for request in runtime.store.due_for_card_refresh(limit):
-        _each(delivery.refresh, runtime, request)  # a decided card Slack would not rewrite earlier
+    for request in runtime.store.due_for_card_refresh(rewrites):
+        _each(delivery.refresh, runtime, request)  # an expired card, or one Slack would not rewrite earlier
     for request in runtime.store.due_for_card(limit=limit):
         _each(post_card, runtime, request)  # its posting died with a process: find the card or post it
     return changed
@@ -89,8 +99,10 @@ def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
 
 def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) -> int:
     """Expire `(request, result)`s in one store transaction, publish their resume events together
-    (one more transaction), then rewrite each card. If the batch fails, each request is tried
-    alone, so one bad request cannot hold the others up. Returns how many were expired."""
+    (one more transaction); their cards are rewritten later, at Slack's pace, by the card step (the
+    store marks them due), but for a card whose poster died before storing it, looked up at once.
+    If the batch fails, each request is tried alone, so one bad request cannot hold the others up.
+    Returns how many were expired."""
     if not due:
         return 0
     try:
@@ -117,7 +129,8 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) 
             one.request.timeout_result,
             " (its card was never posted, so nothing runs)" if unseen else "",
         )
-        _each(lambda rt, r: delivery.update_card(rt, rt.slack, r), runtime, one.request)
+        if unseen and one.request.card_attempts > 0:  # a card posted by a process that died: adopt it
+            _each(lambda rt, r: delivery.update_card(rt, rt.slack, r), runtime, one.request)
     return len(decided)
 
 

@@ -20,6 +20,7 @@ from .models import (
     eligible_approvers,
     may_run,
 )
+from .queries import CardFacts
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import EditableField, Level, Rules
 from .state import Resume, Store
@@ -28,6 +29,7 @@ __all__ = [
     "AlreadyDecided",
     "ApprovalRequest",
     "AuditEvent",
+    "CardFacts",
     "Counted",
     "DeadLetter",
     "Decided",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import case, update
 
 from .models import ApprovalRequest, Status, utcnow, utcnow_plus
 from .records import Records
@@ -113,25 +113,29 @@ class Deliveries(Records):
                 )
         return row
 
-    def attach_card(self, request_id: str, channel: str, ts: str, level: int = 0) -> ApprovalRequest | None:
-        """Record where the request's card at escalation `level` is, once: the `channel` Slack
+    def attach_card(self, request: ApprovalRequest, channel: str, ts: str) -> ApprovalRequest | None:
+        """Record where the card of `request`'s escalation level is, once: the `channel` Slack
         answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
-        and replaces the user id) and its `ts`; audit `card_posted`. For a pending request the
-        level's clock starts again now (database clock), as reviewers can see the card from now on:
-        its deadline is the level's timeout from now, and its reminders count from now. Returns the
-        request as stored now (it may have been decided while its card was posted), or None if it
-        had a card, or moved on to another level meanwhile."""
+        and replaces the user id) and its `ts`; audit `card_posted`. For a request still pending the
+        level's clock starts again now (database clock), in the same UPDATE, as reviewers can see
+        the card from now on: its deadline is the level's timeout from now (from `request.rules`),
+        and its reminders count from now. Returns the request as stored now (it may have been
+        decided while its card was posted), or None if it had a card, or moved on to another level
+        meanwhile."""
+        pending = ApprovalRequest.status == Status.PENDING
+        clock = {
+            column: case((pending, value), else_=getattr(ApprovalRequest, column))
+            for column, value in level_clock(request.rules, request.level).items()
+        }
+        where = (
+            ApprovalRequest.id == request.id,
+            ApprovalRequest.card_ts.is_(None),
+            ApprovalRequest.level == request.level,
+        )
         with self._write() as session:
-            where = (
-                ApprovalRequest.id == request_id,
-                ApprovalRequest.card_ts.is_(None),
-                ApprovalRequest.level == level,
-            )
-            row = update_request(session, where, channel=channel, card_ts=ts)
+            row = update_request(session, where, channel=channel, card_ts=ts, **clock)
             if row is not None:
-                still_pending = (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING)
-                row = update_request(session, still_pending, **level_clock(row.rules, level)) or row
-                self._audit(session, request_id, "card_posted", None, ts=ts)
+                self._audit(session, request.id, "card_posted", None, ts=ts)
         return row
 
     def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
-from sqlalchemy import Engine, func, literal, select
+from sqlalchemy import Engine, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -19,12 +19,24 @@ from .models import (
     Base,
     DeadLetter,
     OutboxEvent,
+    ResumeProblem,
     Status,
     Vote,
     utcnow,
     utcnow_plus,
 )
 from .sql import approver_is, is_pending, no_live_card_lease
+
+AUDIT = "countersign_audit"
+"""`Session.info` key of the audit events a write transaction has recorded and not inserted yet."""
+
+
+class CardFacts(NamedTuple):
+    """A request and what its decided card says about the agent's side (`Queries.card_facts`)."""
+
+    request: ApprovalRequest
+    problem: ResumeProblem | None
+    refused: str | None
 
 
 class Queries:
@@ -44,8 +56,13 @@ class Queries:
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
+        """A write transaction. The audit events it records (`_audit`) are inserted together, in
+        the order recorded, by one multi-row INSERT just before it commits (none if it raises)."""
         with Session(self._writer, expire_on_commit=False) as session, session.begin():
             yield session
+            audits = session.info.pop(AUDIT, None)
+            if audits:
+                session.execute(insert(AuditEvent), audits)
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
@@ -54,13 +71,24 @@ class Queries:
 
     def _insert(self, session: Session, model: type[Base], values: dict[str, Any]) -> bool:
         """INSERT ... ON CONFLICT DO NOTHING; True when a row was inserted."""
+        return self._insert_returning(session, model, values, literal(1)) is not None
+
+    @staticmethod
+    def _insert_returning(
+        session: Session, model: type[Base], values: dict[str, Any], *returning: Any
+    ) -> Any:
+        """INSERT ... ON CONFLICT DO NOTHING RETURNING `returning` (columns, or the model for the
+        row); the first value returned, or None when nothing was inserted."""
         dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-        stmt = dialect.insert(model).values(**values).on_conflict_do_nothing().returning(literal(1))
-        return session.execute(stmt).first() is not None
+        stmt = dialect.insert(model).values(**values).on_conflict_do_nothing().returning(*returning)
+        return session.scalars(stmt).first()
 
     @staticmethod
     def _audit(session: Session, request_id: str, event: str, actor: str | None, **detail: Any) -> None:
-        session.add(AuditEvent(request_id=request_id, event=event, actor=actor, detail=detail))
+        """Record an audit event in the write transaction `session` (inserted when it commits, after
+        the events recorded before it: ids keep the order, `at` is the transaction's clock)."""
+        event_row = {"request_id": request_id, "event": event, "actor": actor, "detail": detail}
+        session.info.setdefault(AUDIT, []).append(event_row)
 
     @staticmethod
     def _one(session: Session, request_id: str) -> ApprovalRequest:
@@ -85,25 +113,36 @@ class Queries:
             stmt = select(AuditEvent).where(AuditEvent.request_id == request_id).order_by(AuditEvent.id)
             return list(session.scalars(stmt))
 
-    def execution_refusal(self, request_id: str) -> str | None:
-        """The `why` of the request's latest `execution_refused` audit event, or None.
+    def card_facts(self, request_id: str) -> CardFacts | None:
+        """What a decided card shows besides the request, read with it in one statement: the
+        problem noted on its resume event, and the `why` of its latest `execution_refused` audit
+        event; None for an unknown request id.
 
         A refusal is read from the audit trail rather than stored on the request: it is already
         written there in the refusal's own transaction, it changes no state (the approval stands,
         and a forged or tampered decision refused must not stop the genuine one from running), and
         its one reader is the decided card, rewritten after each execution report
-        (`delivery.refresh_card`). A column would hold the same fact twice, need a migration and
-        still have to be ignored once the action runs; the card shows it only while nothing ran.
+        (`delivery.refresh`, from `router/refreshes.py`). A column would hold the same fact twice,
+        need a migration and still have to be ignored once the action runs; the card shows it only
+        while nothing ran.
         """
+        problem = (
+            select(OutboxEvent.problem).where(OutboxEvent.request_id == request_id).limit(1).scalar_subquery()
+        )
+        refusal = (
+            select(AuditEvent.detail)
+            .where(AuditEvent.request_id == request_id, AuditEvent.event == "execution_refused")
+            .order_by(AuditEvent.id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        stmt = select(ApprovalRequest, problem, refusal).where(ApprovalRequest.id == request_id)
         with self._read() as session:
-            stmt = (
-                select(AuditEvent.detail)
-                .where(AuditEvent.request_id == request_id, AuditEvent.event == "execution_refused")
-                .order_by(AuditEvent.id.desc())
-                .limit(1)
-            )
-            detail = session.scalars(stmt).first()
-        return None if detail is None else detail.get("why")
+            found = session.execute(stmt).one_or_none()
+        if found is None:
+            return None
+        request, noted, detail = found
+        return CardFacts(request, noted, None if detail is None else detail.get("why"))
 
     def outbox_event(self, request_id: str) -> OutboxEvent | None:
         """The resume event of a decided request (its `body` is the decision sent), or None."""

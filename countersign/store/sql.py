@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, literal, or_, select, type_coerce, update
+from sqlalchemy import case, func, literal, or_, select, tuple_, type_coerce, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -56,11 +56,65 @@ def verdict(
     return values
 
 
+def expire_due(
+    session: Session, due: list[ApprovalRequest], asked: TimeoutResult, grant_ttl: int
+) -> list[ApprovalRequest]:
+    """One conditional UPDATE ... RETURNING expiring `due`: each still pending at the level it was
+    read at and past its `expires_at` (database clock). The timeout decides `asked`, but `allow` only
+    for a row with a card (`card_ts`, as the UPDATE finds it; the others are denied), with a grant
+    valid `grant_ttl` seconds; a row with a card is due for its rewrite now (`card_refresh_due_at`).
+    Returns the rows expired (not those something else got to first)."""
+    shown = ApprovalRequest.card_ts.is_not(None)
+    values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=TimeoutResult.DENY)
+    if asked == TimeoutResult.ALLOW:  # what `allow` sets beyond `deny`: the grant, the payload to run
+        allowed = verdict(
+            Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=TimeoutResult.ALLOW
+        )
+        for column in ("timeout_result", "approved_payload", "grant_expires_at"):
+            values[column] = case((shown, allowed[column]), else_=values.get(column))
+    where = (
+        tuple_(ApprovalRequest.id, ApprovalRequest.level).in_([(row.id, row.level) for row in due]),
+        ApprovalRequest.status == Status.PENDING,
+        ApprovalRequest.expires_at <= utcnow(),
+    )
+    stmt = (
+        update(ApprovalRequest)
+        .where(*where)
+        .values(**values, card_refresh_due_at=case((shown, utcnow())))
+        .returning(ApprovalRequest)
+        .execution_options(synchronize_session=False)
+    )
+    return list(session.scalars(stmt))
+
+
 def update_request(session: Session, where: tuple[Any, ...], **values: Any) -> ApprovalRequest | None:
     """One conditional UPDATE of a request: the updated row, or None when `where` did not hold
     (someone else got there first)."""
     stmt = update(ApprovalRequest).where(*where).values(**values).returning(ApprovalRequest)
     return session.scalars(stmt).one_or_none()
+
+
+def execution_update(session: Session, request_id: str, *where: Any, **values: Any) -> ApprovalRequest | None:
+    """`update_request` of request `request_id` (and `where`) for the agent's worker claiming or
+    reporting its execution: the worker has the decision, so a problem noted on the resume event is
+    cleared (`resume_taken`) in the same transaction, only when the UPDATE's RETURNING says there is
+    one (no second statement otherwise)."""
+    noted = select(OutboxEvent.id).where(
+        OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
+    )
+    stmt = (
+        update(ApprovalRequest)
+        .where(ApprovalRequest.id == request_id, *where)
+        .values(**values)
+        .returning(ApprovalRequest, noted.exists())
+    )
+    found = session.execute(stmt).one_or_none()
+    if found is None:
+        return None
+    row, problem = found
+    if problem:
+        resume_taken(session, request_id)
+    return row
 
 
 def resume_taken(session: Session, request_id: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, insert, or_, select
 from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
@@ -33,6 +33,8 @@ from .records import intake_done
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
+    execution_update,
+    expire_due,
     level_clock,
     not_timed_out,
     resume_taken,
@@ -64,18 +66,19 @@ class Store(Deliveries):
         rules: Rules = values["rules"]
         clock = level_clock(rules, 0)
         with self._write() as session:
-            created = self._insert(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
-            if created:
-                why = {"rule": rules.review_rule} if rules.review_rule else {}
-                self._audit(
-                    session, values["id"], "requested", values["requester"], action=values["action"], **why
-                )
-            row = session.scalars(
-                select(ApprovalRequest).where(ApprovalRequest.idempotency_key == values["idempotency_key"])
-            ).one()
-            if row.id == values["id"]:  # stored now, or by an earlier intake of the same message
-                intake_done(session, values["id"])
-        return row, created
+            row = self._insert_returning(
+                session, ApprovalRequest, {**values, **clock, "status": Status.PENDING}, ApprovalRequest
+            )
+            if row is None:
+                same_key = ApprovalRequest.idempotency_key == values["idempotency_key"]
+                earlier = session.scalars(select(ApprovalRequest).where(same_key)).one()
+                if earlier.id == values["id"]:  # stored by an earlier intake of the same message
+                    intake_done(session, earlier.id)
+                return earlier, False
+            why = {"rule": rules.review_rule} if rules.review_rule else {}
+            self._audit(session, row.id, "requested", values["requester"], action=values["action"], **why)
+            intake_done(session, row.id)
+        return row, True
 
     def decide(
         self,
@@ -148,45 +151,49 @@ class Store(Deliveries):
         return None if on_time else TimedOut(request)
 
     def _decide_in(
-        self,
-        session: Session,
-        request_id: str,
-        values: dict[str, Any],
-        resume: Resume,
-        actor: str,
-        *where: Any,
-        **detail: Any,
+        self, session: Session, request_id: str, values: dict[str, Any], resume: Resume, actor: str
     ) -> Decided | None:
-        """The conditional UPDATE out of `pending` (plus `where`), its audit event by `actor` (the
-        Slack user whose click decided, or `POLICY`), its outbox row, and that row's
-        `resume_published` audit event (by the same actor): written here, in the decision's
-        transaction, so it precedes whatever the agent's worker records (the relay then delivers
-        the row to its queue at least once; `OutboxEvent.published_at` says when)."""
-        row = update_request(
-            session,
-            (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING, *where),
-            **values,
-        )
+        """The conditional UPDATE out of `pending`, its audit event by `actor` (the Slack user whose
+        click decided, or `POLICY`), and its resume event (`_resume_events`)."""
+        where = (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING)
+        row = update_request(session, where, **values)
         if row is None:
             return None
-        self._audit(
-            session,
-            request_id,
-            values["status"],
-            actor,
-            via=values["decided_via"],
-            reason=values["decision_reason"],
-            edits=values["edits"],
-            **detail,
-        )
-        job_id, body = resume(row)
-        event = OutboxEvent(
-            request_id=request_id, queue=row.resume_queue, func=row.resume_func, job_id=job_id, body=body
-        )
-        session.add(event)
-        session.flush()
-        self._audit(session, request_id, "resume_published", actor, job_id=job_id, queue=row.resume_queue)
-        return Decided(row, event)
+        detail = {"via": values["decided_via"], "reason": values["decision_reason"], "edits": values["edits"]}
+        self._audit(session, request_id, values["status"], actor, **detail)
+        return self._resume_events(session, [row], resume, actor)[0]
+
+    def _resume_events(
+        self, session: Session, rows: Sequence[ApprovalRequest], resume: Resume, actor: str
+    ) -> list[Decided]:
+        """The outbox rows `resume(row)` of just-decided `rows` (one INSERT for all), each with its
+        `resume_published` audit event by `actor`: written in the decision's transaction, so it
+        precedes whatever the agent's worker records (the relay then delivers the row to its queue
+        at least once; `OutboxEvent.published_at` says when)."""
+        if not rows:
+            return []
+        values = []
+        for row in rows:
+            job_id, body = resume(row)
+            values.append(
+                {
+                    "request_id": row.id,
+                    "queue": row.resume_queue,
+                    "func": row.resume_func,
+                    "job_id": job_id,
+                    "body": body,
+                }
+            )
+        # one multi-row INSERT on both backends: RETURNING in any order, matched by request id
+        events = {
+            event.request_id: event
+            for event in session.scalars(insert(OutboxEvent).returning(OutboxEvent), values)
+        }
+        decided = [Decided(row, events[row.id]) for row in rows]
+        for one in decided:
+            job = {"job_id": one.event.job_id, "queue": one.event.queue}
+            self._audit(session, one.request.id, "resume_published", actor, **job)
+        return decided
 
     def vote(
         self,
@@ -210,24 +217,22 @@ class Store(Deliveries):
         before the sweep runs. One rejection rejects; `required_approvals` distinct approvals
         approve (`decided_by` lists them all), with a grant valid for the request's
         `rules.grant_ttl_seconds`. A second vote by the same approver is not counted again
-        (`Counted.repeated`). Raises `UnknownRequest` for an unknown request id.
+        (`Counted.repeated`). Only a request that needs more than one approval keeps its votes
+        (`votes`); the one vote that settles any other is its decision (`decided_by`). Raises
+        `UnknownRequest` for an unknown request id.
         """
         with self._write() as session:
             request, on_time = self._locked(session, request_id)
             stopped = self._cannot_decide(session, request, on_time, voter["slack_user_id"], refuse)
             if stopped is not None:
                 return stopped
-            values = {
-                "request_id": request_id,
-                "slack_user_id": voter["slack_user_id"],
-                "name": voter["name"],
-                "vote": vote,
-            }
-            if not self._insert(session, Vote, values):
-                self._audit(session, request_id, "vote_repeated", voter["slack_user_id"], vote=vote)
-                return Counted(request, self._approvals(session, request_id), repeated=True)
+            counted = (
+                self._count(session, request, voter, vote) if request.required_approvals > 1 else [voter]
+            )
+            if isinstance(counted, Counted):
+                return counted
             self._audit(session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason)
-            approvals = self._approvals(session, request_id)
+            approvals = counted
             grant_ttl = request.rules.grant_ttl_seconds
             if vote == Outcome.REJECTED:
                 values = verdict(Outcome.REJECTED, [voter], Via.SLACK, reason, grant_ttl)
@@ -239,6 +244,18 @@ class Store(Deliveries):
             assert decided is not None  # the row is locked and was pending
             return decided
 
+    def _count(
+        self, session: Session, request: ApprovalRequest, voter: Decider, vote: Outcome
+    ) -> list[Decider] | Counted:
+        """Store the vote of a request that needs a quorum (a `votes` row; a request one approval
+        settles needs none): the approvals counted so far, this one included, or `Counted.repeated`
+        (audited `vote_repeated`) when the voter had voted already."""
+        values = {"request_id": request.id, "slack_user_id": voter["slack_user_id"], "name": voter["name"]}
+        if not self._insert(session, Vote, {**values, "vote": vote}):
+            self._audit(session, request.id, "vote_repeated", voter["slack_user_id"], vote=vote)
+            return Counted(request, self._approvals(session, request.id), repeated=True)
+        return self._approvals(session, request.id)
+
     @staticmethod
     def _approvals(session: Session, request_id: str) -> list[Decider]:
         stmt = (
@@ -248,43 +265,42 @@ class Store(Deliveries):
 
     def expire(self, due: Sequence[tuple[ApprovalRequest, TimeoutResult]], resume: Resume) -> list[Decided]:
         """End timed-out requests as `expired`, each `(request, result)` with the policy's `result`
-        (`deny` | `allow`), all in one transaction (one commit for the batch, not one per request).
+        (`deny` | `allow`), all in one transaction: one conditional UPDATE ... RETURNING per result
+        and grant lifetime (usually one for the batch), one INSERT of their resume events and one
+        of their audit events.
 
         Each is conditional on the request still pending at the same escalation level and past its
         `expires_at` (database clock), so a click racing the sweep, or two sweeps, end in exactly one
         terminal state. `allow` lets the payload run (a grant, flagged `auto_proceeded` in the audit
-        trail), but only for a request whose card is posted: one no reviewer was shown is denied
-        (fails closed; audited `card_shown: false`). Returns the `Decided` of the requests this call
-        expired, in `due` order (not those something else got to first). Any error rolls the whole
-        batch back.
+        trail), but only for a request whose card is posted, as the UPDATE finds the row: one no
+        reviewer was shown is denied (fails closed; audited `card_shown: false`). A request with a
+        card gets `card_refresh_due_at` (now), so the card sweep rewrites it at Slack's pace. Returns
+        the `Decided` of the requests this call expired, in `due` order (not those something else
+        got to first). Any error rolls the whole batch back.
         """
-        decided = []
+        groups: dict[tuple[TimeoutResult, int], list[ApprovalRequest]] = {}
+        for request, asked in due:
+            groups.setdefault((asked, request.rules.grant_ttl_seconds), []).append(request)
         with self._write() as session:
-            for request, asked in due:
-                shown = request.card_ts is not None
-                result = asked if shown else TimeoutResult.DENY
-                grant_ttl = request.rules.grant_ttl_seconds
-                values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=result)
-                one = self._decide_in(
-                    session,
-                    request.id,
-                    values,
-                    resume,
-                    POLICY,
-                    *self._timed_out(request),
-                    ApprovalRequest.card_ts.is_not(None) if shown else ApprovalRequest.card_ts.is_(None),
-                    result=result,
-                    level=request.level,
-                    auto_proceeded=result == TimeoutResult.ALLOW,
-                    card_shown=shown,
-                )
-                if one is not None:
-                    decided.append(one)
-        return decided
-
-    @staticmethod
-    def _timed_out(request: ApprovalRequest) -> tuple[Any, ...]:
-        return (ApprovalRequest.level == request.level, ApprovalRequest.expires_at <= utcnow())
+            rows = [
+                row for (asked, ttl), some in groups.items() for row in expire_due(session, some, asked, ttl)
+            ]
+            for row in rows:
+                result = row.timeout_result
+                detail: dict[str, Any] = {
+                    "via": Via.TIMEOUT,
+                    "reason": None,
+                    "edits": [],
+                    "result": result,
+                    "level": row.level,
+                }
+                shown = {
+                    "auto_proceeded": result == TimeoutResult.ALLOW,
+                    "card_shown": row.card_ts is not None,
+                }
+                self._audit(session, row.id, Outcome.EXPIRED, POLICY, **detail, **shown)
+            decided = {one.request.id: one for one in self._resume_events(session, rows, resume, POLICY)}
+        return [decided[request.id] for request, _ in due if request.id in decided]
 
     def escalate(
         self, request: ApprovalRequest, channel: str, approvers: list[str]
@@ -309,7 +325,8 @@ class Store(Deliveries):
                 (
                     ApprovalRequest.id == request.id,
                     ApprovalRequest.status == Status.PENDING,
-                    *self._timed_out(request),
+                    ApprovalRequest.level == request.level,
+                    ApprovalRequest.expires_at <= utcnow(),
                 ),
                 **values,
             )
@@ -337,21 +354,19 @@ class Store(Deliveries):
         has its decision: a problem noted on the resume event (`OutboxEvent.problem`) is cleared.
         """
         with self._write() as session:
-            row = update_request(
+            row = execution_update(
                 session,
-                (
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.approved_payload.is_not(None),
-                    ApprovalRequest.execution.is_(None),
-                    ApprovalRequest.grant_expires_at > utcnow(),
-                ),
+                request_id,
+                ApprovalRequest.approved_payload.is_not(None),
+                ApprovalRequest.execution.is_(None),
+                ApprovalRequest.grant_expires_at > utcnow(),
                 execution=Execution.STARTED,
                 executed_at=utcnow(),
             )
-            resume_taken(session, request_id)
             if row is not None:
                 self._audit(session, request_id, "execution_started", actor)
                 return row
+            resume_taken(session, request_id)
             current = session.get(ApprovalRequest, request_id)
             why = why_not_executable(current)
             self._audit(session, request_id, "execution_refused", actor, why=why)
@@ -368,18 +383,15 @@ class Store(Deliveries):
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
         with self._write() as session:
-            row = update_request(
+            row = execution_update(
                 session,
-                (
-                    ApprovalRequest.id == request_id,
-                    ApprovalRequest.approved_payload.is_not(None),
-                    or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == Execution.STARTED),
-                ),
+                request_id,
+                ApprovalRequest.approved_payload.is_not(None),
+                or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == Execution.STARTED),
                 execution=outcome,
                 execution_detail=detail,
                 executed_at=utcnow(),
             )
             if row is not None:
                 self._audit(session, request_id, outcome, actor, detail=detail)
-                resume_taken(session, request_id)
         return row

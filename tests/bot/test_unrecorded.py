@@ -26,7 +26,7 @@ def test_an_approval_the_database_refuses_is_answered_and_a_retry_counts(
 ) -> None:
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
-    with table_gone(store, "votes"):
+    with table_gone(store, "outbox"):  # the decision's write
         assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200
         wait_for(lambda: told(sb, "U0LEAD"), what="the reviewer to be told")
     assert status(store, request_id) == "pending"
@@ -55,7 +55,7 @@ def test_a_rejection_whose_write_the_database_refuses_is_answered_in_a_direct_me
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
     view = open_view(sb, card, REJECT_ACTION, "U0LEAD", REASON_BLOCK)
-    with table_gone(store, "votes"):
+    with table_gone(store, "outbox"):  # the decision's write
         assert raw_submit(sb, view, "U0LEAD", {REASON_BLOCK: "too much"}) == {}
         wait_for(lambda: any(NOT_RECORDED in m["text"] for m in sb.messages()), what="the direct message")
     assert status(store, request_id) == "pending"

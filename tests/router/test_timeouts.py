@@ -276,6 +276,39 @@ def test_a_backlog_of_timeouts_drains_in_one_sweep(
     assert all(events(store, i).count("expired") == 1 for i in ids)
 
 
+def test_expired_cards_are_rewritten_at_slacks_pace_after_every_resume_event_is_published(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """Expiring is not held up by Slack: the tick that expires a batch publishes all its resume
+    events, and its cards follow, `rewrites` a tick (chat.update is Tier 3)."""
+    sb, _ = sandbox
+    ids = []
+    for n in range(3):
+        redis.delete("countersign:pace:C0AP")  # the next card may post at once (see hold_channel)
+        ids.append(post_card(client, redis, sb, "C0AP", action="pay_vendor", step=f"due-{n}")[0])
+    for request_id in ids:
+        age(store, request_id, expires_at=-1)
+    rewrites = len(sb.calls("chat.update"))
+    assert timeouts.sweep(runtime, rewrites=1) == 3
+    assert [status(store, i) for i in ids] == ["expired"] * 3
+    assert all((event := store.outbox_event(i)) and event.published_at for i in ids)
+    assert len(sb.calls("chat.update")) - rewrites == 1
+    assert sum(1 for i in ids if (row := store.get(i)) and row.card_refresh_due_at) == 2
+    timeouts.sweep(runtime, rewrites=1)
+    timeouts.sweep(runtime, rewrites=1)
+    assert len(sb.calls("chat.update")) - rewrites == 3
+    for request_id in ids:
+        row = store.get(request_id)
+        assert row is not None and row.card_refresh_due_at is None
+        card = next(m for m in sb.messages(row.channel) if m["ts"] == row.card_ts)
+        assert "actions" not in [block["type"] for block in card["blocks"]]  # no buttons left
+
+
 def test_a_request_that_cannot_expire_does_not_hold_up_the_others(
     engine_policy: Path,
     client: ApprovalClient,

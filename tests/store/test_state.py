@@ -7,13 +7,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from countersign.router.jobs import resume_job_id
 from countersign.store import (
     AlreadyDecided,
     Decided,
+    Decider,
     Level,
     NotExecutable,
+    Outcome,
     Refused,
     Rules,
     Store,
@@ -145,9 +148,9 @@ def test_publish_is_marked_once(store: Store) -> None:
 
 def test_card_is_attached_once_where_slack_posted_it(store: Store) -> None:
     row = new_request(store)
-    attached = store.attach_card(row.id, "D0LEAD", "1.000100")  # e.g. a user id's DM
+    attached = store.attach_card(row, "D0LEAD", "1.000100")  # e.g. a user id's DM
     assert attached is not None and (attached.channel, attached.card_ts) == ("D0LEAD", "1.000100")
-    assert store.attach_card(row.id, "C0X", "1.000200") is None
+    assert store.attach_card(row, "C0X", "1.000200") is None
     stored = store.get(row.id)
     assert stored is not None and (stored.channel, stored.card_ts) == ("D0LEAD", "1.000100")
 
@@ -231,7 +234,7 @@ def test_a_timeout_allows_only_what_a_posted_card_showed_and_counts_from_the_car
     rules = Rules(levels=[Level(channel="C0X", users=["U0LEAD"], timeout=60, on_timeout="allow")])
     unseen, seen = new_request(store, rules=rules), new_request(store, rules=rules)
     age(store, seen.id, expires_at=-30)  # as if its card waited 30 s past the deadline intake set
-    attached = store.attach_card(seen.id, "C0X", "1.000100")
+    attached = store.attach_card(seen, "C0X", "1.000100")
     posted = store.get(seen.id)
     assert posted is not None and posted.expires_at is not None and posted.level_started_at is not None
     assert posted.expires_at - posted.level_started_at == timedelta(seconds=60)  # from the card's posting
@@ -270,7 +273,7 @@ def test_a_card_attached_after_its_request_was_decided_leaves_the_decided_row_cl
     store.decide(row.id, "rejected", lee, via="slack", resume=resume, refuse=anyone)  # type: ignore[arg-type]
     decided = store.get(row.id)
     assert decided is not None
-    attached = store.attach_card(row.id, "C0X", "1.000100")
+    attached = store.attach_card(row, "C0X", "1.000100")
     assert attached is not None and attached.status == "rejected" and attached.card_ts == "1.000100"
     stored = store.get(row.id)
     assert stored is not None and (stored.expires_at, stored.level_started_at, stored.next_reminder_at) == (
@@ -278,3 +281,56 @@ def test_a_card_attached_after_its_request_was_decided_leaves_the_decided_row_cl
         decided.level_started_at,
         decided.next_reminder_at,
     )
+
+
+def statements(store: Store) -> list[str]:
+    """The SQL statements `store` sends from now on (its transactions' BEGINs left out)."""
+    sent: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if not statement.startswith("BEGIN"):
+            sent.append(
+                statement.split()[0] + " " + statement.split()[2 if statement.startswith("INSERT") else 1]
+            )
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    return sent
+
+
+def test_an_approval_one_vote_settles_is_four_statements_and_keeps_no_votes_row(store: Store) -> None:
+    row = new_request(store)
+    sent = statements(store)
+    lee: Decider = {"slack_user_id": "U0LEAD", "name": "lee"}
+    assert isinstance(store.vote(row.id, lee, Outcome.APPROVED, resume, refuse=anyone), Decided)
+    assert sent == [
+        "SELECT approval_requests.id,",  # the row, locked
+        "UPDATE approval_requests",  # the decision, conditional on pending
+        "INSERT outbox",  # the resume event
+        "INSERT audit_events",  # vote, approved, resume_published: one INSERT
+    ]
+    assert store.votes(row.id) == [] and store.get(row.id).decided_by == [lee]  # type: ignore[union-attr]
+    assert [e.event for e in store.audit_trail(row.id)] == [
+        "requested",
+        "vote",
+        "approved",
+        "resume_published",
+    ]
+
+
+def test_a_batch_of_expiries_is_three_statements_whatever_its_size(store: Store) -> None:
+    rules = Rules(levels=[Level(channel="C0X", users=["U0LEAD"], timeout=60, on_timeout="allow")])
+    rows = [new_request(store, rules=rules) for _ in range(5)]
+    for row in rows[:3]:  # three were shown a card, two were not
+        store.attach_card(row, "C0X", f"1.00010{row.id[-1]}")
+    for row in rows:
+        age(store, row.id, expires_at=-1)
+    due = [(store.get(row.id), TimeoutResult.ALLOW) for row in rows]
+    sent = statements(store)
+    decided = store.expire(due, resume)  # type: ignore[arg-type]
+    assert sent == ["UPDATE approval_requests", "INSERT outbox", "INSERT audit_events"]
+    assert [d.request.id for d in decided] == [row.id for row in rows]
+    assert [d.request.timeout_result for d in decided] == ["allow"] * 3 + ["deny"] * 2
+    assert [d.request.card_refresh_due_at is not None for d in decided] == [True] * 3 + [False] * 2
+    assert [e.request_id for e in store.unpublished()] == [row.id for row in rows]
+    for row in rows:  # each request's events in causal order, whatever the batch
+        assert [e.event for e in store.audit_trail(row.id)][-2:] == ["expired", "resume_published"]
