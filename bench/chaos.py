@@ -373,8 +373,8 @@ class Chaos:
         self.stalls += 1
         self.note("votes: unlocked")
         time.sleep(self.fault_rng.uniform(0.2, 1.0))
-        for name in webs:
-            self.children[name].start()
+        for name in webs:  # unless the supervisor has already (a second start would orphan a web)
+            self.children[name].restart_if_dead()
 
     def supervise(self) -> None:
         while not self.stop.wait(1):
