@@ -50,7 +50,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, CardFacts, Decider, ResumeProblem, Status
+from ..store import ApprovalRequest, Decider, ResumeProblem, Status
 from . import cards, jobs, texts
 from .runtime import Runtime, current
 
@@ -73,9 +73,6 @@ REFRESH_BACKOFF_SECONDS = 30  # a decided card Slack would not rewrite is tried 
 VANISHED = {"message_not_found", "cant_update_message"}
 BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
-# User ids: `U…`, and `W…` on Enterprise Grid (the two kinds `migration.exchange` maps between:
-# https://docs.slack.dev/reference/methods/migration.exchange).
-USER_ID_PREFIXES = ("U", "W")
 
 
 # The channel's next free posting time, reserved once per card (unix milliseconds, Redis's clock, so
@@ -268,7 +265,7 @@ def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> Approval
     approver but the human the agent acts for.
     """
     users = request.eligible_approvers[:8]
-    if request.channel.startswith((*USER_ID_PREFIXES, "D")) or not users:
+    if request.channel.startswith((*texts.USER_ID_PREFIXES, "D")) or not users:
         raise SlackApiError(f"cannot deliver to {request.channel} ({error})", {"ok": False, "error": error})
     try:
         direct = str(runtime.slack.conversations_open(users=",".join(users))["channel"]["id"])
@@ -292,7 +289,7 @@ def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> Approval
 def _conversation(client: WebClient, channel: str) -> str:
     """The id of the conversation a card for `channel` is in: `channel` itself, or for a user id
     the bot's DM with them, which `conversations.open` returns (the DM chat.postMessage posts in)."""
-    if not channel.startswith(USER_ID_PREFIXES):
+    if not channel.startswith(texts.USER_ID_PREFIXES):
         return channel
     return str(client.conversations_open(users=channel)["channel"]["id"])
 
@@ -387,11 +384,7 @@ def refresh(runtime: Runtime, request: ApprovalRequest) -> None:
     refused to (`Store.card_facts`, one read)."""
     facts = runtime.store.card_facts(request.id)
     if facts is not None:
-        _rewrite_decided(runtime, facts)
-
-
-def _rewrite_decided(runtime: Runtime, facts: CardFacts) -> None:
-    update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
+        update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
 
 
 def _error(exc: Exception) -> str:
@@ -402,13 +395,21 @@ def _not_rewritten(
     runtime: Runtime, client: WebClient, request: ApprovalRequest, card: cards.Card, exc: Exception
 ) -> None:
     """A decided card Slack did not rewrite: replace a vanished one, retry a transient failure."""
-    if not isinstance(exc, SlackApiError):  # a timeout or a network error
-        runtime.store.refresh_card_later(request.id, REFRESH_BACKOFF_SECONDS)
-    elif _error(exc) in VANISHED:
+    if isinstance(exc, SlackApiError) and _error(exc) in VANISHED:
         _post_status(runtime, client, request, card)
-    elif transient(exc):
-        wait = retry_after(exc) if rate_limited(exc) else REFRESH_BACKOFF_SECONDS
+    elif (wait := _wait_after(exc)) is not None:
         runtime.store.refresh_card_later(request.id, wait)
+
+
+def _wait_after(exc: Exception) -> int | None:
+    """Seconds to wait before trying a Slack write again: Slack's `Retry-After` after a 429,
+    `REFRESH_BACKOFF_SECONDS` after a 5xx, a timeout or a network error; None when Slack refused
+    for good."""
+    if not isinstance(exc, SlackApiError):
+        return REFRESH_BACKOFF_SECONDS
+    if not transient(exc):
+        return None
+    return retry_after(exc) if rate_limited(exc) else REFRESH_BACKOFF_SECONDS
 
 
 def _post_status(runtime: Runtime, client: WebClient, request: ApprovalRequest, card: cards.Card) -> None:
@@ -452,10 +453,7 @@ def _rewrite(
         client.chat_update(channel=_conversation(client, channel), ts=ts, **message)
     except (SlackApiError, OSError) as exc:
         log.warning("request %s: message %s not rewritten (%s)", request_id, ts, _error(exc))
-        if not isinstance(exc, SlackApiError):
-            return REFRESH_BACKOFF_SECONDS
-        if transient(exc):
-            return retry_after(exc) if rate_limited(exc) else REFRESH_BACKOFF_SECONDS
+        return _wait_after(exc)
     return None
 
 

@@ -279,6 +279,11 @@ def reviewed_every(action: str) -> str:
     return f"the policy reviews every {action} request"
 
 
+# User ids: `U…`, and `W…` on Enterprise Grid (the two kinds `migration.exchange` maps between:
+# https://docs.slack.dev/reference/methods/migration.exchange).
+USER_ID_PREFIXES = ("U", "W")
+
+
 def conversation(channel: str) -> str:
     """A policy's channel as mrkdwn: `<@U…>` for a user id (a DM with them), else `<#C…>`."""
-    return f"<@{channel}>" if channel.startswith(("U", "W")) else f"<#{channel}>"
+    return f"<@{channel}>" if channel.startswith(USER_ID_PREFIXES) else f"<#{channel}>"
