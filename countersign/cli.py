@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .agent import ApprovalClient
 from .config import Settings, load_settings
-from .connections import Connections, database_unreachable
+from .connections import Connections, migrate
 from .exceptions import (
     ConfigError,
     IdempotencyConflict,
@@ -370,13 +370,7 @@ def _policy_check(args: argparse.Namespace) -> int:
 
 
 def _db_upgrade(_args: argparse.Namespace) -> None:
-    from .store import create_db_engine, upgrade
-
-    settings = load_settings()
-    try:
-        upgrade(create_db_engine(settings.DATABASE_URL))
-    except SQLAlchemyError as exc:
-        raise database_unreachable(settings, exc) from None
+    migrate(load_settings())
     print("database is at the latest schema")
 
 

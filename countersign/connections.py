@@ -67,6 +67,17 @@ class Connections:
             raise database_unreachable(self.settings, exc) from None
 
 
+def migrate(settings: Settings) -> None:
+    """Bring the database at `DATABASE_URL` to the latest schema (Alembic). Raises `ConfigError`
+    naming `DATABASE_URL` when it cannot be used."""
+    from .store import create_db_engine, upgrade
+
+    try:
+        upgrade(create_db_engine(settings.DATABASE_URL))
+    except SQLAlchemyError as exc:
+        raise database_unreachable(settings, exc) from None
+
+
 def database_unreachable(settings: Settings, exc: SQLAlchemyError) -> ConfigError:
     """The one-line `ConfigError` naming `DATABASE_URL` for a database that cannot be used."""
     first = str(getattr(exc, "orig", None) or exc).splitlines()[0].rstrip(".")

@@ -27,15 +27,13 @@ from urllib.parse import urlsplit
 
 from redis import Redis
 from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
 
 from .config import ENV_FILE, Settings
-from .connections import database_unreachable
+from .connections import migrate
 from .exceptions import StackError
 from .files import private_dir, private_file, write_private
 from .ports import free_port, port_is_free, port_open
 from .router.runtime import Runtime
-from .store import create_db_engine, upgrade
 
 EXAMPLE_POLICY = Path("examples/policy.yml")
 RUN_DIR = ENV_FILE.parent
@@ -167,7 +165,7 @@ def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
     env.setdefault("COUNTERSIGN_SECRET", _local_secret())
     if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
         env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
-    _migrate(settings)
+    migrate(settings)
     _write_env_file(env)
     stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")
     stack.start("worker", *COUNTERSIGN, "worker")
@@ -185,13 +183,6 @@ def _local_secret() -> str:
     if not path.exists():
         write_private(path, secrets.token_hex(32))
     return private_file(path).read_text().strip()
-
-
-def _migrate(settings: Settings) -> None:
-    try:
-        upgrade(create_db_engine(settings.DATABASE_URL))
-    except SQLAlchemyError as exc:
-        raise database_unreachable(settings, exc) from None
 
 
 def _write_env_file(env: dict[str, str]) -> None:

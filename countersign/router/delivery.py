@@ -167,7 +167,7 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
     attached = runtime.store.attach_card(claimed, card.channel, card.ts)
     log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
     if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
-        refresh(runtime, attached)
+        refresh(runtime, attached.id)
     return outcome
 
 
@@ -378,12 +378,12 @@ def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None
     return runtime.store.attach_card(request, card.channel, card.ts) or runtime.store.get(request.id)
 
 
-def refresh(runtime: Runtime, request: ApprovalRequest) -> None:
+def refresh(runtime: Runtime, request_id: str) -> None:
     """Rewrite a decided request's card with everything known now: the decision, the edit, and the
     execution's outcome, or why the agent has not run it (`OutboxEvent.problem`) or its worker
-    refused to (`Store.card_facts`, one read)."""
-    facts = runtime.store.card_facts(request.id)
-    if facts is not None:
+    refused to (`Store.card_facts`, one read). A pending request's card is left as it is."""
+    facts = runtime.store.card_facts(request_id)
+    if facts is not None and facts.request.status != Status.PENDING:
         update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
 
 

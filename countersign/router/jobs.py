@@ -39,7 +39,7 @@ INTAKE_TIMEOUT_SECONDS = 60
 
 REFRESH_KEY = "countersign:refresh"
 """A Redis set of the request ids whose decided card the router's sweep rewrites next
-(`request_refresh`, `delivery.refresh_requested`): an id asked for twice before the sweep comes is
+(`request_refresh`, `refreshes.refresh_requested`): an id asked for twice before the sweep comes is
 rewritten once, with everything known by then."""
 REFRESH_KEPT_SECONDS = 24 * 3600
 """The set expires this long after its last ask, should no router sweep it."""

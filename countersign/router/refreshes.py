@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from typing import cast
 
-from ..store import Status
 from . import delivery
 from .jobs import REFRESH_KEY, request_refresh
 from .runtime import Runtime
@@ -28,9 +27,7 @@ def refresh_requested(runtime: Runtime, limit: int = 100) -> int:
     asked = [member.decode() for member in popped or []]
     for request_id in asked:
         try:
-            request = runtime.store.get(request_id)
-            if request is not None and request.status != Status.PENDING:
-                delivery.refresh(runtime, request)
+            delivery.refresh(runtime, request_id)
         except Exception:
             log.exception("request %s: card not refreshed; asking again", request_id)
             request_refresh(runtime.redis, request_id)

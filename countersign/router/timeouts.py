@@ -62,7 +62,8 @@ def sweep(
     for request in runtime.store.due_for_reminder(limit):
         _each(_remind, runtime, request)
     for request in runtime.store.due_for_card_refresh(rewrites):
-        _each(delivery.refresh, runtime, request)  # an expired card, or one Slack would not rewrite earlier
+        # an expired card, or one Slack would not rewrite earlier
+        _each(lambda rt, r: delivery.refresh(rt, r.id), runtime, request)
     for request in runtime.store.due_for_card(limit=limit):
         _each(post_card, runtime, request)  # its posting died with a process: find the card or post it
     return changed

@@ -91,7 +91,7 @@ def test_a_vanished_card_gets_one_status_message_which_later_rewrites_edit(
     request_id, _ = post_card(client, redis, sb)
     store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", empty_resume)
     sb.inject("chat.update", error="message_not_found")
-    delivery.refresh(runtime, store.get(request_id))  # type: ignore[arg-type]
+    delivery.refresh(runtime, request_id)
     messages = sb.messages("C0FINANCE")
     assert len(messages) == 2 and "Approved by <@U0LEAD>" in json.dumps(messages[1]["blocks"])
     row = store.get(request_id)
