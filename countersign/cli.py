@@ -32,7 +32,7 @@ from .exceptions import (
     UsageError,
 )
 from .ports import port_is_free
-from .schema import ApprovalRequestV1, parse
+from .schema import ALLOW_HTTP, ApprovalRequestV1, parse
 
 REQUEST_FLAGS = {
     "action": str,
@@ -66,7 +66,7 @@ REQUIRED_FLAGS = {
 RESUME_FLAGS = {"queue": "--resume-queue", "func": "--resume-func"}
 REQUEST_SETTINGS = """\
 Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id and
---step (or --idempotency-key), --resume-queue and --resume-func.
+--step (or --idempotency-key), --resume-queue and --resume-func (or --resume-webhook).
 
 settings (environment variables):
   REDIS_URL      where the request is enqueued (default redis://localhost:6379/0)
@@ -84,8 +84,9 @@ settings (environment variables; none is required):
                         SLACK_SIGNING_SECRET (and SLACK_API_URL only to reach Slack elsewhere)
   COUNTERSIGN_POLICY    default examples/policy.yml
   COUNTERSIGN_SECRET    default: one kept in .run/secret
+  COUNTERSIGN_WEBHOOK_SECRET  default: one kept in .run/webhook-secret (signs resume webhooks)
   COUNTERSIGN_LIBRARY_LOG_LEVEL  default WARNING here: no RQ or gunicorn line per job or click
-REDIS_URL, DATABASE_URL and COUNTERSIGN_SECRET as chosen are written to .run/.env, which the
+REDIS_URL, DATABASE_URL and the two secrets as chosen are written to .run/.env, which the
 commands of a second terminal run in this directory read (the environment wins).
 """
 
@@ -181,6 +182,9 @@ def _parser() -> argparse.ArgumentParser:
     request.add_argument(
         "--resume-func", help="required: import path of the resume function, e.g. pkg.mod.func"
     )
+    request.add_argument(
+        "--resume-webhook", help="instead of queue and func: the https:// URL the decision is POSTed to"
+    )
     request.set_defaults(handler=_request)
 
     show = commands.add_parser("show", help="print a request, its status, decision and audit trail as JSON")
@@ -257,7 +261,8 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("payload", "context"):
         if getattr(args, name) is not None:
             data[name] = _json_arg("--" + name, getattr(args, name))
-    flags = {k: v for k, v in (("queue", args.resume_queue), ("func", args.resume_func)) if v}
+    given = (("queue", args.resume_queue), ("func", args.resume_func), ("webhook", args.resume_webhook))
+    flags = {k: v for k, v in given if v}
     if flags:
         resume = data.get("resume")
         data["resume"] = {**resume, **flags} if isinstance(resume, dict) else flags
@@ -270,8 +275,9 @@ def missing_flags(data: dict[str, Any]) -> list[str]:
     --idempotency-key)"]`; a field given but malformed is left to the schema to name."""
     missing = [flag for field, flag in REQUIRED_FLAGS.items() if field not in data]
     resume = data.get("resume", {})
-    if isinstance(resume, dict):
-        missing += [flag for field, flag in RESUME_FLAGS.items() if field not in resume]
+    if isinstance(resume, dict) and "webhook" not in resume:
+        absent = [flag for field, flag in RESUME_FLAGS.items() if field not in resume]
+        missing += [f"{' and '.join(absent)} (or --resume-webhook)"] if len(absent) == 2 else absent
     if "idempotency_key" not in data:
         key = [flag for field, flag in (("run_id", "--run-id"), ("step", "--step")) if field not in data]
         if key:
@@ -289,14 +295,16 @@ def _request(args: argparse.Namespace) -> None:
     data = request_from_args(args)
     if missing := missing_flags(data):
         raise InvalidRequest(f"missing {', '.join(missing)}: required, as flags or as fields of --file")
-    request = parse(ApprovalRequestV1, data)
+    allow_http = settings.COUNTERSIGN_WEBHOOK_ALLOW_HTTP
+    request = parse(ApprovalRequestV1, data, {ALLOW_HTTP: allow_http})
     if settings.COUNTERSIGN_POLICY is not None:
         from .router.policy import load_policy
 
         load_policy(settings.COUNTERSIGN_POLICY).admit(request.action, request.payload)
     connections = Connections(settings)
     connections.check()
-    print(ApprovalClient(connections.redis, connections.store).request(request))
+    client = ApprovalClient(connections.redis, connections.store, allow_http_webhooks=allow_http)
+    print(client.request(request))
     print(
         f"countersign request: sent to Redis at {settings.shown('REDIS_URL')}, "
         f"database at {settings.shown('DATABASE_URL')}",

@@ -11,6 +11,7 @@ commands of a second terminal reach the same local stack. The environment always
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -31,6 +32,7 @@ _SECRET_NAMES = {
     "SLACK_SIGNING_SECRET",
     "SLACK_APP_TOKEN",
     "COUNTERSIGN_SECRET",
+    "COUNTERSIGN_WEBHOOK_SECRET",
     "DATABASE_URL",
     "REDIS_URL",
 }
@@ -57,6 +59,15 @@ class Settings(BaseSettings):
     COUNTERSIGN_SECRET: str | None = None
     COUNTERSIGN_RESUME_WAIT_SECONDS: Annotated[int, Field(ge=1)] = 300
     """How long a published resume job may wait on its queue before the card says no worker took it."""
+    COUNTERSIGN_WEBHOOK_SECRET: str | None = None
+    """The Standard Webhooks signing secret of resume webhooks: `whsec_` and the base64 of 24 to 64
+    random bytes (the spec's symmetric scheme). Receivers verify with the same value."""
+    COUNTERSIGN_WEBHOOK_TIMEOUT_SECONDS: Annotated[int, Field(ge=1, le=60)] = 5
+    """How long one webhook POST may take to connect, send and answer (each), seconds."""
+    COUNTERSIGN_WEBHOOK_GIVE_UP_SECONDS: Annotated[int, Field(ge=1)] = 3 * 24 * 3600
+    """How long after the decision a webhook that fails is still tried (then dead-lettered)."""
+    COUNTERSIGN_WEBHOOK_ALLOW_HTTP: bool = False
+    """Let a request's webhook use `http://` on any host (default: https://, or http:// on loopback)."""
     PORT: Annotated[int, Field(ge=1, le=65535)] = 3000
     COUNTERSIGN_LIBRARY_LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """The level of RQ's and gunicorn's own log lines (countersign's are INFO whatever it is). At
@@ -91,6 +102,19 @@ class Settings(BaseSettings):
     def _bot_token(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith("xoxb-"):
             raise ValueError("must be a bot token starting with xoxb-")
+        return value
+
+    @field_validator("COUNTERSIGN_WEBHOOK_SECRET")
+    @classmethod
+    def _webhook_secret(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            key = base64.b64decode(value.removeprefix("whsec_"), validate=True)
+        except ValueError:
+            key = b""
+        if not value.startswith("whsec_") or not 24 <= len(key) <= 64:
+            raise ValueError("must be whsec_ and the base64 of 24 to 64 random bytes (Standard Webhooks)")
         return value
 
     @field_validator("COUNTERSIGN_POLICY")

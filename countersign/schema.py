@@ -14,12 +14,15 @@ import json
 import unicodedata
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
+from urllib.parse import urlsplit
 
 import rfc8785
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -122,8 +125,8 @@ def _hidden(name: str) -> str | None:
     return None
 
 
-class Resume(BaseModel):
-    """Where the decision goes: an RQ job `func(decision)` on the queue `queue`.
+class QueueResume(BaseModel):
+    """Resume by RQ: the decision goes to an RQ job `func(decision)` on the queue `queue`.
 
     `func` is checked for its form only (a dotted path of Python identifiers, module then
     function): whether it imports is up to the agent's worker, whose code the requester may not
@@ -145,6 +148,71 @@ class Resume(BaseModel):
                 "(e.g. examples.refund_agent.resume), which the agent's worker imports"
             )
         return value
+
+
+ALLOW_HTTP = "allow_http_webhooks"
+"""The validation context key (`parse(..., context={ALLOW_HTTP: True})`) that lets a webhook use
+`http://` on any host: `COUNTERSIGN_WEBHOOK_ALLOW_HTTP` where the request is checked."""
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+MAX_URL_LENGTH = 2048
+
+
+class WebhookResume(BaseModel):
+    """Resume by webhook: the decision is POSTed to `webhook`, signed per Standard Webhooks
+    (`router/webhooks.py`).
+
+    The URL must be absolute `https://`, or `http://` for `localhost`, `127.0.0.1` and `[::1]`
+    (or any host where the validation context sets `ALLOW_HTTP`: the decision carries its grant
+    and payload, which plain HTTP shows to the network); at most 2048 characters, with a host, and
+    without user name, password or fragment (the signature authenticates countersign; the URL is
+    kept in the database and shown by `countersign show`).
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    webhook: Annotated[str, Field(min_length=1, max_length=MAX_URL_LENGTH)]
+
+    @field_validator("webhook")
+    @classmethod
+    def _url(cls, value: str, info: ValidationInfo) -> str:
+        if any(char.isspace() or not char.isprintable() for char in value):
+            raise ValueError("should be a URL without spaces or control characters")
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname
+            parts.port  # noqa: B018 - parsing the port is the check
+        except ValueError:
+            raise ValueError("should be an absolute https:// URL") from None
+        if parts.scheme not in ("https", "http") or not host:
+            raise ValueError("should be an absolute https:// URL (e.g. https://agent.example.com/decisions)")
+        if parts.username is not None or parts.password is not None or parts.fragment:
+            raise ValueError(
+                "may not hold a user name, password or #fragment (the signature authenticates us)"
+            )
+        allow_http = bool((info.context or {}).get(ALLOW_HTTP))
+        if parts.scheme == "http" and host not in LOOPBACK_HOSTS and not allow_http:
+            raise ValueError(
+                "should use https:// (http:// only for localhost, 127.0.0.1 or [::1], unless the "
+                "router sets COUNTERSIGN_WEBHOOK_ALLOW_HTTP=true)"
+            )
+        return value
+
+
+def _resume_kind(value: Any) -> str:
+    """The tag of a `resume` value: `webhook` when it names one, else `rq`."""
+    if isinstance(value, dict):
+        return "webhook" if "webhook" in value else "rq"
+    return "webhook" if isinstance(value, WebhookResume) else "rq"
+
+
+RESUME_TAGS = frozenset({"rq", "webhook"})
+Resume = Annotated[
+    Annotated[QueueResume, Tag("rq")] | Annotated[WebhookResume, Tag("webhook")],
+    Discriminator(_resume_kind),
+]
+"""Where the decision goes: `{"queue", "func"}` (an RQ job, `QueueResume`) or `{"webhook"}` (an
+HTTP POST, `WebhookResume`); an object with `webhook` is read as the second, any other as the
+first, so every error names the fields of the shape the agent meant."""
 
 
 class ApprovalRequestV1(BaseModel):
@@ -230,10 +298,11 @@ def iso(moment: datetime | None) -> str | None:
     return moment.isoformat(timespec="microseconds").replace("+00:00", "Z") if moment else None
 
 
-def parse(model: type[M], data: Any) -> M:
-    """Validate `data` as `model`, raising `InvalidRequest` with every problem on one line."""
+def parse(model: type[M], data: Any, context: dict[str, Any] | None = None) -> M:
+    """Validate `data` as `model` (with the validation `context`, e.g. `{ALLOW_HTTP: True}`),
+    raising `InvalidRequest` with every problem on one line."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
         raise InvalidRequest(one_line(exc)) from None
     except RecursionError:
@@ -252,10 +321,16 @@ def one_line(exc: ValidationError, root: str = "request") -> str:
     `root` names the whole document when the error is about it."""
     parts = []
     for error in exc.errors():
-        where = ".".join(field_name(p) for p in error["loc"]) or root
+        where = ".".join(field_name(p) for p in _without_tags(error["loc"])) or root
         message = _MESSAGES.get(error["type"], error["msg"])
         parts.append(f"{where}: {message.removeprefix('Value error, ')}")
     return "; ".join(parts).translate(_CONTROL)
+
+
+def _without_tags(loc: tuple[str | int, ...]) -> list[str | int]:
+    """An error's location without the tag pydantic puts after `resume` (`resume.webhook.webhook`
+    is `resume.webhook`)."""
+    return [p for i, p in enumerate(loc) if not (p in RESUME_TAGS and i > 0 and loc[i - 1] == "resume")]
 
 
 def field_name(part: str | int) -> str:

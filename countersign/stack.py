@@ -13,6 +13,7 @@ sandbox they use; if one dies, the rest are stopped too.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import secrets
@@ -42,7 +43,8 @@ SANDBOX_PORT_FILE = RUN_DIR / "sandbox-port"  # the sandbox's last port, taken a
 SANDBOX_PORT = 3001  # the sandbox's port when no run has remembered one
 STARTUP_TIMEOUT_SECONDS = 10.0
 COUNTERSIGN = (sys.executable, "-m", "countersign.cli")  # the `countersign` command, as a child process
-SHARED_SETTINGS = ("REDIS_URL", "DATABASE_URL", "COUNTERSIGN_SECRET")  # written to `.run/.env`
+# written to `.run/.env`
+SHARED_SETTINGS = ("REDIS_URL", "DATABASE_URL", "COUNTERSIGN_SECRET", "COUNTERSIGN_WEBHOOK_SECRET")
 
 
 def _redis_answers(url: str) -> bool:
@@ -162,7 +164,8 @@ def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
         raise StackError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
     _ensure_redis(settings, stack)
     page = _ensure_slack(settings, stack)
-    env.setdefault("COUNTERSIGN_SECRET", _local_secret())
+    env.setdefault("COUNTERSIGN_SECRET", _local_secret("secret", lambda: secrets.token_hex(32)))
+    env.setdefault("COUNTERSIGN_WEBHOOK_SECRET", _local_secret("webhook-secret", _webhook_secret))
     if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
         env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
     migrate(settings)
@@ -175,19 +178,28 @@ def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
         print(f"countersign run: open the Slack sandbox at {page}", flush=True)
 
 
-def _local_secret() -> str:
-    """A COUNTERSIGN_SECRET kept in `.run/secret`, so grants issued in one local run still verify in
-    the next. `.run/` is 0700 and the file 0600 whatever the umask; an existing one open to others
-    is made private, with a warning (`files.private_file`)."""
-    path = private_dir(RUN_DIR) / "secret"
+def _local_secret(name: str, new: Callable[[], str]) -> str:
+    """A secret kept in `.run/<name>` (made by `new` the first time): the COUNTERSIGN_SECRET in
+    `.run/secret`, so grants issued in one local run still verify in the next, and the
+    COUNTERSIGN_WEBHOOK_SECRET in `.run/webhook-secret`, so a receiver keeps verifying. `.run/` is
+    0700 and the file 0600 whatever the umask; an existing one open to others is made private, with
+    a warning (`files.private_file`)."""
+    path = private_dir(RUN_DIR) / name
     if not path.exists():
-        write_private(path, secrets.token_hex(32))
+        write_private(path, new())
     return private_file(path).read_text().strip()
 
 
+def _webhook_secret() -> str:
+    """A Standard Webhooks secret: `whsec_` and the base64 of 32 random bytes (the spec asks for 24 to
+    64)."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
 def _write_env_file(env: dict[str, str]) -> None:
-    """`.run/.env` (mode 600, it holds the grant secret): the settings of `SHARED_SETTINGS` this run
-    chose, which a second terminal's `countersign request`, `show` or `agent-worker` then read."""
+    """`.run/.env` (mode 600, it holds the grant and webhook secrets): the settings of
+    `SHARED_SETTINGS` this run chose, which a second terminal's `countersign request`, `show` or
+    `agent-worker` then read."""
     private_dir(ENV_FILE.parent)
     ENV_FILE.unlink(missing_ok=True)  # written afresh each run, private from its first byte
     quoted = {name: env[name].replace("\\", "\\\\").replace('"', '\\"') for name in SHARED_SETTINGS}

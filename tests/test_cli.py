@@ -130,7 +130,8 @@ def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str,
 @pytest.mark.parametrize(
     ("left_out", "missing"),
     [
-        (["--resume-queue", "--resume-func"], "--resume-queue, --resume-func"),
+        (["--resume-queue", "--resume-func"], "--resume-queue and --resume-func (or --resume-webhook)"),
+        (["--resume-func"], "--resume-func"),
         (["--step"], "--step (or --idempotency-key)"),
         (["--run-id", "--step", "--summary"], "--summary, --run-id and --step (or --idempotency-key)"),
     ],
@@ -151,9 +152,9 @@ def test_request_with_no_flag_names_every_required_flag() -> None:
     result = cli("request")
     assert (result.returncode, result.stderr) == (
         1,
-        "countersign: error: missing --action, --payload, --summary, --requester, --resume-queue, "
-        "--resume-func, --run-id and --step (or --idempotency-key): required, as flags or as fields of "
-        "--file\n",
+        "countersign: error: missing --action, --payload, --summary, --requester, --resume-queue and "
+        "--resume-func (or --resume-webhook), --run-id and --step (or --idempotency-key): required, as "
+        "flags or as fields of --file\n",
     )
 
 
@@ -563,7 +564,8 @@ def test_help_of_run_and_request_names_their_settings_and_required_flags() -> No
     assert request.returncode == 0
     assert (
         "Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id "
-        "and\n--step (or --idempotency-key), --resume-queue and --resume-func." in request.stdout
+        "and\n--step (or --idempotency-key), --resume-queue and --resume-func (or --resume-webhook)."
+        in request.stdout
     )
     for text in ("REDIS_URL", "DATABASE_URL", ".run/.env", "printed on stderr"):
         assert text in request.stdout, text

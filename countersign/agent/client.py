@@ -22,8 +22,8 @@ from ..config import Settings, load_settings
 from ..connections import Connections
 from ..exceptions import RouterUnavailable, UnknownRequest
 from ..idempotency import claim_key
-from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue
-from ..schema import ApprovalRequestV1, IntakeMessage, iso, parse
+from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue, webhook_id
+from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, iso, parse
 from ..store import ApprovalRequest, OutboxEvent, Store
 
 
@@ -33,11 +33,12 @@ class RequestState:
 
     `status`: `queued` (accepted, intake not run yet) | `pending` | `approved` | `rejected` |
     `expired` | `dead_letter` (intake refused it: see `reason`). `decision` is the resume decision
-    once decided, and `resume` its job: `{job_id, queue, func, published_at, problem}`, where
+    once decided, and `resume` its job: `{job_id, queue, func, published_at, problem}`, or for a
+    webhook `{webhook, webhook_id, attempts, next_attempt_at, delivered_at, problem}`, where
     `problem` says why the agent has not run it while that is so (`ResumeFailed`,
-    `ResumeNotTaken`), else null. `audit` lists the events in the order they happened (their
-    sequence in the database), each `{at, event, actor, detail}`. Times are ISO 8601 UTC with a
-    `Z` (`schema.iso`).
+    `ResumeNotTaken`, `WebhookFailing`, `WebhookDeadLettered`), else null. `audit` lists the events
+    in the order they happened (their sequence in the database), each `{at, event, actor,
+    detail}`. Times are ISO 8601 UTC with a `Z` (`schema.iso`).
     """
 
     request_id: str
@@ -57,16 +58,20 @@ class RequestState:
 class ApprovalClient:
     """Enqueue approval requests and read their state. Thread-safe; cheap to keep for a process."""
 
-    def __init__(self, redis: Redis, store: Store) -> None:
+    def __init__(self, redis: Redis, store: Store, *, allow_http_webhooks: bool = False) -> None:
         self._redis = redis
         self._store = store
+        self._checks = {ALLOW_HTTP: allow_http_webhooks}  # COUNTERSIGN_WEBHOOK_ALLOW_HTTP
         self._intake = json_queue(INTAKE_QUEUE, redis)
 
     @classmethod
     def from_env(cls, settings: Settings | None = None) -> ApprovalClient:
-        """A client on `REDIS_URL` and `DATABASE_URL` from the environment (or `settings`)."""
-        connections = Connections(settings or load_settings())
-        return cls(connections.redis, connections.store)
+        """A client on `REDIS_URL` and `DATABASE_URL` from the environment (or `settings`), taking
+        `http://` webhooks on any host when `COUNTERSIGN_WEBHOOK_ALLOW_HTTP` is set."""
+        settings = settings or load_settings()
+        connections = Connections(settings)
+        allow_http = settings.COUNTERSIGN_WEBHOOK_ALLOW_HTTP
+        return cls(connections.redis, connections.store, allow_http_webhooks=allow_http)
 
     def request(self, request: dict[str, Any] | ApprovalRequestV1 | None = None, **fields: Any) -> str:
         """Enqueue an approval request and return its request id (a ULID string).
@@ -77,7 +82,7 @@ class ApprovalClient:
         request was accepted: calling again with the same key is safe).
         """
         if not isinstance(request, ApprovalRequestV1):
-            request = parse(ApprovalRequestV1, {**(request or {}), **fields})
+            request = parse(ApprovalRequestV1, {**(request or {}), **fields}, self._checks)
         try:
             request_id = claim_key(self._redis, request.key, request.payload_sha256)
             message = IntakeMessage(request_id=request_id, request=request).model_dump(mode="json")
@@ -147,12 +152,25 @@ def _request_view(row: ApprovalRequest) -> dict[str, Any]:
         "policy_version",
     )
     view = {name: getattr(row, name) for name in names}
-    view["resume"] = {"queue": row.resume_queue, "func": row.resume_func}
+    view["resume"] = (
+        {"webhook": row.resume_webhook}
+        if row.resume_webhook
+        else {"queue": row.resume_queue, "func": row.resume_func}
+    )
     view["created_at"] = iso(row.created_at)
     return view
 
 
 def _resume_view(event: OutboxEvent) -> dict[str, Any]:
+    if event.webhook:
+        return {
+            "webhook": event.webhook,
+            "webhook_id": webhook_id(event.request_id),
+            "attempts": event.attempts,
+            "next_attempt_at": iso(event.next_attempt_at),
+            "delivered_at": iso(event.published_at),
+            "problem": event.problem,
+        }
     return {
         "job_id": event.job_id,
         "queue": event.queue,

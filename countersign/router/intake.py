@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackApiError
 
 from ..exceptions import IntakeLimitReached, InvalidRequest, PolicyError, RetryLater
 from ..idempotency import release_key, remember_key
-from ..schema import ApprovalRequestV1, IntakeMessage, parse
+from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, QueueResume, WebhookResume, parse
 from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
 from . import directory, limits, relay
 from .delivery import CLOCK_SLACK_SECONDS, post_card
@@ -52,9 +52,14 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     policy = runtime.policy  # one version for the whole intake, even if the file changes meanwhile
     key = None
     try:
-        parsed = parse(IntakeMessage, message)
+        parsed = parse(IntakeMessage, message, _checks(runtime))
         request = parsed.request
         key = request.key
+        if isinstance(request.resume, WebhookResume) and not runtime.settings.COUNTERSIGN_WEBHOOK_SECRET:
+            raise InvalidRequest(
+                "resume.webhook: this router has no COUNTERSIGN_WEBHOOK_SECRET to sign webhooks with; "
+                "resume by RQ (queue and func), or ask its operator to set it"
+            )
         route = policy.admit(request.action, request.payload)
         gate = policy.gate(
             request.action,
@@ -89,8 +94,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             "review_reason": gate.says,
             "policy_version": policy.version,
             "policy_sha256": policy.sha256,
-            "resume_queue": request.resume.queue,
-            "resume_func": request.resume.func,
+            **_resume_columns(request.resume),
             **request.model_dump(exclude={"resume", "idempotency_key"}),
         }
     )
@@ -112,6 +116,18 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         return post_card(runtime, row)
     except RetryLater as later:
         return _reschedule(row.id, later)
+
+
+def _checks(runtime: Runtime) -> dict[str, Any]:
+    """The validation context of the router's settings (`COUNTERSIGN_WEBHOOK_ALLOW_HTTP`)."""
+    return {ALLOW_HTTP: runtime.settings.COUNTERSIGN_WEBHOOK_ALLOW_HTTP}
+
+
+def _resume_columns(resume: QueueResume | WebhookResume) -> dict[str, str | None]:
+    """The request's columns that say where its decision goes: an RQ queue and function, or a webhook."""
+    if isinstance(resume, WebhookResume):
+        return {"resume_queue": None, "resume_func": None, "resume_webhook": resume.webhook}
+    return {"resume_queue": resume.queue, "resume_func": resume.func, "resume_webhook": None}
 
 
 def _reschedule(request_id: str, later: RetryLater) -> Retry:

@@ -86,6 +86,13 @@ def resume_job_id(request_id: str) -> str:
     return f"{RESUME_JOB_PREFIX}{request_id}"
 
 
+def webhook_id(request_id: str) -> str:
+    """The `webhook-id` of a request's decision sent by webhook (`router/webhooks.py`), the same on
+    every attempt: `msg_<request id>` (a ULID is letters and digits, so the id has no `.`, which
+    Standard Webhooks' signed content uses as its separator)."""
+    return f"msg_{request_id}"
+
+
 def resumed_key(request_id: str) -> str:
     """The Redis key of the marker a request's finished resume job leaves (`mark_resumed`)."""
     return f"countersign:resumed:{request_id}"
@@ -149,7 +156,9 @@ def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
     """Enqueue an outbox event's resume job `func(decision)` on the agent's queue, once (its job id
     is unique), with `RESUME_FAILED_CALLBACK` as its `on_failure` and `RESUME_DONE_CALLBACK` as its
     `on_success`; RQ deletes it when it finishes (`result_ttl=0`), leaving only the marker. Raises
-    redis-py's `RedisError`."""
+    redis-py's `RedisError`, and `ValueError` for a webhook event (it has no job)."""
+    if event.queue is None or event.func is None:
+        raise ValueError(f"outbox event {event.id} is a webhook, not an RQ job")
     try:
         json_queue(event.queue, redis).enqueue(
             event.func,

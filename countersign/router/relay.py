@@ -53,7 +53,10 @@ def try_publish(redis: Redis, event: OutboxEvent) -> bool:
     waiting for the sweep. The event stays unpublished in the outbox until the next `sweep`, whose
     unique enqueue finds the job (no second job) and which marks the events of that second published
     in one transaction: the decision path makes no second database transaction. Returns False, and
-    leaves the event to the sweep, when Redis is unreachable."""
+    leaves the event to the sweep, when Redis is unreachable. A webhook event has no job: the
+    sweep POSTs it (`webhooks.Deliverer`), and this returns True."""
+    if event.webhook is not None:
+        return True
     try:
         enqueue_resume(redis, event)
     except RedisError as exc:
@@ -67,7 +70,9 @@ def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> in
     A job that has run already (its marker is in Redis: the decision path enqueued it, and RQ
     deleted it when it ran) is only marked. If Redis fails, the events not enqueued yet are left to
     the next `sweep`. Returns how many were enqueued. Raises the store's errors (those events are
-    then published again by `sweep`; the job ids are unique, so no job is enqueued twice)."""
+    then published again by `sweep`; the job ids are unique, so no job is enqueued twice). Webhook
+    events are left to the webhook sweep (`webhooks.Deliverer`), which marks them when delivered."""
+    events = [event for event in events if event.webhook is None]
     published: list[int] = []
     enqueued = 0
     try:

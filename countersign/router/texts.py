@@ -12,7 +12,15 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ..store import ApprovalRequest, Decider, ResumeProblem, Status, TimeoutResult
+from ..store import (
+    ApprovalRequest,
+    Decider,
+    ResumeProblem,
+    Status,
+    TimeoutResult,
+    WebhookDeadLettered,
+    WebhookFailing,
+)
 
 
 def clip(text: str, limit: int) -> str:
@@ -113,12 +121,15 @@ def not_executed(request: ApprovalRequest, why: str) -> str:
 def not_resumed(request: ApprovalRequest, problem: ResumeProblem) -> str:
     """The decided card's line while the agent has not run the decision: its resume job failed, or
     no worker has taken it, e.g. "⚠ The agent has not run it: its resume job `agent.resum` failed
-    (ValueError: Invalid attribute name: resum); RQ will run it again (3 more times)"."""
+    (ValueError: Invalid attribute name: resum); RQ will run it again (3 more times)"; or its
+    webhook has not taken it (`not_told`)."""
     lead = (
         "The agent has not run it"
         if request.approved_payload is not None
         else "The agent has not processed it"
     )
+    if problem["event"] == "webhook_failing" or problem["event"] == "webhook_dead_lettered":
+        return not_told(problem)
     if problem["event"] == "resume_not_taken":
         return (
             f"⚠ {lead}: no worker has taken its resume job from queue `{escape(problem['queue'])}` "
@@ -131,7 +142,26 @@ def not_resumed(request: ApprovalRequest, problem: ResumeProblem) -> str:
         else "RQ will not run it again"
     )
     error = escape(clip(problem["error"], 500))
-    return f"⚠ {lead}: its resume job `{escape(request.resume_func)}` failed ({error}); {again}"
+    return f"⚠ {lead}: its resume job `{escape(request.resume_func or '')}` failed ({error}); {again}"
+
+
+def not_told(problem: WebhookFailing | WebhookDeadLettered) -> str:
+    """The decided card's line while the agent's webhook has not taken the decision, e.g. "⚠ The
+    agent has not been told yet: its webhook did not take the decision (HTTP 500, 1 attempt);
+    countersign tries again until <date>". The URL is never shown (the card would make it a link):
+    `countersign show` has it, and every attempt."""
+    attempts = problem["attempts"]
+    tried = f"{escape(clip(problem['error'], 200))}, {attempts} attempt{'s' if attempts != 1 else ''}"
+    if problem["event"] == "webhook_dead_lettered":
+        return (
+            f"⚠ The agent has not been told: its webhook did not take the decision ({tried}); "
+            "countersign gave up (dead-lettered)"
+        )
+    until = datetime.fromisoformat(problem["give_up_at"])
+    return (
+        f"⚠ The agent has not been told yet: its webhook did not take the decision ({tried}); "
+        f"countersign tries again until {when(until)}"
+    )
 
 
 def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:

@@ -37,7 +37,7 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
-from . import journal, refreshes, relay, timeouts
+from . import journal, refreshes, relay, timeouts, webhooks
 from .jobs import INTAKE_QUEUE, json_queue
 from .reload import PolicyHolder
 from .runtime import Runtime, current
@@ -98,9 +98,10 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
 def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
-    events, rewrite the decided cards asked for (`jobs.request_refresh`), and (every
-    `HEAL_EVERY_TICKS`) enqueue again resume and intake jobs that Redis lost, note resume jobs no
-    worker took in `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one did), and replay the
+    events, start the webhook attempts due (`webhooks.Deliverer`, on threads of its own), rewrite
+    the decided cards asked for (`jobs.request_refresh`), and (every `HEAL_EVERY_TICKS`) enqueue
+    again resume and intake jobs that Redis lost, note resume jobs no worker took in
+    `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one did), and replay the
     reviewers' actions that a dead web process had acked but not recorded."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     runtime = Runtime(settings)
@@ -111,6 +112,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
         serializer=JSONSerializer,
         logging_level=settings.COUNTERSIGN_LIBRARY_LOG_LEVEL,
     )
+    deliverer = webhooks.Deliverer(runtime)
     ticks = 0
     try:
         while os.getppid() == parent_pid:
@@ -118,6 +120,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
                 ("scheduler", lambda: _schedule(scheduler)),
                 ("timeouts", lambda: timeouts.sweep(runtime)),
                 ("relay", lambda: _relay(runtime)),
+                ("webhooks", deliverer.tick),
                 ("cards", lambda: refreshes.refresh_requested(runtime)),
             ]
             if ticks % HEAL_EVERY_TICKS == 0:
@@ -134,6 +137,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
             ticks += 1
             time.sleep(SWEEP_INTERVAL_SECONDS)
     finally:
+        deliverer.close()
         scheduler.release_locks()  # also on SIGTERM, so a restarted worker schedules at once
 
 

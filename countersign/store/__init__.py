@@ -17,6 +17,8 @@ from .models import (
     TimeoutResult,
     Via,
     Vote,
+    WebhookDeadLettered,
+    WebhookFailing,
     eligible_approvers,
     may_run,
 )
@@ -54,6 +56,8 @@ __all__ = [
     "TimeoutResult",
     "Via",
     "Vote",
+    "WebhookDeadLettered",
+    "WebhookFailing",
     "check_schema",
     "create_db_engine",
     "eligible_approvers",

@@ -180,6 +180,7 @@ CARDS_DUE = "status = 'pending' AND card_ts IS NULL"
 REMINDERS_DUE = "status = 'pending' AND next_reminder_at IS NOT NULL"
 CARD_REFRESH_DUE = "card_refresh_due_at IS NOT NULL"  # migration 0007
 RESUME_PROBLEM = "problem IS NOT NULL"  # migration 0008
+WEBHOOKS_DUE = "next_attempt_at IS NOT NULL"  # migration 0011
 PENDING = "status = 'pending'"  # migration 0009: one requester's pending requests of a class
 
 
@@ -222,8 +223,9 @@ class ApprovalRequest(Base):
     run_id: Mapped[str | None] = mapped_column(String(255))
     step: Mapped[str | None] = mapped_column(String(255))
     confidence: Mapped[float | None] = mapped_column(Float)
-    resume_queue: Mapped[str] = mapped_column(String(255))
-    resume_func: Mapped[str] = mapped_column(String(255))
+    resume_queue: Mapped[str | None] = mapped_column(String(255))
+    resume_func: Mapped[str | None] = mapped_column(String(255))
+    resume_webhook: Mapped[str | None] = mapped_column(Text)  # migration 0011; else queue and func
     status: Mapped[Status] = mapped_column(_enum(Status, 16), index=True)
     channel: Mapped[str] = mapped_column(String(32))
     approvers: Mapped[list[Any]]
@@ -332,7 +334,27 @@ class ResumeNotTaken(TypedDict):
     waited_seconds: int
 
 
-ResumeProblem = ResumeFailed | ResumeNotTaken
+class WebhookFailing(TypedDict):
+    """`OutboxEvent.problem` of a webhook that has not taken the decision yet: the last attempt's
+    `error` (`"HTTP 500"`, `"no answer in 5 s"`, …), how many `attempts` were made, and when
+    countersign stops trying (`give_up_at`, ISO 8601 UTC)."""
+
+    event: Literal["webhook_failing"]
+    error: str
+    attempts: int
+    give_up_at: str
+
+
+class WebhookDeadLettered(TypedDict):
+    """`OutboxEvent.problem` of a webhook countersign gave up on: the last `error` and how many
+    `attempts` were made. Nothing tries it again."""
+
+    event: Literal["webhook_dead_lettered"]
+    error: str
+    attempts: int
+
+
+ResumeProblem = ResumeFailed | ResumeNotTaken | WebhookFailing | WebhookDeadLettered
 """Why the agent has not run a decision (`OutboxEvent.problem`); its `event` tells which."""
 
 
@@ -344,15 +366,27 @@ class OutboxEvent(Base):
     so (`ResumeFailed` or `ResumeNotTaken`, each also an audit event of that name), and is cleared
     when the agent's worker claims or reports the execution, or the job finishes (audited
     `resume_taken`).
+
+    A webhook event (`webhook`, the URL; `queue` and `func` are then None) is POSTed by the
+    router's sweep (`router/webhooks.py`), not enqueued: `next_attempt_at` is when its next attempt
+    is due (database clock; pushed out while one runs, as its lease), `attempts` how many were
+    started; `published_at` is when it was delivered. Delivered or dead-lettered, its
+    `next_attempt_at` is None. Its `problem` is `WebhookFailing` or `WebhookDeadLettered`.
     """
 
     __tablename__ = "outbox"
-    __table_args__ = (Index("ix_outbox_problem", "id", **_where(RESUME_PROBLEM)),)  # migration 0008
+    __table_args__ = (
+        Index("ix_outbox_problem", "id", **_where(RESUME_PROBLEM)),  # migration 0008
+        Index("ix_outbox_webhooks_due", "next_attempt_at", **_where(WEBHOOKS_DUE)),  # migration 0011
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     request_id: Mapped[str] = mapped_column(ForeignKey("approval_requests.id"), index=True)
-    queue: Mapped[str] = mapped_column(String(255))
-    func: Mapped[str] = mapped_column(String(255))
+    queue: Mapped[str | None] = mapped_column(String(255))
+    func: Mapped[str | None] = mapped_column(String(255))
+    webhook: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    next_attempt_at: Mapped[datetime | None]
     job_id: Mapped[str] = mapped_column(String(64), unique=True)
     body: Mapped[dict[str, Any]]
     created_at: Mapped[datetime] = mapped_column(server_default=utcnow())

@@ -152,14 +152,9 @@ class Records(Queries):
     ) -> list[str]:
         """Set `problem` on the outbox rows `where` holds whose request has no execution recorded,
         and audit it; the request ids noted."""
-        not_run = (
-            select(ApprovalRequest.id)
-            .where(ApprovalRequest.id == OutboxEvent.request_id, ApprovalRequest.execution.is_(None))
-            .exists()
-        )
         stmt = (
             update(OutboxEvent)
-            .where(*where, not_run)
+            .where(*where, not_run())
             .values(problem=problem)
             .returning(OutboxEvent.request_id, OutboxEvent.job_id)
         )
@@ -168,6 +163,16 @@ class Records(Queries):
         for row in rows:
             self._audit(session, row.request_id, problem["event"], actor, job_id=row.job_id, **detail)
         return [row.request_id for row in rows]
+
+
+def not_run() -> Any:
+    """The outbox row's request has no execution recorded (the agent has not claimed or reported
+    it): a condition for noting a problem on the row."""
+    return (
+        select(ApprovalRequest.id)
+        .where(ApprovalRequest.id == OutboxEvent.request_id, ApprovalRequest.execution.is_(None))
+        .exists()
+    )
 
 
 def intake_done(session: Session, request_id: str) -> None:

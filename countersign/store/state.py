@@ -42,6 +42,7 @@ from .sql import (
     verdict,
     why_not_executable,
 )
+from .webhooks import WebhookDeliveries
 
 Resume = Callable[[ApprovalRequest], ResumeEvent]
 POLICY = "policy"
@@ -50,7 +51,7 @@ Refuse = Callable[[ApprovalRequest], dict[str, Any] | None]
 """Given the locked request row, the audit detail of refusing the reviewer (`{"why": code, ...}`), or None."""
 
 
-class Store(Deliveries):
+class Store(Deliveries, WebhookDeliveries):
     """Transactions over the countersign database: every change of a request's state. Safe to share
     between threads."""
 
@@ -180,6 +181,8 @@ class Store(Deliveries):
                     "request_id": row.id,
                     "queue": row.resume_queue,
                     "func": row.resume_func,
+                    "webhook": row.resume_webhook,
+                    "next_attempt_at": utcnow() if row.resume_webhook else None,  # the sweep POSTs it
                     "job_id": job_id,
                     "body": body,
                 }
@@ -191,7 +194,11 @@ class Store(Deliveries):
         }
         decided = [Decided(row, events[row.id]) for row in rows]
         for one in decided:
-            job = {"job_id": one.event.job_id, "queue": one.event.queue}
+            event = one.event
+            job = {
+                "job_id": event.job_id,
+                **({"webhook": event.webhook} if event.webhook else {"queue": event.queue}),
+            }
             self._audit(session, one.request.id, "resume_published", actor, **job)
         return decided
 
