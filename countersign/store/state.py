@@ -42,7 +42,7 @@ from .sql import (
     verdict,
     why_not_executable,
 )
-from .webhooks import WebhookDeliveries
+from .webhooks import WebhookDeliveries, due_now
 
 Resume = Callable[[ApprovalRequest], ResumeEvent]
 POLICY = "policy"
@@ -182,7 +182,6 @@ class Store(Deliveries, WebhookDeliveries):
                     "queue": row.resume_queue,
                     "func": row.resume_func,
                     "webhook": row.resume_webhook,
-                    "next_attempt_at": utcnow() if row.resume_webhook else None,  # the sweep POSTs it
                     "job_id": job_id,
                     "body": body,
                 }
@@ -192,6 +191,7 @@ class Store(Deliveries, WebhookDeliveries):
             event.request_id: event
             for event in session.scalars(insert(OutboxEvent).returning(OutboxEvent), values)
         }
+        due_now(session, events.values())  # the webhooks among them: the sweep POSTs those
         decided = [Decided(row, events[row.id]) for row in rows]
         for one in decided:
             event = one.event

@@ -11,10 +11,12 @@ answer never overwrites a newer attempt's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from .models import OutboxEvent, ResumeProblem, utcnow, utcnow_plus
 from .records import Records, not_run
@@ -103,6 +105,16 @@ class WebhookDeliveries(Records):
                 facts = {key: value for key, value in problem.items() if key != "event"}
                 self._audit(session, event.request_id, "webhook_dead_lettered", actor, **facts)
         return True
+
+
+def due_now(session: Session, events: Iterable[OutboxEvent]) -> None:
+    """Make the first attempt of the webhook events among just-inserted `events` due now (database
+    clock), in the caller's transaction; nothing for RQ events."""
+    webhooks = [event.id for event in events if event.webhook is not None]
+    if webhooks:
+        session.execute(
+            update(OutboxEvent).where(OutboxEvent.id.in_(webhooks)).values(next_attempt_at=utcnow())
+        )
 
 
 def _still_claimed(event: OutboxEvent) -> tuple[Any, ...]:

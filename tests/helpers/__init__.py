@@ -4,10 +4,11 @@ Here: waiting on a condition with a deadline (`wait_for`), for a rewritten polic
 process may take (`settled`), running RQ queues in-process (`drain`)
 and a job RQ scheduled for later now (`run_scheduled`), a channel busy with earlier cards
 (`hold_channel`), the README's first request
-(`README_REQUEST`), an empty outbox row (`empty_resume`) and a reviewer check that refuses nobody
-(`anyone`). Beside it: `agent` (the test agent
-whose resume jobs record what they were given), `builders` (requests, cards and what became of
-them), `redis_server` (a redis-server of the tests' own) and `strategies` (hypothesis strategies).
+(`README_REQUEST`), an empty outbox row (`empty_resume`), a reviewer check that refuses nobody
+(`anyone`), and a process's children and whether one is alive (`children`, `alive`). Beside it:
+`agent` (the test agent whose resume jobs record what they were given), `builders` (requests,
+cards and what became of them), `receiver` (a webhook receiver on a local port), `redis_server` (a
+redis-server of the tests' own) and `strategies` (hypothesis strategies).
 """
 
 from __future__ import annotations
@@ -116,3 +117,26 @@ def countersign(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (exists and is not a zombie)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

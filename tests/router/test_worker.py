@@ -21,32 +21,10 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import OutboxEvent
 from countersign.store.models import utcnow_plus
-from tests.helpers import countersign, settled, wait_for
+from tests.helpers import alive, children, countersign, settled, wait_for
 from tests.helpers.builders import decided_card, edited_card, refund
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def children(pid: int) -> list[int]:
-    """Process ids whose parent is `pid` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
