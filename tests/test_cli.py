@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -488,6 +489,22 @@ def test_policy_check_of_a_broken_policy_with_a_request_is_one_line(tmp_path: Pa
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"countersign: policy error: {bad}: actions.refund.auto_approve.rule: ")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_request_with_a_webhook_needs_no_queue_and_show_names_it(
+    env: dict[str, str], redis: Redis, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env["COUNTERSIGN_WEBHOOK_SECRET"] = "whsec_" + base64.b64encode(bytes(32)).decode()
+    monkeypatch.setenv("COUNTERSIGN_WEBHOOK_SECRET", env["COUNTERSIGN_WEBHOOK_SECRET"])
+    flags = README_REQUEST[: README_REQUEST.index("--resume-queue")]  # the README's, resume flags last
+    assert main([*flags, "--resume-webhook", "https://agent.example.com/decisions"]) == 0
+    request_id = capsys.readouterr().out.strip()
+    drain(redis)
+    assert main(["show", request_id]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["request"]["resume"] == {"webhook": "https://agent.example.com/decisions"}
+    result = cli(*flags, "--resume-webhook", "http://agent.example.com/decisions", env=env)
+    assert result.returncode == 1 and "resume.webhook: should use https://" in result.stderr
 
 
 def test_show_says_when_the_card_of_a_request_in_a_busy_channel_is_expected(

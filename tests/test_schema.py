@@ -9,7 +9,14 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from countersign.schema import ApprovalRequestV1, InvalidRequest, parse
+from countersign.schema import (
+    ALLOW_HTTP,
+    ApprovalRequestV1,
+    InvalidRequest,
+    QueueResume,
+    WebhookResume,
+    parse,
+)
 from tests.helpers.builders import refund
 from tests.helpers.strategies import json_values
 
@@ -67,3 +74,51 @@ def test_context_keys_are_checked_too_and_plain_names_pass() -> None:
         parse(ApprovalRequestV1, refund(context={"ticket\u200b": 1}))
     plain = {"first name": "Ada", "line_items": [{"sku": "a"}], "Straße": 1, "amount": "1"}
     assert parse(ApprovalRequestV1, refund(payload=plain)).payload == plain
+
+
+@pytest.mark.parametrize(
+    ("resume", "message"),
+    [
+        ({"webhook": "http://agent.example.com/hook"}, "resume.webhook: should use https://"),
+        ({"webhook": "ftp://agent.example.com/hook"}, "resume.webhook: should be an absolute https:// URL"),
+        ({"webhook": "/decisions"}, "resume.webhook: should be an absolute https:// URL"),
+        ({"webhook": "https://user:pw@agent.example.com/"}, "resume.webhook: may not hold a user name"),
+        ({"webhook": "https://agent.example.com/#x"}, "resume.webhook: may not hold a user name"),
+        ({"webhook": "https://agent.example.com/a b"}, "resume.webhook: should be a URL without spaces"),
+        ({"webhook": "https://a.example.com:99999/"}, "resume.webhook: should be an absolute https:// URL"),
+        ({"webhook": 7}, "resume.webhook: Input should be a valid string"),
+        ({"webhook": "https://a.example.com/", "queue": "q"}, "resume.queue: unknown field"),
+        ({"queue": "q"}, "resume.func: Field required"),
+        ({}, "resume.queue: Field required; resume.func: Field required"),
+        ("https://a.example.com/", "resume: should be a JSON object"),
+    ],
+)
+def test_a_resume_is_an_rq_job_or_a_webhook_and_a_bad_one_is_named_in_one_line(
+    resume: Any, message: str
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse(ApprovalRequestV1, refund(resume=resume))
+    assert str(refused.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://agent.example.com/decisions",
+        "http://localhost:8080/d",
+        "http://127.0.0.1/d",
+        "http://[::1]:9/d",
+    ],
+)
+def test_a_webhook_is_https_or_plain_http_on_loopback(url: str) -> None:
+    resume = parse(ApprovalRequestV1, refund(resume={"webhook": url})).resume
+    assert isinstance(resume, WebhookResume) and resume.webhook == url
+
+
+def test_plain_http_elsewhere_is_taken_only_where_the_setting_allows_it() -> None:
+    request = refund(resume={"webhook": "http://agent.internal/decisions"})
+    with pytest.raises(InvalidRequest, match="COUNTERSIGN_WEBHOOK_ALLOW_HTTP"):
+        parse(ApprovalRequestV1, request)
+    resume = parse(ApprovalRequestV1, request, {ALLOW_HTTP: True}).resume
+    assert isinstance(resume, WebhookResume)
+    assert isinstance(parse(ApprovalRequestV1, refund()).resume, QueueResume)

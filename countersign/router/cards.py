@@ -264,7 +264,11 @@ def _state(request: ApprovalRequest, refused: str | None, problem: ResumeProblem
     if request.execution is not None:
         return request.execution
     if problem is not None:
-        return f"{problem['event']}{problem['retries_left'] if problem['event'] == 'resume_failed' else ''}"
+        if problem["event"] == "resume_failed":
+            return f"{problem['event']}{problem['retries_left']}"
+        if problem["event"] == "webhook_failing" or problem["event"] == "webhook_dead_lettered":
+            return f"{problem['event']}{problem['attempts']}"
+        return problem["event"]
     return refused or "open"
 
 
