@@ -37,7 +37,6 @@ import logging
 import math
 import random
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -46,8 +45,7 @@ from redis.exceptions import RedisError
 from standardwebhooks import Webhook
 
 from ..schema import iso
-from ..store import OutboxEvent, ResumeProblem
-from ..store.webhooks import Attempt
+from ..store import OutboxEvent, ResumeProblem, WebhookAttempt
 from .jobs import request_refresh, webhook_id
 from .runtime import Runtime
 
@@ -147,10 +145,11 @@ def _seconds(retry_after: str | None) -> int | None:
 
 
 class Deliverer:
-    """Claims the webhook attempts due and makes them, for one sweeping process. `tick` (the sweep's
-    step) hands them to `DELIVERY_THREADS` threads and returns; `deliver_due` makes them in the
-    calling thread. Without `COUNTERSIGN_WEBHOOK_SECRET` it claims nothing: intake dead-letters
-    webhook requests then, and a decision taken before the secret was unset waits for it."""
+    """Claims the webhook attempts due and makes them, for one sweeping process: `tick` (the sweep's
+    step) claims as many as it has idle threads and makes each on a daemon thread of its own, so an
+    exiting process never waits for a receiver (the lease covers an attempt cut short). Without
+    `COUNTERSIGN_WEBHOOK_SECRET` it claims nothing: intake dead-letters webhook requests then, and a
+    decision taken before the secret was unset waits for it."""
 
     def __init__(self, runtime: Runtime, threads: int = DELIVERY_THREADS) -> None:
         settings = runtime.settings
@@ -160,40 +159,28 @@ class Deliverer:
         secret = settings.COUNTERSIGN_WEBHOOK_SECRET
         self.signer = Webhook(secret) if secret else None
         self.threads = threads
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="countersign-webhook")
-        self._running: set[Future[None]] = set()
-        self._lock = threading.Lock()
+        self._running: list[threading.Thread] = []
 
     def tick(self) -> int:
         """Claim as many due attempts as there are idle threads and start them. Returns how many."""
-        with self._lock:
-            self._running = {future for future in self._running if not future.done()}
-            free = self.threads - len(self._running)
-        claimed = self._claim(free) if free > 0 else []
+        self._running = [thread for thread in self._running if thread.is_alive()]
+        claimed = self.claim(self.threads - len(self._running))
         for attempt in claimed:
-            future = self._pool.submit(self.attempt, attempt)
-            with self._lock:
-                self._running.add(future)
+            thread = threading.Thread(
+                target=self.attempt, args=(attempt,), name="countersign-webhook", daemon=True
+            )
+            thread.start()
+            self._running.append(thread)
         return len(claimed)
 
-    def deliver_due(self, limit: int = 100) -> int:
-        """Claim up to `limit` due attempts and make them here, one after the other. Returns how many."""
-        claimed = self._claim(limit)
-        for attempt in claimed:
-            self.attempt(attempt)
-        return len(claimed)
-
-    def close(self) -> None:
-        """Stop taking attempts; those running end by their timeout (or their lease covers them)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def _claim(self, limit: int) -> list[Attempt]:
-        if self.signer is None:
+    def claim(self, limit: int) -> list[WebhookAttempt]:
+        """Claim up to `limit` due attempts (`Store.claim_webhooks`), each held for `lease_seconds`."""
+        if self.signer is None or limit <= 0:
             return []
         store = self.runtime.store
         return store.claim_webhooks(limit, lease_seconds(self.timeout), self.give_up_seconds)
 
-    def attempt(self, claimed: Attempt) -> None:
+    def attempt(self, claimed: WebhookAttempt) -> None:
         """POST one claimed attempt and record its answer (`record`). Never raises: an error is
         logged, and the attempt is made again when its lease runs out."""
         event = claimed.event
@@ -205,10 +192,10 @@ class Deliverer:
         except Exception:
             log.exception("request %s: webhook attempt %d not recorded", event.request_id, event.attempts)
 
-    def record(self, claimed: Attempt, answer: Answer) -> None:
+    def record(self, claimed: WebhookAttempt, answer: Answer) -> None:
         """Keep what one attempt got: delivered (a 2xx), tried again after `retry_in`, or, for its
         `last` attempt or a 410, dead-lettered; and ask for the card's rewrite when what it says
-        about the agent changes."""
+        about the agent changes (each failure: the card counts the attempts)."""
         event = claimed.event
         store = self.runtime.store
         detail = {
@@ -224,8 +211,7 @@ class Deliverer:
             give_up = claimed.last or answer.status == GONE
             wait = None if give_up else retry_in(event.attempts, answer.retry_after)
             problem = self._problem(event, answer, give_up)
-            noted = store.webhook_failed(event, wait, problem, WEBHOOK, **detail)
-            changed = noted and (give_up or event.problem is None)
+            changed = store.webhook_failed(event, wait, problem, WEBHOOK, **detail)
             log.warning(
                 "request %s: webhook attempt %d failed (%s); %s",
                 event.request_id,

@@ -137,7 +137,6 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
             ticks += 1
             time.sleep(SWEEP_INTERVAL_SECONDS)
     finally:
-        deliverer.close()
         scheduler.release_locks()  # also on SIGTERM, so a restarted worker schedules at once
 
 

@@ -26,6 +26,7 @@ from .queries import CardFacts
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import EditableField, Level, Rules
 from .state import Resume, Store
+from .webhooks import WebhookAttempt
 
 __all__ = [
     "AlreadyDecided",
@@ -56,6 +57,7 @@ __all__ = [
     "TimeoutResult",
     "Via",
     "Vote",
+    "WebhookAttempt",
     "WebhookDeadLettered",
     "WebhookFailing",
     "check_schema",

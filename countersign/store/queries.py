@@ -162,13 +162,16 @@ class Queries:
             return list(session.scalars(stmt))
 
     def resume_problems(self, after: int = 0, limit: int = 500) -> list[OutboxEvent]:
-        """Resume events with a problem noted (`OutboxEvent.problem`: the agent has not run them),
-        by outbox id, the `limit` first after the id `after` (to page through them); found through
-        the partial index `ix_outbox_problem` (migration 0008)."""
+        """Resume jobs with a problem noted (`OutboxEvent.problem`: the agent has not run them), by
+        outbox id, the `limit` first after the id `after` (to page through them); found through the
+        partial index `ix_outbox_problem` (migration 0008). Webhooks are not jobs: their problems are
+        their sweep's (`router/webhooks.py`)."""
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
-                .where(OutboxEvent.problem.is_not(None), OutboxEvent.id > after)
+                .where(
+                    OutboxEvent.problem.is_not(None), OutboxEvent.id > after, OutboxEvent.webhook.is_(None)
+                )
                 .order_by(OutboxEvent.id)
                 .limit(limit)
             )

@@ -22,7 +22,7 @@ from .models import OutboxEvent, ResumeProblem, utcnow, utcnow_plus
 from .records import Records, not_run
 
 
-class Attempt(NamedTuple):
+class WebhookAttempt(NamedTuple):
     """One claimed attempt: the outbox row as claimed (`event.attempts` counts this attempt, and
     `event.problem` is the problem noted before it), and whether it started after the give-up
     time (`last`: if it fails, the webhook is dead-lettered)."""
@@ -34,7 +34,7 @@ class Attempt(NamedTuple):
 class WebhookDeliveries(Records):
     """Claims and results of webhook attempts (`router/webhooks.py` makes them)."""
 
-    def claim_webhooks(self, limit: int, lease_seconds: int, give_up_seconds: int) -> list[Attempt]:
+    def claim_webhooks(self, limit: int, lease_seconds: int, give_up_seconds: int) -> list[WebhookAttempt]:
         """Claim up to `limit` webhook attempts that are due (database clock), oldest due first:
         each is held `lease_seconds` and counted in `attempts`. An attempt started
         `give_up_seconds` or more after the decision is its `last`. Found through the partial
@@ -57,7 +57,7 @@ class WebhookDeliveries(Records):
                 .returning(OutboxEvent, last)
                 .execution_options(synchronize_session=False)
             )
-            return [Attempt(event, bool(late)) for event, late in session.execute(stmt)]
+            return [WebhookAttempt(event, bool(late)) for event, late in session.execute(stmt)]
 
     def webhook_delivered(self, event: OutboxEvent, actor: str, **detail: Any) -> bool:
         """Record that the claimed attempt `event` was delivered (a 2xx): `published_at` now, nothing
