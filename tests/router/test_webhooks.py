@@ -9,8 +9,11 @@ import base64
 import math
 import os
 import signal
+import subprocess
+import sys
 import threading
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ from sqlalchemy import update
 
 from countersign import ExecutionRefused, connections, execute_approved
 from countersign.agent import ApprovalClient
+from countersign.ports import free_port, port_open
 from countersign.router import relay
 from countersign.router import runtime as runtime_module
 from countersign.router.jobs import webhook_id
@@ -26,7 +30,7 @@ from countersign.router.webhooks import BACKOFF_BASE_SECONDS, WEBHOOK, Deliverer
 from countersign.sandbox import Sandbox
 from countersign.store import OutboxEvent, Store
 from countersign.store.models import utcnow, utcnow_plus
-from tests.helpers import alive, children, countersign, drain, wait_for
+from tests.helpers import REPO, alive, children, countersign, drain, wait_for
 from tests.helpers.builders import edited_card, events, post_card, refund
 from tests.helpers.receiver import HANG, Receiver
 
@@ -334,3 +338,38 @@ def test_a_webhook_survives_a_kill_of_the_process_delivering_it(
         ("webhook_delivered", 2)
     ]
     assert "resume_published" in events(store, request_id)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the example, not SQL
+def test_the_example_receiver_runs_the_approved_refund(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, sandbox: tuple[Sandbox, str], tmp_path: Path
+) -> None:
+    """`python -m examples.webhook_receiver`, the README's way to try webhooks, verifies the POST and
+    runs the refund through `execute_approved`."""
+    runtime = settings_env(env, monkeypatch, COUNTERSIGN_WEBHOOK_SECRET=SECRET)
+    port = free_port()
+    log = tmp_path / "receiver.log"
+    with log.open("wb") as sink:
+        receiver = subprocess.Popen(
+            [sys.executable, "-m", "examples.webhook_receiver", "--port", str(port)],
+            cwd=REPO,
+            env={**os.environ, **env},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: port_open(port), timeout=30, what="the example receiver")
+        request_id, _ = approved(runtime, sandbox[0], f"http://127.0.0.1:{port}/decisions")
+        assert deliver_due(Deliverer(runtime)) == 1
+        executed = wait_for(
+            lambda: (row := runtime.store.get(request_id)) is not None and row.execution == "executed",
+            what="the refund to run",
+        )
+        assert executed
+    finally:
+        receiver.terminate()
+        receiver.wait(timeout=30)
+    printed = log.read_text()
+    assert f"WEBHOOK {webhook_id(request_id)}" in printed
+    assert 'REFUND EXECUTED: {"amount": "120.00", "currency": "USD"}' in printed
+    assert outbox(runtime.store, request_id).published_at is not None
