@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     """Let a request's webhook use `http://` on any host (default: https://, or http:// on loopback)."""
     PORT: Annotated[int, Field(ge=1, le=65535)] = 3000
     COUNTERSIGN_LIBRARY_LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    """The level of RQ's and gunicorn's own log lines (countersign's are INFO whatever it is). At
+    """The level of RQ's, gunicorn's and httpx's own log lines (countersign's are INFO whatever it is). At
     WARNING and above, gunicorn writes no access log: `countersign run` sets WARNING for its
     commands, so that its terminal shows countersign's lines and warnings, not a line per job or
     click."""

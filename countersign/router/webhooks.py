@@ -160,6 +160,7 @@ class Deliverer:
         self.signer = Webhook(secret) if secret else None
         self.threads = threads
         self._running: list[threading.Thread] = []
+        logging.getLogger("httpx").setLevel(settings.COUNTERSIGN_LIBRARY_LOG_LEVEL)  # a line per POST
 
     def tick(self) -> int:
         """Claim as many due attempts as there are idle threads and start them. Returns how many."""
