@@ -21,6 +21,8 @@ from sqlalchemy import update
 
 from countersign import ExecutionRefused, connections, execute_approved
 from countersign.agent import ApprovalClient
+from countersign.config import load_settings
+from countersign.exceptions import ConfigError
 from countersign.ports import free_port, port_open
 from countersign.router import relay
 from countersign.router import runtime as runtime_module
@@ -373,3 +375,16 @@ def test_the_example_receiver_runs_the_approved_refund(
     assert f"WEBHOOK {webhook_id(request_id)}" in printed
     assert 'REFUND EXECUTED: {"amount": "120.00", "currency": "USD"}' in printed
     assert outbox(runtime.store, request_id).published_at is not None
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["secret", "whsec_", "whsec_" + base64.b64encode(bytes(16)).decode(), "whsec_not base64!", SECRET[6:]],
+)
+def test_a_webhook_secret_that_is_not_a_standard_webhooks_one_stops_at_start(secret: str) -> None:
+    with pytest.raises(ConfigError) as stopped:
+        load_settings(COUNTERSIGN_WEBHOOK_SECRET=secret, _env_file=None)
+    assert str(stopped.value) == (
+        "COUNTERSIGN_WEBHOOK_SECRET: must be whsec_ and the base64 of 24 to 64 random bytes "
+        "(Standard Webhooks)"
+    )
