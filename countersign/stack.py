@@ -164,7 +164,7 @@ def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
         raise StackError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
     _ensure_redis(settings, stack)
     page = _ensure_slack(settings, stack)
-    env.setdefault("COUNTERSIGN_SECRET", _local_secret("secret", lambda: secrets.token_hex(32)))
+    env.setdefault("COUNTERSIGN_SECRET", _local_secret("secret", _grant_secret))
     env.setdefault("COUNTERSIGN_WEBHOOK_SECRET", _local_secret("webhook-secret", _webhook_secret))
     if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
         env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
@@ -188,6 +188,11 @@ def _local_secret(name: str, new: Callable[[], str]) -> str:
     if not path.exists():
         write_private(path, new())
     return private_file(path).read_text().strip()
+
+
+def _grant_secret() -> str:
+    """A COUNTERSIGN_SECRET: 32 random bytes in hex."""
+    return secrets.token_hex(32)
 
 
 def _webhook_secret() -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from countersign import stack
+from countersign.config import load_settings
 from countersign.files import private_dir, private_file, write_private
 from countersign.store import Store, create_db_engine, upgrade
 
@@ -59,18 +60,21 @@ def test_the_local_secret_and_run_directory_are_private(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, open_umask: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    secret = stack._local_secret()  # what `countersign run` uses when COUNTERSIGN_SECRET is unset
+    secret = stack._local_secret("secret", stack._grant_secret)  # `countersign run`'s COUNTERSIGN_SECRET
     run = tmp_path / ".run"
     assert (mode(run), mode(run / "secret"), len(secret)) == (0o700, 0o600, 64)
     run.chmod(0o755)
     (run / "secret").chmod(0o644)
     with caplog.at_level(logging.WARNING, logger="countersign.files"):
-        assert stack._local_secret() == secret  # kept, not replaced
+        assert stack._local_secret("secret", stack._grant_secret) == secret  # kept, not replaced
     assert (mode(run), mode(run / "secret")) == (0o700, 0o600)
     assert caplog.messages == [
         ".run was open to other users (mode 755); made private (mode 700)",
         ".run/secret was open to other users (mode 644); made private (mode 600)",
     ]
+    webhook = stack._local_secret("webhook-secret", stack._webhook_secret)  # COUNTERSIGN_WEBHOOK_SECRET
+    assert mode(run / "webhook-secret") == 0o600
+    assert webhook == load_settings(COUNTERSIGN_WEBHOOK_SECRET=webhook).COUNTERSIGN_WEBHOOK_SECRET  # valid
 
 
 def test_the_helpers_create_private_files_and_refuse_to_overwrite(tmp_path: Path, open_umask: None) -> None:

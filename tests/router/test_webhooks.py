@@ -260,8 +260,9 @@ def test_an_attempt_is_claimed_by_one_sweep_and_a_late_answer_changes_nothing(
 
 
 def test_a_webhook_request_is_dead_lettered_at_intake_when_the_router_cannot_sign(
-    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # no .run/.env of a local `countersign run` supplies the secret
     runtime = settings_env(env, monkeypatch, COUNTERSIGN_WEBHOOK_SECRET=None)
     client = ApprovalClient(runtime.redis, runtime.store)
     request_id = client.request(refund(resume={"webhook": "https://agent.example.com/decisions"}))
