@@ -27,7 +27,7 @@ from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
 from . import directory, limits, relay
 from .delivery import CLOCK_SLACK_SECONDS, post_card
 from .gate import Gate
-from .jobs import INTAKE_RETRY
+from .jobs import INTAKE_RETRY, leave_intake_lane
 from .policy import Route
 from .runtime import Runtime, current
 
@@ -72,7 +72,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     except (InvalidRequest, PolicyError, IntakeLimitReached) as exc:
         return _dead_letter(runtime, message, str(exc), key)
     except RetryLater as later:  # Slack busy or unreachable while resolving the approvers
-        return _reschedule(parsed.request_id, later)
+        return _reschedule(runtime, parsed.request_id, later)
     if gate.errors:
         log.warning(
             "request %s: policy rule not evaluated, failing closed: %s", parsed.request_id, gate.reason
@@ -111,13 +111,15 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     try:
         return post_card(runtime, row)
     except RetryLater as later:
-        return _reschedule(row.id, later)
+        return _reschedule(runtime, row.id, later)
 
 
-def _reschedule(request_id: str, later: RetryLater) -> Retry:
-    """Log why the job waits, and return the `Retry` that runs it again in `later.seconds`."""
+def _reschedule(runtime: Runtime, request_id: str, later: RetryLater) -> Retry:
+    """Log why the job waits, take it out of its action's lane (`jobs.leave_intake_lane`: its next
+    run is at a time of its own), and return the `Retry` that runs it again in `later.seconds`."""
     why = later.why or "channel pace or Slack's Retry-After"
     log.info("request %s: rescheduled in %.3f s (%s)", request_id, later.seconds, why)
+    leave_intake_lane(runtime.redis)
     return _retry_in(later.seconds)
 
 

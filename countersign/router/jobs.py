@@ -18,9 +18,10 @@ from datetime import timedelta
 from typing import Any
 
 from redis import Redis
-from rq import Callback, Queue, RateLimit, Retry
+from rq import Callback, Queue, RateLimit, Retry, get_current_job
 from rq.exceptions import DuplicateJobError
 from rq.job import Job
+from rq.rate_limit import RateLimitRegistry
 from rq.serializers import JSONSerializer
 
 from ..defaults import RESUME_MARKER_TTL_SECONDS
@@ -116,6 +117,24 @@ def intake_lane(action: str) -> RateLimit:
     (BENCHMARKS.md, "One busy channel"). A slot left by a killed worker is freed by RQ's
     maintenance (`RateLimitRegistry.cleanup`, every `worker.MAINTENANCE_INTERVAL_SECONDS`)."""
     return RateLimit(f"countersign:intake:{action}", INTAKE_LANE_WIDTH)
+
+
+def leave_intake_lane(redis: Redis) -> None:
+    """Take the running intake job out of its lane (`intake_lane`) as it is rescheduled: its slot
+    goes to the lane's next job now, and its later runs, each scheduled for a time of its own (its
+    card's time in its channel, Slack's `Retry-After`), go straight onto the queue's tail instead of
+    waiting in the lane behind a burst's first runs and then posting late, in a catch-up burst
+    that Slack answers with 429s. Does nothing outside an RQ job or for a job in no lane. RQ has
+    no call for this: the job's rate-limit fields are removed from it and from its Redis hash (RQ's
+    own `rate_limit_key` and `rate_limit_concurrency`), so that RQ's retry saves it without them.
+    Raises redis-py's `RedisError`."""
+    job = get_current_job()
+    if job is None or not job.has_rate_limit:
+        return
+    lane = RateLimitRegistry.from_job(job)
+    job.rate_limit_key = job.rate_limit_concurrency = None
+    redis.hdel(job.key, "rate_limit_key", "rate_limit_concurrency")
+    lane.release_and_enqueue(job.id)
 
 
 def enqueue_intake(redis: Redis, request_id: str, action: str, message: dict[str, Any]) -> None:

@@ -14,13 +14,14 @@ import pytest
 from redis import Redis
 from rq import SimpleWorker
 from rq.registry import ScheduledJobRegistry
+from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from countersign.agent import ApprovalClient
 from countersign.exceptions import RetryLater
 from countersign.router import delivery
 from countersign.router.delivery import CLOCK_SLACK_SECONDS, PACE_MILLISECONDS, post_card
-from countersign.router.jobs import INTAKE_LANE_WIDTH, INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue
+from countersign.router.jobs import INTAKE_LANE_WIDTH, INTAKE_QUEUE, intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -124,10 +125,29 @@ def test_a_burst_of_one_action_does_not_queue_the_other_actions_behind_all_of_it
     assert all(scheduled_at(redis, intake_job_id(i)) is not None for i in burst)
 
 
+def test_a_card_whose_time_has_come_is_not_queued_behind_its_lanes_first_runs(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    hold_channel(redis, "C0FINANCE")
+    burst = [client.request(refund(run_id=str(n))) for n in range(3 * INTAKE_LANE_WIDTH)]
+    queue = json_queue(INTAKE_QUEUE, redis)
+    worker = SimpleWorker([queue], connection=redis, serializer=JSONSerializer)
+    worker.work(burst=True, max_jobs=INTAKE_LANE_WIDTH)  # the lane's first runs: each card waits for its time
+    job_id = intake_job_id(burst[0])
+    redis.zadd(queue.scheduled_job_registry.key, {job_id: 0})  # its time has come
+    scheduler = RQScheduler([INTAKE_QUEUE], connection=redis, serializer=JSONSerializer)
+    scheduler.prepare_registries([INTAKE_QUEUE])
+    scheduler.enqueue_scheduled_jobs()  # as the router's sweep does every second
+    # straight onto the queue's tail, not into its lane behind the burst's waiting first runs
+    assert queue.get_job_ids()[-1] == job_id
+    assert queue.get_job_ids()[:-1] == [
+        intake_job_id(i) for i in burst[INTAKE_LANE_WIDTH : 2 * INTAKE_LANE_WIDTH]
+    ]
+
+
 def test_an_intake_job_sent_again_while_queued_or_waiting_in_its_lane_runs_once(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
 ) -> None:
-    sb, _ = sandbox
     hold_channel(redis, "C0FINANCE")
     ids = [client.request(refund(run_id=str(n))) for n in range(INTAKE_LANE_WIDTH + 1)]
     queue = json_queue(INTAKE_QUEUE, redis)
