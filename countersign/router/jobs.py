@@ -110,9 +110,9 @@ def resumed_request(job_id: str) -> str | None:
 def intake_lane(action: str) -> RateLimit:
     """The lane of `action`'s intake jobs: RQ's concurrency limit (`RateLimit`, rq >= 3.0), which
     lets at most `INTAKE_LANE_WIDTH` jobs with its key be queued or running; the others wait in
-    RQ's rate-limit registry (`rq:rl:<key>:rate_limited`), oldest first, and each job that ends,
-    fails or is rescheduled (a card waiting for its channel's time) lets the next one onto the
-    queue's tail. So a burst of one action takes a few places in the router's FIFO queue at a time,
+    RQ's rate-limit registry (`rq:rl:<key>:rate_limited`), oldest first, and each job that ends or
+    fails, or is rescheduled (and so leaves its lane: `leave_intake_lane`), lets the next one onto
+    the queue's tail. So a burst of one action takes a few places in the router's FIFO queue at a time,
     and the other actions' requests, which go to other channels, are not queued behind all of it
     (BENCHMARKS.md, "One busy channel"). A slot left by a killed worker is freed by RQ's
     maintenance (`RateLimitRegistry.cleanup`, every `worker.MAINTENANCE_INTERVAL_SECONDS`)."""
