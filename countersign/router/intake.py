@@ -1,7 +1,8 @@
 """The intake job: validate, dedupe, route by policy, hold to the policy's intake limits, store, post
 the card.
 
-Runs on the router worker (`countersign worker`, queue `countersign`). It is safe to run twice for
+Runs on the router worker (`countersign worker`, queue `countersign`), at most a few jobs of one
+action class queued or running at once (`jobs.intake_lane`). It is safe to run twice for
 one request: the store keeps one row per idempotency key and one card `ts` per request. A message
 that cannot become a request is dead-lettered with its reason, never dropped (DESIGN.md,
 invariant 8). Slack busy or unreachable is not such a reason: the one Slack call made before the
