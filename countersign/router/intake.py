@@ -1,7 +1,8 @@
 """The intake job: validate, dedupe, route by policy, hold to the policy's intake limits, store, post
 the card.
 
-Runs on the router worker (`countersign worker`, queue `countersign`). It is safe to run twice for
+Runs on the router worker (`countersign worker`, queue `countersign`), at most a few jobs of one
+action class queued or running at once (`jobs.intake_lane`). It is safe to run twice for
 one request: the store keeps one row per idempotency key and one card `ts` per request. A message
 that cannot become a request is dead-lettered with its reason, never dropped (DESIGN.md,
 invariant 8). Slack busy or unreachable is not such a reason: the one Slack call made before the
@@ -27,7 +28,7 @@ from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
 from . import directory, limits, relay
 from .delivery import CLOCK_SLACK_SECONDS, post_card
 from .gate import Gate
-from .jobs import INTAKE_RETRY
+from .jobs import INTAKE_RETRY, leave_intake_lane
 from .policy import Route
 from .runtime import Runtime, current
 
@@ -77,7 +78,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     except (InvalidRequest, PolicyError, IntakeLimitReached) as exc:
         return _dead_letter(runtime, message, str(exc), key)
     except RetryLater as later:  # Slack busy or unreachable while resolving the approvers
-        return _reschedule(parsed.request_id, later)
+        return _reschedule(runtime, parsed.request_id, later)
     if gate.errors:
         log.warning(
             "request %s: policy rule not evaluated, failing closed: %s", parsed.request_id, gate.reason
@@ -115,7 +116,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     try:
         return post_card(runtime, row)
     except RetryLater as later:
-        return _reschedule(row.id, later)
+        return _reschedule(runtime, row.id, later)
 
 
 def _checks(runtime: Runtime) -> dict[str, Any]:
@@ -130,10 +131,12 @@ def _resume_columns(resume: QueueResume | WebhookResume) -> dict[str, str | None
     return {"resume_queue": resume.queue, "resume_func": resume.func, "resume_webhook": None}
 
 
-def _reschedule(request_id: str, later: RetryLater) -> Retry:
-    """Log why the job waits, and return the `Retry` that runs it again in `later.seconds`."""
+def _reschedule(runtime: Runtime, request_id: str, later: RetryLater) -> Retry:
+    """Log why the job waits, take it out of its action's lane (`jobs.leave_intake_lane`: its next
+    run is at a time of its own), and return the `Retry` that runs it again in `later.seconds`."""
     why = later.why or "channel pace or Slack's Retry-After"
     log.info("request %s: rescheduled in %.3f s (%s)", request_id, later.seconds, why)
+    leave_intake_lane(runtime.redis)
     return _retry_in(later.seconds)
 
 

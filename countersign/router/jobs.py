@@ -7,19 +7,21 @@ imports nothing of the router; the agent imports it. Every queue uses RQ's JSON 
 nothing read from Redis is unpickled (DESIGN.md, invariant 9). Job ids are
 `<kind>-<request id>`, within the `[A-Za-z0-9_-]` RQ allows in custom ids, and enqueued with
 `unique=True` (https://python-rq.org/docs/, "Unique Jobs"), so a second enqueue of the same job
-is refused by RQ rather than run twice.
+is refused by RQ rather than run twice; intake jobs, which RQ cannot both rate-limit and enqueue
+uniquely, are looked up first instead (`enqueue_intake`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from datetime import timedelta
 from typing import Any
 
 from redis import Redis
-from rq import Callback, Queue, Retry
+from rq import Callback, Queue, RateLimit, Retry, get_current_job
 from rq.exceptions import DuplicateJobError
+from rq.job import Job
+from rq.rate_limit import RateLimitRegistry
 from rq.serializers import JSONSerializer
 
 from ..defaults import RESUME_MARKER_TTL_SECONDS
@@ -36,6 +38,9 @@ INTAKE_RETRY = Retry(max=5, interval=[1, 5, 30, 60, 300])
 """An intake job that raised (e.g. the database was down) runs again; its intervals are also the
 back-off of a user-group lookup Slack was too busy to answer (`intake._lookup_later`)."""
 INTAKE_TIMEOUT_SECONDS = 60
+INTAKE_LANE_WIDTH = 4
+"""At most this many intake jobs of one action class are on the router's queue or running at once
+(`intake_lane`); the rest of a burst waits its turn outside the queue."""
 
 REFRESH_KEY = "countersign:refresh"
 """A Redis set of the request ids whose decided card the router's sweep rewrites next
@@ -109,21 +114,56 @@ def resumed_request(job_id: str) -> str | None:
     return job_id.removeprefix(RESUME_JOB_PREFIX) if job_id.startswith(RESUME_JOB_PREFIX) else None
 
 
+def intake_lane(action: str) -> RateLimit:
+    """The lane of `action`'s intake jobs: RQ's concurrency limit (`RateLimit`, rq >= 3.0), which
+    lets at most `INTAKE_LANE_WIDTH` jobs with its key be queued or running; the others wait in
+    RQ's rate-limit registry (`rq:rl:<key>:rate_limited`), oldest first, and each job that ends or
+    fails, or is rescheduled (and so leaves its lane: `leave_intake_lane`), lets the next one onto
+    the queue's tail. So a burst of one action takes a few places in the router's FIFO queue at a time,
+    and the other actions' requests, which go to other channels, are not queued behind all of it
+    (BENCHMARKS.md, "One busy channel"). A slot left by a killed worker is freed by RQ's
+    maintenance (`RateLimitRegistry.cleanup`, every `worker.MAINTENANCE_INTERVAL_SECONDS`)."""
+    return RateLimit(f"countersign:intake:{action}", INTAKE_LANE_WIDTH)
+
+
+def leave_intake_lane(redis: Redis) -> None:
+    """Take the running intake job out of its lane (`intake_lane`) as it is rescheduled: its slot
+    goes to the lane's next job now, and its later runs, each scheduled for a time of its own (its
+    card's time in its channel, Slack's `Retry-After`), go straight onto the queue's tail instead of
+    waiting in the lane behind a burst's first runs and then posting late, in a catch-up burst
+    that Slack answers with 429s. Does nothing outside an RQ job or for a job in no lane. RQ has
+    no call for this: the job's rate-limit fields are removed from it and from its Redis hash (RQ's
+    own `rate_limit_key` and `rate_limit_concurrency`), so that RQ's retry saves it without them.
+    Raises redis-py's `RedisError`."""
+    job = get_current_job()
+    if job is None or not job.has_rate_limit:
+        return
+    lane = RateLimitRegistry.from_job(job)
+    job.rate_limit_key = job.rate_limit_concurrency = None
+    redis.hdel(job.key, "rate_limit_key", "rate_limit_concurrency")
+    lane.release_and_enqueue(job.id)
+
+
 def enqueue_intake(redis: Redis, request_id: str, action: str, message: dict[str, Any]) -> None:
-    """Enqueue the intake job of `request_id` (`message`: the `IntakeMessage` as JSON), once: while
-    the same request's job is queued or running, nothing is added. RQ deletes the job when it has
-    run (`result_ttl=0`): the request is in the database by then. Raises redis-py's `RedisError`."""
-    with contextlib.suppress(DuplicateJobError):
-        json_queue(INTAKE_QUEUE, redis).enqueue(
-            INTAKE_JOB,
-            message,
-            job_id=intake_job_id(request_id),
-            unique=True,
-            result_ttl=0,
-            retry=INTAKE_RETRY,
-            job_timeout=INTAKE_TIMEOUT_SECONDS,
-            description=f"intake {action} {request_id}",
-        )
+    """Enqueue the intake job of `request_id` (`message`: the `IntakeMessage` as JSON) in the lane
+    of its `action` (`intake_lane`), once: while the same request's job waits, is queued or runs,
+    nothing is added. (RQ refuses `unique=True` with a rate limit, so the job is looked up first;
+    two enqueues racing between the look-up and the enqueue cost at most one more run of the job,
+    which intake makes harmless.) RQ deletes the job when it has run (`result_ttl=0`): the request
+    is in the database by then. Raises redis-py's `RedisError`."""
+    job_id = intake_job_id(request_id)
+    if redis.exists(Job.key_for(job_id)):
+        return
+    json_queue(INTAKE_QUEUE, redis).enqueue(
+        INTAKE_JOB,
+        message,
+        job_id=job_id,
+        rate_limit=intake_lane(action),
+        result_ttl=0,
+        retry=INTAKE_RETRY,
+        job_timeout=INTAKE_TIMEOUT_SECONDS,
+        description=f"intake {action} {request_id}",
+    )
 
 
 def request_refresh(redis: Redis, request_id: str) -> None:

@@ -12,13 +12,16 @@ from typing import Any
 
 import pytest
 from redis import Redis
+from rq import SimpleWorker
 from rq.registry import ScheduledJobRegistry
+from rq.scheduler import RQScheduler
+from rq.serializers import JSONSerializer
 
 from countersign.agent import ApprovalClient
 from countersign.exceptions import RetryLater
 from countersign.router import delivery
 from countersign.router.delivery import CLOCK_SLACK_SECONDS, PACE_MILLISECONDS, post_card
-from countersign.router.jobs import intake_job_id, json_queue
+from countersign.router.jobs import INTAKE_LANE_WIDTH, INTAKE_QUEUE, intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -100,6 +103,62 @@ def test_a_busy_channel_waits_its_turn_without_holding_up_others(
     drain(redis)
     assert card_count(sb, first) == 1 and card_count(sb, other) == 1  # different channels: no wait
     assert card_count(sb, second) == 0 and scheduled_in(redis, intake_job_id(second)) is not None
+
+
+def test_a_burst_of_one_action_does_not_queue_the_other_actions_behind_all_of_it(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    hold_channel(redis, "C0FINANCE")  # the burst's cards wait for their times
+    burst = [client.request(refund(run_id=str(n))) for n in range(3 * INTAKE_LANE_WIDTH)]
+    other = client.request(refund(run_id="other", action="send_email", payload={"to": "x"}))
+    queue = json_queue(INTAKE_QUEUE, redis)
+    # the burst takes its lane's places in the queue; the rest of it waits outside, the other behind the lane
+    assert queue.get_job_ids() == [intake_job_id(i) for i in [*burst[:INTAKE_LANE_WIDTH], other]]
+    worker = SimpleWorker([queue], connection=redis, serializer=JSONSerializer)
+    worker.work(burst=True, max_jobs=INTAKE_LANE_WIDTH + 1)  # the jobs in the order the worker takes them
+    assert card_count(sb, other) == 1  # its card is posted while most of the burst has not run yet
+    assert [store.get(i) is not None for i in burst].count(True) == INTAKE_LANE_WIDTH
+    drain(redis)  # each first run that ends lets the next of the burst in: all of it runs, in order
+    slots = [reserved(redis, i) for i in burst]
+    assert slots == [slots[0] + n * PACE_MILLISECONDS for n in range(len(burst))]
+    assert all(scheduled_at(redis, intake_job_id(i)) is not None for i in burst)
+
+
+def test_a_card_whose_time_has_come_is_not_queued_behind_its_lanes_first_runs(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    hold_channel(redis, "C0FINANCE")
+    burst = [client.request(refund(run_id=str(n))) for n in range(3 * INTAKE_LANE_WIDTH)]
+    queue = json_queue(INTAKE_QUEUE, redis)
+    worker = SimpleWorker([queue], connection=redis, serializer=JSONSerializer)
+    worker.work(burst=True, max_jobs=INTAKE_LANE_WIDTH)  # the lane's first runs: each card waits for its time
+    job_id = intake_job_id(burst[0])
+    redis.zadd(queue.scheduled_job_registry.key, {job_id: 0})  # its time has come
+    scheduler = RQScheduler([INTAKE_QUEUE], connection=redis, serializer=JSONSerializer)
+    scheduler.prepare_registries([INTAKE_QUEUE])
+    scheduler.enqueue_scheduled_jobs()  # as the router's sweep does every second
+    # straight onto the queue's tail, not into its lane behind the burst's waiting first runs
+    assert queue.get_job_ids()[-1] == job_id
+    assert queue.get_job_ids()[:-1] == [
+        intake_job_id(i) for i in burst[INTAKE_LANE_WIDTH : 2 * INTAKE_LANE_WIDTH]
+    ]
+
+
+def test_an_intake_job_sent_again_while_queued_or_waiting_in_its_lane_runs_once(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    hold_channel(redis, "C0FINANCE")
+    ids = [client.request(refund(run_id=str(n))) for n in range(INTAKE_LANE_WIDTH + 1)]
+    queue = json_queue(INTAKE_QUEUE, redis)
+    assert intake_job_id(ids[0]) in queue.get_job_ids()  # queued
+    assert intake_job_id(ids[-1]) not in queue.get_job_ids()  # waiting in its lane
+    # sent again by the agent (same key): RQ cannot refuse a rate-limited job as a duplicate
+    assert [client.request(refund(run_id=n)) for n in ("0", str(INTAKE_LANE_WIDTH))] == [ids[0], ids[-1]]
+    drain(redis)
+    jobs = [queue.fetch_job(intake_job_id(i)) for i in ids]
+    assert [job.number_of_retries if job else None for job in jobs] == [1] * len(ids)  # each ran once
+    assert all(scheduled_at(redis, intake_job_id(i)) is not None for i in ids)  # waiting for its time
 
 
 def test_cards_for_one_channel_reserve_their_times_in_turn_and_wait_for_them_once(
