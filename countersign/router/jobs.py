@@ -13,13 +13,18 @@ is refused by RQ rather than run twice.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from redis import Redis
+from redis.exceptions import WatchError
 from rq import Callback, Queue, Retry
 from rq.exceptions import DuplicateJobError
+from rq.job import Job
+from rq.queue import EnqueueData
 from rq.serializers import JSONSerializer
 
 from ..defaults import RESUME_MARKER_TTL_SECONDS
@@ -152,16 +157,75 @@ def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
     redis-py's `RedisError`."""
     try:
         json_queue(event.queue, redis).enqueue(
-            event.func,
-            event.body,
-            job_id=event.job_id,
-            unique=True,
-            result_ttl=0,
-            job_timeout=RESUME_TIMEOUT_SECONDS,
-            retry=RESUME_RETRY,
-            on_failure=Callback(RESUME_FAILED_CALLBACK),
-            on_success=Callback(RESUME_DONE_CALLBACK),
-            description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
-        )
+            event.func, event.body, job_id=event.job_id, unique=True, job_timeout=RESUME_TIMEOUT_SECONDS,
+            **_resume_options(event),
+        )  # fmt: skip
     except DuplicateJobError:
         log.debug("resume job %s was already enqueued", event.job_id)
+
+
+def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent]) -> int:
+    """Enqueue the resume jobs of `events` as `enqueue_resume` does, in one Redis transaction: all
+    of them but those whose job exists (queued, running, failed) or has run (its marker). Returns how
+    many have not run (enqueued now or before). Raises redis-py's `RedisError` (then none was
+    enqueued).
+
+    RQ's unique enqueue is a script a job (`Queue.enqueue(unique=True)`), and its batch enqueue
+    (`Queue.enqueue_many` on a pipeline, https://python-rq.org/docs/, "Bulk Job Enqueueing") does
+    not check for an existing job. So the job and marker keys are WATCHed, read, and the missing
+    jobs enqueued in a MULTI/EXEC that Redis refuses if any of those keys changed meanwhile (e.g.
+    the decision path's `enqueue_resume` of the same job): then it is all read again
+    (https://redis.io/docs/latest/develop/interact/transactions/, "Optimistic locking using check-and-set").
+    """
+    keys = [key for event in events for key in (Job.key_for(event.job_id), resumed_key(event.request_id))]
+    if not keys:
+        return 0
+    with redis.pipeline() as transaction:
+        while True:
+            try:
+                transaction.watch(*keys)  # type: ignore[no-untyped-call]
+                missing, ran = _missing(redis, events)
+                transaction.multi()
+                for queue, batch in itertools.groupby(missing, key=lambda event: event.queue):
+                    json_queue(queue, redis).enqueue_many(
+                        [_resume_data(event) for event in batch], pipeline=transaction
+                    )
+                transaction.execute()
+                return len(events) - ran
+            except WatchError:
+                continue
+
+
+def _missing(redis: Redis, events: Sequence[OutboxEvent]) -> tuple[list[OutboxEvent], int]:
+    """The `events` whose resume job neither exists nor has run, sorted by queue; and how many of
+    `events` have run (their marker)."""
+    with redis.pipeline(transaction=False) as pipeline:
+        for event in events:
+            pipeline.exists(Job.key_for(event.job_id))
+            pipeline.exists(resumed_key(event.request_id))
+        found = pipeline.execute()
+    queued, ran = found[::2], found[1::2]
+    missing = [event for event, *present in zip(events, queued, ran, strict=True) if not any(present)]
+    return sorted(missing, key=lambda event: event.queue), sum(ran)
+
+
+def _resume_data(event: OutboxEvent) -> EnqueueData:
+    return Queue.prepare_data(
+        event.func,
+        [event.body],
+        job_id=event.job_id,
+        timeout=RESUME_TIMEOUT_SECONDS,
+        **_resume_options(event),
+    )
+
+
+def _resume_options(event: OutboxEvent) -> dict[str, Any]:
+    """The RQ job options of a resume job, but its id and timeout (named differently by `enqueue` and
+    `prepare_data`)."""
+    return {
+        "result_ttl": 0,
+        "retry": RESUME_RETRY,
+        "on_failure": Callback(RESUME_FAILED_CALLBACK),
+        "on_success": Callback(RESUME_DONE_CALLBACK),
+        "description": f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
+    }
