@@ -5,9 +5,10 @@ A decision commits its outbox row in the same transaction (store.decide); `try_p
 enqueues the resume job `func(decision)` on the request's resume queue at once. `sweep` (run by
 the router worker every second) publishes whatever is still unpublished, whether it was enqueued
 already or its process died before, and marks it published. The job id is derived from the
-request id and enqueued with `unique=True`, so a second publish of the same event does not create a second job
-(https://python-rq.org/docs/, "Unique Jobs"). This is the transactional outbox pattern
-(https://microservices.io/patterns/data/transactional-outbox.html).
+request id; `try_publish` enqueues it with `unique=True` (https://python-rq.org/docs/, "Unique
+Jobs") and `sweep` a batch in one Redis transaction that skips a job already there
+(`jobs.enqueue_resumes`), so a second publish of the same event does not create a second job. This
+is the transactional outbox pattern (https://microservices.io/patterns/data/transactional-outbox.html).
 
 A resume the agent has not run is said so on the card and in the audit trail: the agent's worker
 notes a job that raised (`agent/callbacks.py`), `note_untaken` a job no worker took, and
