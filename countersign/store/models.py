@@ -211,7 +211,7 @@ class ApprovalRequest(Base):
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
     idempotency_key: Mapped[str] = mapped_column(String(255), unique=True)
-    action: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(64), index=True)
     payload: Mapped[dict[str, Any]]
     payload_sha256: Mapped[str] = mapped_column(String(64))
     summary: Mapped[str] = mapped_column(Text)
@@ -224,7 +224,7 @@ class ApprovalRequest(Base):
     confidence: Mapped[float | None] = mapped_column(Float)
     resume_queue: Mapped[str] = mapped_column(String(255))
     resume_func: Mapped[str] = mapped_column(String(255))
-    status: Mapped[Status] = mapped_column(_enum(Status, 16))
+    status: Mapped[Status] = mapped_column(_enum(Status, 16), index=True)
     channel: Mapped[str] = mapped_column(String(32))
     approvers: Mapped[list[Any]]
     policy_version: Mapped[int] = mapped_column(Integer)
@@ -255,7 +255,7 @@ class ApprovalRequest(Base):
     card_refresh_due_at: Mapped[datetime | None]
 
     __table_args__ = (
-        Index("ix_approval_requests_pending_expiry", "expires_at", **_where(PENDING)),  # migration 0010
+        Index("ix_approval_requests_pending_expiry", "status", "expires_at"),
         Index("ix_approval_requests_cards_due", "level_started_at", **_where(CARDS_DUE)),
         Index("ix_approval_requests_reminders_due", "next_reminder_at", **_where(REMINDERS_DUE)),
         Index("ix_approval_requests_card_refresh_due", "card_refresh_due_at", **_where(CARD_REFRESH_DUE)),

@@ -20,6 +20,7 @@ from .models import (
     DeadLetter,
     OutboxEvent,
     ResumeProblem,
+    Status,
     Vote,
     utcnow,
     utcnow_plus,
@@ -258,12 +259,11 @@ class Queries:
             return list(session.scalars(stmt))
 
     def due_for_timeout(self, limit: int = 100) -> list[ApprovalRequest]:
-        """Pending requests whose current level has timed out by the database clock, oldest first;
-        found through the partial index `ix_approval_requests_pending_expiry` (migration 0010)."""
+        """Pending requests whose current level has timed out by the database clock, oldest first."""
         with self._read() as session:
             stmt = (
                 select(ApprovalRequest)
-                .where(is_pending(), ApprovalRequest.expires_at <= utcnow())
+                .where(ApprovalRequest.status == Status.PENDING, ApprovalRequest.expires_at <= utcnow())
                 .order_by(ApprovalRequest.expires_at)
                 .limit(limit)
             )
