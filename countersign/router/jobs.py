@@ -69,6 +69,11 @@ RESUME_DONE_CALLBACK = "countersign.agent.callbacks.resume_done"
 whole decision for days, and only the fact that it ran is read after (`relay.heal`,
 `relay.clear_taken`)."""
 
+ENQUEUE_ATTEMPTS = 5
+"""`enqueue_resumes` reads and tries its transaction this many times while the jobs it would enqueue
+change under it (each a job enqueued by another process at that moment), then leaves the batch to
+the next relay sweep."""
+
 RESUME_JOB_PREFIX = "resume-"
 """A resume job's id is this and the request id (`resume_job_id`)."""
 
@@ -167,33 +172,40 @@ def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
 def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent]) -> int:
     """Enqueue the resume jobs of `events` as `enqueue_resume` does, in one Redis transaction: all
     of them but those whose job exists (queued, running, failed) or has run (its marker). Returns how
-    many have not run (enqueued now or before). Raises redis-py's `RedisError` (then none was
-    enqueued).
+    many had not run when read (enqueued now or before). Raises redis-py's `RedisError` (then none
+    was enqueued), `WatchError` when the jobs to enqueue kept changing over `ENQUEUE_ATTEMPTS`.
 
     RQ's unique enqueue is a script a job (`Queue.enqueue(unique=True)`), and its batch enqueue
     (`Queue.enqueue_many` on a pipeline, https://python-rq.org/docs/, "Bulk Job Enqueueing") does
-    not check for an existing job. So the job and marker keys are WATCHed, read, and the missing
-    jobs enqueued in a MULTI/EXEC that Redis refuses if any of those keys changed meanwhile (e.g.
-    the decision path's `enqueue_resume` of the same job): then it is all read again
-    (https://redis.io/docs/latest/develop/interact/transactions/, "Optimistic locking using check-and-set").
+    not check for an existing job. So the keys of the jobs found missing (job and marker) are
+    WATCHed, read again, and those still missing enqueued in a MULTI/EXEC that Redis refuses if any
+    of those keys changed meanwhile, e.g. the decision path's `enqueue_resume` of the same job
+    (https://redis.io/docs/latest/develop/interact/transactions/, "Optimistic locking using
+    check-and-set"); then it is tried again. Only the missing jobs are watched: a queued job's hash
+    changes as a worker runs it, which must not make the batch fail.
     """
+    missing, ran = _missing(redis, events)
+    for _ in range(ENQUEUE_ATTEMPTS):
+        if not missing or _enqueue_missing(redis, missing):
+            return len(events) - ran
+    raise WatchError(f"the resume jobs of {len(missing)} event(s) kept changing; none enqueued")
+
+
+def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
+    """WATCH the job and marker keys of `events`, and enqueue those whose job still neither exists
+    nor has run, in one MULTI/EXEC. False, with nothing enqueued, if a watched key changed."""
     keys = [key for event in events for key in (Job.key_for(event.job_id), resumed_key(event.request_id))]
-    if not keys:
-        return 0
     with redis.pipeline() as transaction:
-        while True:
-            try:
-                transaction.watch(*keys)  # type: ignore[no-untyped-call]
-                missing, ran = _missing(redis, events)
-                transaction.multi()
-                for queue, batch in itertools.groupby(missing, key=lambda event: event.queue):
-                    json_queue(queue, redis).enqueue_many(
-                        [_resume_data(event) for event in batch], pipeline=transaction
-                    )
-                transaction.execute()
-                return len(events) - ran
-            except WatchError:
-                continue
+        try:
+            transaction.watch(*keys)  # type: ignore[no-untyped-call]
+            missing, _ = _missing(redis, events)
+            transaction.multi()
+            for queue, batch in itertools.groupby(missing, key=lambda event: event.queue):
+                json_queue(queue, redis).enqueue_many([_resume_data(e) for e in batch], pipeline=transaction)
+            transaction.execute()
+        except WatchError:
+            return False
+    return True
 
 
 def _missing(redis: Redis, events: Sequence[OutboxEvent]) -> tuple[list[OutboxEvent], int]:
