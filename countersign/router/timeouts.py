@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 10.0
 EXPIRY_BATCH = 500
-"""Timeouts taken and expired together: one transaction and one Redis transaction for their resume
-jobs a batch (BENCHMARKS.md, "Issue 14, second pass": 100 a batch spent its time per batch)."""
+"""Timeouts taken and expired together: one database transaction and one Redis transaction for
+their resume jobs a batch, so a backlog of 10,000 takes 20 of each (BENCHMARKS.md, "Issue 14, second
+pass")."""
 REWRITES_PER_TICK = 1
 """Decided cards the sweep rewrites a tick (one a second): chat.update is Tier 3, 50+ a minute per
 workspace (https://docs.slack.dev/apis/web-api/rate-limits); a 429 is honoured for its Retry-After."""
