@@ -4,8 +4,10 @@
 
 End to end = enqueued by `ApprovalClient.request` → stored → card posted to the Slack sandbox (no
 added latency) → its `ts` stored. The baseline runs the same number of no-op jobs through the same
-RQ worker class (`SimpleWorker`, which `countersign worker` runs: no fork per job), JSON
-serializer and worker count, in the same run. Each request has an action
+RQ worker class (`countersign.router.worker.RouterWorker`, the class `countersign worker` runs: no
+fork per job, and countersign's own bookkeeping, `countersign/workers.py`), JSON serializer and
+worker count, in the same run (issue 14: the baseline ran RQ's forking `Worker`, then RQ's
+`SimpleWorker`, while the router's class changed under it). Each request has an action
 class and a channel of its own, so Slack's pace of about one message a second per channel (which
 countersign honours; `bench/busy_channel.py` measures it) does not cap the figure. Uses a private
 redis-server and, with `--database-url`, PostgreSQL (default: a new SQLite file). Prints one
@@ -93,12 +95,12 @@ def main() -> int:
 
 
 def _noop_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path) -> float:
-    """Seconds for `args.workers` plain RQ workers to run `args.requests` no-op jobs: `rq worker` with
-    the router worker's class (`SimpleWorker`) and serializer (JSON)."""
+    """Seconds for `args.workers` RQ workers to run `args.requests` no-op jobs: `rq worker` with the
+    router worker's class (`RouterWorker`) and serializer (JSON)."""
     queue = json_queue("baseline", redis)
     argv = [
         *PYTHON_M, "rq.cli", "worker", "--url", env["REDIS_URL"],
-        "-w", "rq.worker.SimpleWorker", "-S", "rq.serializers.JSONSerializer",
+        "-w", "countersign.router.worker.RouterWorker", "-S", "rq.serializers.JSONSerializer",
     ]  # fmt: skip
     workers = run_workers(args.workers, [*argv, "baseline"], env, tmp / "baseline.log")
     try:

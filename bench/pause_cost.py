@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import secrets
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,6 +61,7 @@ from bench.common import (
     percentile,
     print_table,
     process_tree,
+    py_spy,
     rss_kib,
     start_redis,
     wait_until,
@@ -383,7 +383,7 @@ def _expire(
     published = (OutboxEvent.published_at.is_not(None),)
     expired_before, published_before = count(*expired_status), count(*published)
     updates = len(sandbox.calls("chat.update"))
-    spy = _py_spy(sweep_pid, profile) if profile else None
+    spy = py_spy(sweep_pid, profile) if profile else None
     with engine.begin() as connection:
         connection.execute(
             update(ApprovalRequest)
@@ -412,26 +412,6 @@ def _expire(
         "rewritten": rewritten,
         "pace": paced / window * 60,
     }
-
-
-def _py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
-    spy = Path(sys.executable).with_name("py-spy")
-    argv = [
-        str(spy),
-        "record",
-        "--pid",
-        str(pid),
-        "--idle",
-        "--format",
-        "raw",
-        "--rate",
-        "100",
-        "--output",
-        str(output),
-    ]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1)  # attached
-    return process
 
 
 def _listing(engine: Engine, store: Store, repeats: int) -> list[tuple[str, object]]:

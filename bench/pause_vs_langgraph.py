@@ -6,13 +6,13 @@ its PostgreSQL checkpointer, on the same PostgreSQL server, in one run.
 Both sides run the same approval of the same refund (payload, summary, reason, context) `--runs`
 times after `--warmup` unmeasured runs, in two phases: pause every run, then resume every run.
 
-- countersign, in this process: `ApprovalClient.request` → the intake job (RQ `SimpleWorker`, burst,
-  JSON serializer) posts the card → [paused] → the Approve click's domain call
+- countersign, in this process: `ApprovalClient.request` → the intake job (the router's worker class
+  `RouterWorker`, burst, JSON serializer) posts the card → [paused] → the Approve click's domain call
   (`review.approve`: authorise, vote, decide, audit, outbox, publish the resume job,
-  rewrite the card) → the resume job (RQ burst: `approved_action` verifies the grant, claims the
-  execution, runs the refund, records the outcome) → the card refreshes it asks for (the router's
-  sweep step `refreshes.refresh_requested`). Slack is the
-  sandbox in a separate process, so its CPU is not counted (shown for information); Redis is a
+  rewrite the card) → the resume job (the agent's worker class `AgentWorker`, burst:
+  `approved_action` verifies the grant, claims the execution, runs the refund, records the outcome)
+  → the card refreshes it asks for (the router's sweep step `refreshes.refresh_requested`). Slack is
+  the sandbox in a separate process, so its CPU is not counted (shown for information); Redis is a
   private redis-server. Not included: Bolt's HTTP handling and signature check of the click.
 - LangGraph: a graph `ask_approval` (calls `interrupt(request)`) → `execute_refund`, compiled with
   `PostgresSaver` (default durability), on a scratch database: `invoke` with a new thread id until
@@ -24,18 +24,23 @@ sent and Redis commands processed, wall time, and what stays stored: growth of t
 (`pg_total_relation_size`: heap, TOAST and indexes; and the live rows' own bytes), rows, and Redis
 memory. countersign's requests use one action class (one channel) each, so its pace of one card a
 second per channel never delays a card. `--profile countersign|langgraph` prints a pyinstrument
-profile of that side's measured runs. Prints one table; asserts nothing.
+profile of that side's measured runs; `--redis-profile` prints countersign's Redis commands per run
+grouped by command and key shape (Redis MONITOR of the measured runs). Prints one table; asserts
+nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -67,6 +72,7 @@ from bench.common import (
     wait_until,
 )
 from countersign import ApprovalClient, approved_action, connections
+from countersign.agent.worker import AgentWorker
 from countersign.bot import payload
 from countersign.ports import free_port
 from countersign.router import refreshes, review
@@ -74,6 +80,7 @@ from countersign.router import runtime as runtime_module
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.jobs import INTAKE_QUEUE, json_queue
 from countersign.router.runtime import Runtime
+from countersign.router.worker import RouterWorker
 
 AGENT_QUEUE = "refund-agent"
 RESUME_FUNC = "bench.pause_vs_langgraph.execute_refund"  # imported by path, as an agent worker would
@@ -229,6 +236,39 @@ def profiled(enabled: bool) -> Iterator[None]:
         print(profiler.output_text(unicode=False, color=False, show_all=False), file=sys.stderr)
 
 
+@contextmanager
+def monitored(args: argparse.Namespace, redis_url: str) -> Iterator[None]:
+    """With `--redis-profile`, print the Redis commands of the enclosed block per run to stderr, by
+    command and key shape (ids as `*`), most frequent first (Redis MONITOR, on a thread)."""
+    if not args.redis_profile:
+        yield
+        return
+    commands: Counter[str] = Counter()
+    ready, end = threading.Event(), f"countersign-bench-end-{os.getpid()}"
+
+    def listen() -> None:
+        with Redis.from_url(redis_url).monitor() as monitor:  # type: ignore[no-untyped-call]
+            ready.set()
+            for seen in monitor.listen():
+                words = str(seen["command"]).split()
+                if words[:2] == ["EXISTS", end]:
+                    return
+                key = re.sub(r"[0-9a-f]{32}|[0-9A-Z]{26}|[0-9]{6,}", "*", words[1]) if len(words) > 1 else ""
+                commands[f"{words[0]} {key}" if words[0] not in ("MULTI", "EXEC") else words[0]] += 1
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        yield
+    finally:
+        Redis.from_url(redis_url).exists(end)
+        thread.join(30)
+        print(f"Redis commands per run ({sum(commands.values()) / args.runs:.1f}):", file=sys.stderr)
+        for command, count in commands.most_common():
+            print(f"{count / args.runs:8.2f}  {command}", file=sys.stderr)
+
+
 @dataclass
 class Side:
     """One side's measured results: per-phase costs and the footprint before, paused and done."""
@@ -255,12 +295,13 @@ def policy(channels: int) -> str:
     return f"version: 1\ndefaults: {defaults}\nactions:\n{actions}\n"
 
 
-def drain(redis: Redis, queue: str) -> None:
-    """Run every job on `queue` in this process (RQ SimpleWorker, burst, JSON serializer). RQ installs
+def drain(redis: Redis, queue: str, worker_class: type[SimpleWorker]) -> None:
+    """Run every job on `queue` in this process (`worker_class`, the one countersign runs that queue
+    with; burst, JSON serializer). RQ installs
     its own SIGINT/SIGTERM handlers (a warm shutdown that only ends the burst); ours come back after,
     so Ctrl-C stops the benchmark instead of skipping jobs and printing wrong figures."""
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    worker = SimpleWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
+    worker = worker_class([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
     try:
         worker.work(burst=True, logging_level="WARNING")
     finally:
@@ -294,7 +335,7 @@ def countersign_runs(
             )
             for n in range(first, first + count)
         ]
-        drain(runtime.redis, INTAKE_QUEUE)
+        drain(runtime.redis, INTAKE_QUEUE, RouterWorker)
     paused, redis_paused = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
     rows = [row for request_id in ids if (row := runtime.store.get(request_id)) is not None]
     clicks = [click(row.id, row.channel) for row in rows]
@@ -303,7 +344,7 @@ def countersign_runs(
             approval = payload.click(body)
             review.approve(runtime, runtime.slack, approval.request_id, approval.user, approval.channel)
     with metered(database, pids, runtime.redis) as execute:
-        drain(runtime.redis, AGENT_QUEUE)
+        drain(runtime.redis, AGENT_QUEUE, AgentWorker)
         refreshes.refresh_requested(runtime, limit=count)  # the card refreshes the resume jobs asked for
     done = database.footprint(COUNTERSIGN_TABLES)
     completed = sum(
@@ -356,7 +397,7 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
             pids = {"redis": redis_server.process.pid, "sandbox": sandbox.process.pid}
             try:
                 countersign_runs(runtime, 0, args.warmup, database, pids)
-                with profiled(args.profile == "countersign"):
+                with profiled(args.profile == "countersign"), monitored(args, redis_url):
                     return countersign_runs(runtime, args.warmup, args.runs, database, pids)
             finally:
                 database.close()
@@ -463,6 +504,11 @@ def main() -> int:
         "--profile",
         choices=["countersign", "langgraph"],
         help="print a pyinstrument profile of that side's measured runs to stderr (inflates its CPU figures)",
+    )
+    parser.add_argument(
+        "--redis-profile",
+        action="store_true",
+        help="print countersign's Redis commands per run by command and key shape to stderr (MONITOR)",
     )
     parser.add_argument(
         "--database-url", required=True, help="the PostgreSQL server to create scratch databases on"

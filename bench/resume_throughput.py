@@ -11,13 +11,16 @@ request's execution is recorded `executed` in the database. The resume function 
 `@approved_action` (grant check, single-use claim, the action, its outcome), as an agent writes it.
 Also prints the Redis commands processed per resume job meanwhile (the agent workers', the card
 refreshes they ask for included). Uses a private redis-server and a scratch database (a SQLite
-file without `--database-url`). Prints one table; asserts nothing.
+file without `--database-url`). `--profile PROFILE` records each agent worker with py-spy over the
+measured time (PROFILE-0, PROFILE-1, ...). Prints one table; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +43,7 @@ from bench.common import (
     countersign_env,
     exit_on_sigterm,
     print_table,
+    py_spy,
     start_redis,
     wait_until,
 )
@@ -77,6 +81,11 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000, help="approvals (default 1000)")
     parser.add_argument("--workers", type=int, default=2, help="agent workers (default 2)")
     parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="write py-spy profiles (raw, collapsed) of each agent worker to PROFILE-<n>",
+    )
     args = parser.parse_args()
     exit_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
@@ -127,10 +136,12 @@ def _measure(
     suspend(redis)
     argv = [*PYTHON_M, "countersign.cli", "agent-worker", AGENT_QUEUE]
     workers = [Child(f"agent-{n}", argv, env, tmp / "agent.log") for n in range(args.workers)]
+    spies: list[subprocess.Popen[bytes]] = []
     for worker in workers:
         worker.start()
     try:
         wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
+        spies = [_spy(worker, args.profile, n) for n, worker in enumerate(workers)] if args.profile else []
         commands = _commands(redis)
         start = time.monotonic()
         resume(redis)
@@ -138,9 +149,17 @@ def _measure(
         seconds = time.monotonic() - start
         commands = _commands(redis) - commands
     finally:
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
         for worker in workers:
             worker.kill()
     return seconds, commands
+
+
+def _spy(worker: Child, profile: Path, n: int) -> subprocess.Popen[bytes]:
+    assert worker.process is not None
+    return py_spy(worker.process.pid, profile.with_name(f"{profile.name}-{n}"))
 
 
 def _commands(redis: Redis) -> int:

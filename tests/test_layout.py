@@ -23,6 +23,7 @@ SHARED = {
     "idempotency",
     "ports",
     "schema",
+    "workers",
 }
 LEAVES = {"defaults", "exceptions", "files"}  # import nothing of ours; even `store` may use them
 

@@ -13,14 +13,18 @@ uniquely, are looked up first instead (`enqueue_intake`).
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from redis import Redis
+from redis.exceptions import WatchError
 from rq import Callback, Queue, RateLimit, Retry, get_current_job
 from rq.exceptions import DuplicateJobError
 from rq.job import Job
+from rq.queue import EnqueueData
 from rq.rate_limit import RateLimitRegistry
 from rq.serializers import JSONSerializer
 
@@ -68,6 +72,11 @@ RESUME_DONE_CALLBACK = "countersign.agent.callbacks.resume_done"
 (`mark_resumed`). RQ deletes the job itself when it finishes (`result_ttl=0`): its record held the
 whole decision for days, and only the fact that it ran is read after (`relay.heal`,
 `relay.clear_taken`)."""
+
+ENQUEUE_ATTEMPTS = 5
+"""`enqueue_resumes` reads and tries its transaction this many times while the jobs it would enqueue
+change under it (each a job enqueued by another process at that moment), then leaves the batch to
+the next relay sweep."""
 
 RESUME_JOB_PREFIX = "resume-"
 """A resume job's id is this and the request id (`resume_job_id`)."""
@@ -197,20 +206,92 @@ def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
     is unique), with `RESUME_FAILED_CALLBACK` as its `on_failure` and `RESUME_DONE_CALLBACK` as its
     `on_success`; RQ deletes it when it finishes (`result_ttl=0`), leaving only the marker. Raises
     redis-py's `RedisError`, and `ValueError` for a webhook event (it has no job)."""
-    if event.queue is None or event.func is None:
-        raise ValueError(f"outbox event {event.id} is a webhook, not an RQ job")
+    queue, func = _job_target(event)
     try:
-        json_queue(event.queue, redis).enqueue(
-            event.func,
-            event.body,
-            job_id=event.job_id,
-            unique=True,
-            result_ttl=0,
-            job_timeout=RESUME_TIMEOUT_SECONDS,
-            retry=RESUME_RETRY,
-            on_failure=Callback(RESUME_FAILED_CALLBACK),
-            on_success=Callback(RESUME_DONE_CALLBACK),
-            description=f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
-        )
+        json_queue(queue, redis).enqueue(
+            func, event.body, job_id=event.job_id, unique=True, job_timeout=RESUME_TIMEOUT_SECONDS,
+            **_resume_options(event),
+        )  # fmt: skip
     except DuplicateJobError:
         log.debug("resume job %s was already enqueued", event.job_id)
+
+
+def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent]) -> int:
+    """Enqueue the resume jobs of `events` as `enqueue_resume` does, in one Redis transaction: all
+    of them but those whose job exists (queued, running, failed) or has run (its marker). Returns how
+    many had not run when read (enqueued now or before). Raises redis-py's `RedisError` (then none
+    was enqueued), `WatchError` when the jobs to enqueue kept changing over `ENQUEUE_ATTEMPTS`.
+
+    RQ's unique enqueue is a script a job (`Queue.enqueue(unique=True)`), and its batch enqueue
+    (`Queue.enqueue_many` on a pipeline, https://python-rq.org/docs/, "Bulk Job Enqueueing") does
+    not check for an existing job. So the keys of the jobs found missing (job and marker) are
+    WATCHed, read again, and those still missing enqueued in a MULTI/EXEC that Redis refuses if any
+    of those keys changed meanwhile, e.g. the decision path's `enqueue_resume` of the same job
+    (https://redis.io/docs/latest/develop/interact/transactions/, "Optimistic locking using
+    check-and-set"); then it is tried again. Only the missing jobs are watched: a queued job's hash
+    changes as a worker runs it, which must not make the batch fail.
+    """
+    missing, ran = _missing(redis, events)
+    for _ in range(ENQUEUE_ATTEMPTS):
+        if not missing or _enqueue_missing(redis, missing):
+            return len(events) - ran
+    raise WatchError(f"the resume jobs of {len(missing)} event(s) kept changing; none enqueued")
+
+
+def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
+    """WATCH the job and marker keys of `events`, and enqueue those whose job still neither exists
+    nor has run, in one MULTI/EXEC. False, with nothing enqueued, if a watched key changed."""
+    keys = [key for event in events for key in (Job.key_for(event.job_id), resumed_key(event.request_id))]
+    with redis.pipeline() as transaction:
+        try:
+            transaction.watch(*keys)  # type: ignore[no-untyped-call]
+            missing, _ = _missing(redis, events)
+            transaction.multi()
+            for queue, batch in itertools.groupby(missing, key=lambda event: event.queue):
+                json_queue(queue, redis).enqueue_many([_resume_data(e) for e in batch], pipeline=transaction)
+            transaction.execute()
+        except WatchError:
+            return False
+    return True
+
+
+def _missing(redis: Redis, events: Sequence[OutboxEvent]) -> tuple[list[OutboxEvent], int]:
+    """The `events` whose resume job neither exists nor has run, sorted by queue; and how many of
+    `events` have run (their marker)."""
+    with redis.pipeline(transaction=False) as pipeline:
+        for event in events:
+            pipeline.exists(Job.key_for(event.job_id))
+            pipeline.exists(resumed_key(event.request_id))
+        found = pipeline.execute()
+    queued, ran = found[::2], found[1::2]
+    missing = [event for event, *present in zip(events, queued, ran, strict=True) if not any(present)]
+    return sorted(missing, key=lambda event: _job_target(event)[0]), sum(ran)
+
+
+def _resume_data(event: OutboxEvent) -> EnqueueData:
+    return Queue.prepare_data(
+        _job_target(event)[1],
+        [event.body],
+        job_id=event.job_id,
+        timeout=RESUME_TIMEOUT_SECONDS,
+        **_resume_options(event),
+    )
+
+
+def _job_target(event: OutboxEvent) -> tuple[str, str]:
+    """The queue and function of an RQ resume event. Raises `ValueError` for a webhook event."""
+    if event.queue is None or event.func is None:
+        raise ValueError(f"outbox event {event.id} is a webhook, not an RQ job")
+    return event.queue, event.func
+
+
+def _resume_options(event: OutboxEvent) -> dict[str, Any]:
+    """The RQ job options of a resume job, but its id and timeout (named differently by `enqueue` and
+    `prepare_data`)."""
+    return {
+        "result_ttl": 0,
+        "retry": RESUME_RETRY,
+        "on_failure": Callback(RESUME_FAILED_CALLBACK),
+        "on_success": Callback(RESUME_DONE_CALLBACK),
+        "description": f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
+    }

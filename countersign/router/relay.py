@@ -5,9 +5,10 @@ A decision commits its outbox row in the same transaction (store.decide); `try_p
 enqueues the resume job `func(decision)` on the request's resume queue at once. `sweep` (run by
 the router worker every second) publishes whatever is still unpublished, whether it was enqueued
 already or its process died before, and marks it published. The job id is derived from the
-request id and enqueued with `unique=True`, so a second publish of the same event does not create a second job
-(https://python-rq.org/docs/, "Unique Jobs"). This is the transactional outbox pattern
-(https://microservices.io/patterns/data/transactional-outbox.html).
+request id; `try_publish` enqueues it with `unique=True` (https://python-rq.org/docs/, "Unique
+Jobs") and `sweep` a batch in one Redis transaction that skips a job already there
+(`jobs.enqueue_resumes`), so a second publish of the same event does not create a second job. This
+is the transactional outbox pattern (https://microservices.io/patterns/data/transactional-outbox.html).
 
 A resume the agent has not run is said so on the card and in the audit trail: the agent's worker
 notes a job that raised (`agent/callbacks.py`), `note_untaken` a job no worker took, and
@@ -29,6 +30,7 @@ from ..store import OutboxEvent, Store
 from .jobs import (
     enqueue_intake,
     enqueue_resume,
+    enqueue_resumes,
     intake_job_id,
     request_refresh,
     resumed_key,
@@ -66,44 +68,27 @@ def try_publish(redis: Redis, event: OutboxEvent) -> bool:
 
 
 def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> int:
-    """Enqueue the resume jobs of `events` (each once), then mark them published in one transaction.
-    A job that has run already (its marker is in Redis: the decision path enqueued it, and RQ
-    deleted it when it ran) is only marked. If Redis fails, the events not enqueued yet are left to
-    the next `sweep`. Returns how many were enqueued. Raises the store's errors (those events are
-    then published again by `sweep`; the job ids are unique, so no job is enqueued twice). Webhook
-    events are left to the webhook sweep (`webhooks.Deliverer`), which marks them when delivered."""
+    """Enqueue the resume jobs of `events` (each once) in one Redis transaction, then mark them
+    published in one database transaction. A job that exists already (the decision path enqueued
+    it) or has run (its marker: RQ deleted it when it ran) is only marked (`jobs.enqueue_resumes`).
+    If Redis fails, the events are left to the next `sweep`. Returns how many have a job waiting
+    (enqueued now or before), not counting those that ran. Raises
+    the store's errors (those events are then published again by `sweep`; no job is enqueued
+    twice). Webhook events are left to the webhook sweep (`webhooks.Deliverer`), which marks them
+    when delivered."""
     events = [event for event in events if event.webhook is None]
-    published: list[int] = []
-    enqueued = 0
     try:
-        ran = _resumed(redis, events)
-        for event in events:
-            if event.request_id not in ran:
-                enqueue_resume(redis, event)
-                enqueued += 1
-            published.append(event.id)
+        waiting = enqueue_resumes(redis, events)
     except RedisError as exc:
-        log.warning(
-            "%d resume event(s) not published yet (%s); the relay sweep will retry",
-            len(events) - len(published),
-            exc,
-        )
-    store.mark_all_published(published)
-    return enqueued
-
-
-def _resumed(redis: Redis, events: Sequence[OutboxEvent]) -> set[str]:
-    """The request ids of `events` whose resume job has run (`jobs.mark_resumed`). Raises redis-py's
-    `RedisError`."""
-    with redis.pipeline(transaction=False) as pipeline:
-        for event in events:
-            pipeline.exists(resumed_key(event.request_id))
-        present = pipeline.execute()
-    return {event.request_id for event, exists in zip(events, present, strict=True) if exists}
+        log.warning("%d resume event(s) not published yet (%s); the relay sweep will retry", len(events), exc)
+        return 0
+    store.mark_all_published([event.id for event in events])
+    return waiting
 
 
 def sweep(store: Store, redis: Redis, limit: int = 100) -> int:
-    """Publish up to `limit` unpublished outbox events, oldest first. Returns how many were published."""
+    """Publish up to `limit` unpublished outbox events, oldest first (`publish_all`, whose count it
+    returns)."""
     return publish_all(store, redis, store.unpublished(limit))
 
 

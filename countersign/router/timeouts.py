@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 
 
 DRAIN_SECONDS = 10.0
+EXPIRY_BATCH = 500
+"""Timeouts taken and expired together: one database transaction and one Redis transaction for
+their resume jobs a batch, so a backlog of 10,000 takes 20 of each (BENCHMARKS.md, "Issue 14, second
+pass")."""
 REWRITES_PER_TICK = 1
 """Decided cards the sweep rewrites a tick (one a second): chat.update is Tier 3, 50+ a minute per
 workspace (https://docs.slack.dev/apis/web-api/rate-limits); a 429 is honoured for its Retry-After."""
@@ -43,21 +47,23 @@ def sweep(
     limit: int = 100,
     drain_seconds: float = DRAIN_SECONDS,
     rewrites: int = REWRITES_PER_TICK,
+    batch: int = EXPIRY_BATCH,
 ) -> int:
     """Time out, escalate and remind what is due; returns how many requests changed state.
 
-    Timeouts are taken `limit` at a time, and taken again at once while a whole batch was due and
+    Timeouts are taken `batch` at a time, and taken again at once while a whole batch was due and
     changed, for up to `drain_seconds`: a backlog (many requests timing out together) drains in one
-    tick instead of `limit` a second, and reminders, cards and the relay still get their turn. The
+    tick instead of `batch` a second, and reminders and cards (`limit` a tick) and the relay still
+    get their turn. The
     cards of expired requests are not rewritten with their expiry but by the card step, `rewrites`
     a tick, oldest due first, at Slack's pace.
     """
     changed, started = 0, time.monotonic()
     while True:
-        due = runtime.store.due_for_timeout(limit)
-        batch = _time_out(runtime, due)
-        changed += batch
-        if len(due) < limit or batch < len(due) or time.monotonic() - started > drain_seconds:
+        due = runtime.store.due_for_timeout(batch)
+        done = _time_out(runtime, due)
+        changed += done
+        if len(due) < batch or done < len(due) or time.monotonic() - started > drain_seconds:
             break
     for request in runtime.store.due_for_reminder(limit):
         _each(_remind, runtime, request)

@@ -1,11 +1,13 @@
 """The router worker: an RQ worker on the `countersign` queue plus the periodic relay sweep.
 
 RQ settings, chosen so that nothing is lost or run twice by the transport, and for speed:
-- RQ's `SimpleWorker`, which runs jobs in the worker process instead of forking a work-horse per
-  job: the database pool, the Slack and Redis clients and SQLAlchemy's compiled-statement cache
-  outlive one job (BENCHMARKS.md, "Intake throughput", measures what a fork per job costs). Intake
-  jobs are idempotent, and a job left behind by a killed worker is found by RQ's maintenance and
-  the card sweep;
+- countersign's worker class (`countersign/workers.py`): RQ's `SimpleWorker`, which runs jobs in
+  the worker process instead of forking a work-horse per job, so the database pool, the Slack and
+  Redis clients and SQLAlchemy's compiled-statement cache outlive one job (BENCHMARKS.md, "Intake
+  throughput", measures what a fork per job costs), with a heartbeat thread while a job runs and
+  RQ's bookkeeping of the worker itself sent every few seconds rather than several times a job.
+  Intake jobs are idempotent, and a job left behind by a killed worker is found by RQ's maintenance
+  (about 90 s after its last heartbeat) and the card sweep;
 - one queue per worker, so RQ dequeues atomically with `BLMOVE` (Redis >= 6.2) instead of a
   `BLPOP` whose move into the started registry is not atomic (rq issue #1716);
 - the JSON serializer (DESIGN.md, invariant 9);
@@ -32,11 +34,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rq import SimpleWorker
 from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
+from ..workers import CountersignWorker
 from . import journal, refreshes, relay, timeouts, webhooks
 from .jobs import INTAKE_QUEUE, json_queue
 from .reload import PolicyHolder
@@ -49,9 +51,9 @@ MAINTENANCE_INTERVAL_SECONDS = 60
 HEAL_EVERY_TICKS = 30  # every 30 s: lost resume and intake jobs, acked actions of dead web processes
 
 
-class RouterWorker(SimpleWorker):
-    """RQ's non-forking worker, refreshing the policy before each job, so that every job runs
-    with the newest good policy (and a broken file is reported once)."""
+class RouterWorker(CountersignWorker):
+    """countersign's worker class (`workers.CountersignWorker`), refreshing the policy before each
+    job, so that every job runs with the newest good policy (and a broken file is reported once)."""
 
     policies: PolicyHolder | None = None
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from redis import Redis
-from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
 from countersign.router import refreshes
@@ -30,6 +29,7 @@ from countersign.router.jobs import INTAKE_QUEUE, json_queue, resume_job_id
 from countersign.router.reload import SETTLE_SECONDS
 from countersign.router.runtime import current
 from countersign.store import ApprovalRequest, ResumeEvent
+from countersign.workers import CountersignWorker
 
 T = TypeVar("T")
 
@@ -64,9 +64,10 @@ def settled(path: Path) -> None:
 
 
 def drain(redis: Redis, queue: str = INTAKE_QUEUE) -> None:
-    """Run every job on `queue` in this process with RQ's SimpleWorker (JSON serializer), then return;
-    for the router's queue, then also rewrite the cards asked for, as the router's sweep does."""
-    worker = SimpleWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
+    """Run every job on `queue` in this process with countersign's worker class (JSON serializer),
+    then return; for the router's queue, then also rewrite the cards asked for, as the router's sweep
+    does."""
+    worker = CountersignWorker([json_queue(queue, redis)], connection=redis, serializer=JSONSerializer)
     worker.work(burst=True)
     if queue == INTAKE_QUEUE:
         refreshes.refresh_requested(current())

@@ -115,3 +115,15 @@ def outlive_heartbeat() -> list[float]:
     while expires_at() == first and time.monotonic() < deadline:
         time.sleep(0.05)
     return [given, expires_at() - time.time()]
+
+
+HANG_FUNC = "tests.helpers.agent.hang"
+HANGING_KEY = "test-agent:hanging"
+
+
+def hang() -> None:
+    """A job that says it has started (`HANGING_KEY`), then runs until its worker is killed."""
+    job = get_current_job()
+    assert job is not None
+    job.connection.set(HANGING_KEY, job.id)
+    time.sleep(600)

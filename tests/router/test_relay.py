@@ -17,9 +17,13 @@ from tests.helpers import agent, drain
 from tests.helpers.builders import age, decided_card, edited_card, events, new_request, refund
 
 
-def decided_without_publishing(client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime) -> str:
+def decided_without_publishing(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, run_id: str = "r1"
+) -> str:
     """A request approved in the database whose web process died before publishing the resume."""
-    request_id = client.request(refund(resume={"queue": agent.QUEUE, "func": agent.EXECUTE_FUNC}))
+    request_id = client.request(
+        refund(run_id=run_id, resume={"queue": agent.QUEUE, "func": agent.EXECUTE_FUNC})
+    )
     drain(redis)
     store.vote(request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, "approved", runtime.resume_event)
     return request_id
@@ -49,6 +53,25 @@ def test_relay_died_after_enqueue_before_marking_enqueues_nothing_twice(
     drain(redis, agent.QUEUE)
     drain(redis, agent.QUEUE)
     assert len(agent.executed(redis)) == 1
+
+
+def test_the_sweep_enqueues_a_batch_in_one_go_but_no_job_that_is_queued_or_has_run(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """Issue 14: the sweep enqueues a batch's resume jobs in one Redis transaction (`enqueue_resumes`),
+    not RQ's unique enqueue a job; it still adds none for a job already queued (the decision path
+    enqueued it) nor for one that ran (its marker), and each waiting job is on the queue once."""
+    queued, ran, lost = (
+        decided_without_publishing(client, redis, store, runtime, run_id=run) for run in ("q", "r", "l")
+    )
+    events = {event.request_id: event for event in store.unpublished()}
+    enqueue_resume(redis, events[queued])  # the decision path published it, then died before marking
+    redis.set(resumed_key(ran), 1)  # the agent ran it and RQ deleted the job
+    assert relay.sweep(store, redis) == 2  # two are waiting: the one queued before and the lost one
+    assert sorted(json_queue(agent.QUEUE, redis).job_ids) == sorted(map(resume_job_id, (queued, lost)))
+    assert store.unpublished() == [] and relay.sweep(store, redis) == 0
+    drain(redis, agent.QUEUE)
+    assert len(agent.executed(redis)) == 2
 
 
 def test_agent_running_the_same_decision_twice_acts_once(

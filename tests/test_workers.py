@@ -1,0 +1,91 @@
+"""countersign's RQ worker class (`countersign/workers.py`): RQ's bookkeeping of the worker itself is
+sent every few seconds, not several times a job, and RQ still finds the job of a killed worker
+abandoned and runs it again."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from redis import Redis
+from rq import Retry, SimpleWorker
+from rq.job import Job
+from rq.serializers import JSONSerializer
+
+from countersign.router.jobs import json_queue
+from countersign.workers import CountersignWorker
+from tests.helpers import REPO, agent, wait_for
+from tests.helpers.redis_server import RedisServer
+
+QUEUE = "test-workers"
+JOBS = 20
+
+
+def _commands_a_job(redis: Redis, worker_class: type[SimpleWorker]) -> float:
+    """Redis commands a no-op job costs on `worker_class` (burst), as an intake or resume job is
+    enqueued: unique id, deleted once run."""
+    queue = json_queue(QUEUE, redis)
+    for n in range(JOBS):
+        queue.enqueue(agent.PROCESS_FUNC, n, job_id=f"job-{n}", unique=True, result_ttl=0)
+    before = int(redis.info("stats")["total_commands_processed"])
+    worker_class([queue], connection=redis, serializer=JSONSerializer).work(burst=True)
+    return (int(redis.info("stats")["total_commands_processed"]) - before) / JOBS
+
+
+def test_the_worker_sends_rqs_bookkeeping_of_itself_every_few_seconds_not_several_times_a_job(
+    redis: Redis,
+) -> None:
+    """Issue 14: RQ's `SimpleWorker` renews its own hash, TTL and state four or five times a job
+    (about 64 Redis commands a no-op job here); countersign's class sends under 45, and every job
+    still ran and was deleted."""
+    simple = _commands_a_job(redis, SimpleWorker)
+    ours = _commands_a_job(redis, CountersignWorker)
+    assert simple > 55 and ours < 45, (simple, ours)
+    assert json_queue(QUEUE, redis).count == 0
+    assert not [key for key in redis.keys("rq:job:job-*")]  # deleted once run, as RQ does
+    assert not redis.smembers(f"rq:worker:{_only_worker(redis)}:executions")  # no execution left
+
+
+def _only_worker(redis: Redis) -> str:
+    names = {key.decode().split(":")[2] for key in redis.keys("rq:worker:*")}
+    return names.pop() if len(names) == 1 else ""
+
+
+WORKER = (
+    "import sys; from redis import Redis; from rq.serializers import JSONSerializer;"
+    "from countersign.router.jobs import json_queue; from countersign.workers import CountersignWorker;"
+    "redis = Redis.from_url(sys.argv[1]);"
+    "CountersignWorker([json_queue(sys.argv[2], redis)], connection=redis, serializer=JSONSerializer).work()"
+)
+
+
+def test_a_killed_workers_job_is_still_found_abandoned_and_run_again(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """The worker's own heartbeat is sent less often, but a running job's is not: once the worker
+    is SIGKILLed mid-job, RQ's maintenance finds the job abandoned within its monitoring interval
+    plus 60 s (90 s) of its last heartbeat, and its `Retry` puts it back on the queue."""
+    queue = json_queue(QUEUE, redis)
+    job = queue.enqueue(agent.HANG_FUNC, retry=Retry(max=1), job_timeout=600)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, redis_server.url, QUEUE],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: redis.get(agent.HANGING_KEY), timeout=60, what="the job to start")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=20)
+        registry = queue.started_job_registry
+        assert registry.get_job_ids(), "the running job is in RQ's started registry"
+        registry.cleanup(timestamp=time.time() + 80)  # not yet: its heartbeat is still valid
+        assert job.get_status(refresh=True) == "started"
+        registry.cleanup(timestamp=time.time() + 95)  # RQ's maintenance, 95 s later
+        assert job.get_status(refresh=True) == "queued" and queue.job_ids == [job.id]
+        assert Job.fetch(job.id, connection=redis, serializer=JSONSerializer).retries_left == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
