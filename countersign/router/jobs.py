@@ -247,7 +247,7 @@ def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
             transaction.watch(*keys)  # type: ignore[no-untyped-call]
             missing, _ = _missing(redis, events)
             transaction.multi()
-            for queue, batch in itertools.groupby(missing, key=lambda event: event.queue):
+            for queue, batch in itertools.groupby(missing, key=lambda event: _job_target(event)[0]):
                 json_queue(queue, redis).enqueue_many([_resume_data(e) for e in batch], pipeline=transaction)
             transaction.execute()
         except WatchError:
