@@ -13,6 +13,7 @@ ROOT = Path(__file__).parent.parent / "countersign"
 MAX_LINES = 500
 # Top-level modules every package may use; they import only `store` and each other.
 SHARED = {
+    "bell",
     "config",
     "connections",
     "decision",
