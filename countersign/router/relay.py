@@ -10,6 +10,10 @@ Jobs") and `sweep` a batch in one Redis transaction that skips a job already the
 (`jobs.enqueue_resumes`), so a second publish of the same event does not create a second job. This
 is the transactional outbox pattern (https://microservices.io/patterns/data/transactional-outbox.html).
 
+Every publish also rings the decided requests' bells (`bell.ring`), after the commit, so an agent
+waiting in process (`ApprovalClient.wait`) or on the HTTP long poll wakes at once; the sweep rings
+again what it publishes, which covers a ring lost with Redis.
+
 A resume the agent has not run is said so on the card and in the audit trail: the agent's worker
 notes a job that raised (`agent/callbacks.py`), `note_untaken` a job no worker took, and
 `clear_taken` clears either once a worker has run the job to the end.
@@ -26,6 +30,7 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
+from .. import bell
 from ..store import OutboxEvent, Store
 from .jobs import (
     enqueue_intake,
@@ -56,11 +61,11 @@ def try_publish(redis: Redis, event: OutboxEvent) -> bool:
     unique enqueue finds the job (no second job) and which marks the events of that second published
     in one transaction: the decision path makes no second database transaction. Returns False, and
     leaves the event to the sweep, when Redis is unreachable. A webhook event has no job: the
-    sweep POSTs it (`webhooks.Deliverer`), and this returns True."""
-    if event.webhook is not None:
-        return True
+    sweep POSTs it (`webhooks.Deliverer`). Either way the request's bell is rung."""
     try:
-        enqueue_resume(redis, event)
+        if event.webhook is None:
+            enqueue_resume(redis, event)
+        bell.ring(redis, [event.request_id])
     except RedisError as exc:
         log.warning("resume %s not published yet (%s); the relay sweep will retry", event.job_id, exc)
         return False
@@ -75,14 +80,15 @@ def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> in
     (enqueued now or before), not counting those that ran. Raises
     the store's errors (those events are then published again by `sweep`; no job is enqueued
     twice). Webhook events are left to the webhook sweep (`webhooks.Deliverer`), which marks them
-    when delivered."""
-    events = [event for event in events if event.webhook is None]
+    when delivered. The bells of all `events` are rung."""
+    jobs = [event for event in events if event.webhook is None]
     try:
-        waiting = enqueue_resumes(redis, events)
+        waiting = enqueue_resumes(redis, jobs)
+        bell.ring(redis, [event.request_id for event in events])
     except RedisError as exc:
-        log.warning("%d resume event(s) not published yet (%s); the relay sweep will retry", len(events), exc)
+        log.warning("%d resume event(s) not published yet (%s); the relay sweep will retry", len(jobs), exc)
         return 0
-    store.mark_all_published([event.id for event in events])
+    store.mark_all_published([event.id for event in jobs])
     return waiting
 
 

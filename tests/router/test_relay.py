@@ -7,6 +7,7 @@ import pytest
 from redis import Redis
 
 from countersign import ExecutionRefused, execute_approved
+from countersign.bell import bell_key, listen
 from countersign.agent import ApprovalClient
 from countersign.router import relay
 from countersign.router.jobs import enqueue_resume, json_queue, resume_job_id, resumed_key
@@ -36,10 +37,24 @@ def test_decision_committed_but_not_published_is_published_by_the_sweep(
     assert json_queue(agent.QUEUE, redis).count == 0 and [e.request_id for e in store.unpublished()] == [
         request_id
     ]
+    assert not redis.exists(bell_key(request_id))
     assert relay.sweep(store, redis) == 1
+    assert listen(redis, request_id, 0.01) is True  # the sweep rang the bell a waiting agent blocks on
     assert relay.sweep(store, redis) == 0
     drain(redis, agent.QUEUE)
     assert agent.executed(redis) == [{"amount": "120.00", "currency": "USD"}]
+
+
+def test_publishing_at_once_rings_the_bell_of_job_and_webhook_resumes_alike(
+    client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    [event] = store.unpublished()
+    assert relay.try_publish(redis, event) is True
+    assert listen(redis, request_id, 0.01) is True and json_queue(agent.QUEUE, redis).count == 1
+    event.webhook, event.request_id = "https://agent.example/resume", "01WEBHOOKRESUME"
+    assert relay.try_publish(redis, event) is True
+    assert listen(redis, "01WEBHOOKRESUME", 0.01) is True and json_queue(agent.QUEUE, redis).count == 1
 
 
 def test_relay_died_after_enqueue_before_marking_enqueues_nothing_twice(
