@@ -7,8 +7,8 @@ import pytest
 from redis import Redis
 
 from countersign import ExecutionRefused, execute_approved
-from countersign.bell import bell_key, listen
 from countersign.agent import ApprovalClient
+from countersign.bell import bell_key, listen
 from countersign.router import relay
 from countersign.router.jobs import enqueue_resume, json_queue, resume_job_id, resumed_key
 from countersign.router.runtime import Runtime
