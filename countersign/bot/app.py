@@ -79,11 +79,14 @@ def create_app(runtime: Runtime, needed_by: str = "`countersign web`") -> App:
         context["pool"] = pool
         next()
 
-    app.action(APPROVE_ACTION)(on_approve)
-    for action_id in (REJECT_ACTION, EDIT_ACTION, DETAILS_ACTION):
-        app.action(action_id)(on_modal_button)
-    app.view(EDIT_CALLBACK)(on_edit_submit)
-    app.view(REJECT_CALLBACK)(on_reject_submit)
+    for action_id, on_action in ACTIONS.items():
+        app.action(action_id)(on_action)
+    for callback_id, on_view in VIEWS.items():
+        app.view(callback_id)(on_view)
+    for command, on_command in COMMANDS.items():
+        app.command(command)(on_command)
+    for event, on_event in EVENTS.items():
+        app.event(event)(on_event)
     return app
 
 
@@ -166,3 +169,22 @@ def _on_submit(
             kind, submitted.request_id, submitted.user, reason=submission.reason, values=submitted.values
         )
         _after_ack(context, journal.act, client, user_id, None, action)
+
+
+ACTIONS: dict[str, Callable[..., None]] = {
+    APPROVE_ACTION: on_approve,
+    REJECT_ACTION: on_modal_button,
+    EDIT_ACTION: on_modal_button,
+    DETAILS_ACTION: on_modal_button,
+}
+"""The listener of each button's `action_id` (Slack delivers them by interactivity, manifest.yml's
+`settings.interactivity`)."""
+
+VIEWS: dict[str, Callable[..., None]] = {EDIT_CALLBACK: on_edit_submit, REJECT_CALLBACK: on_reject_submit}
+"""The listener of each modal's `callback_id` (its submits, by interactivity)."""
+
+COMMANDS: dict[str, Callable[..., None]] = {}
+"""The listener of each slash command (manifest.yml's `features.slash_commands`)."""
+
+EVENTS: dict[str, Callable[..., None]] = {}
+"""The listener of each Events API event (manifest.yml's `settings.event_subscriptions.bot_events`)."""
