@@ -21,11 +21,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from slack_bolt import Ack, App, BoltContext
+from slack_bolt import Ack, App, BoltContext, Respond
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 
-from ..router import cards, delivery, journal, review, texts
+from ..router import cards, commands, delivery, journal, review, texts
 from ..router.cards import (
     APPROVE_ACTION,
     DETAILS_ACTION,
@@ -171,6 +171,27 @@ def _on_submit(
         _after_ack(context, journal.act, client, user_id, None, action)
 
 
+def on_command(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
+    """`/countersign`: ack (an empty 200, so Slack shows nothing yet), then answer ephemerally
+    through the command's `response_url` from the pool."""
+    ack()
+    user_id, text = str(body.get("user_id") or ""), str(body.get("text") or "")
+    context["pool"].submit(_answer_command, context["runtime"], respond, user_id, text)
+
+
+def _answer_command(runtime: Runtime, respond: Respond, user_id: str, text: str) -> None:
+    """Post `commands.answer` to the response_url; when it fails, say so there (logged)."""
+    try:
+        answer = commands.answer(runtime, user_id, text)
+    except Exception as exc:
+        log.exception("/countersign %s failed after the ack", text[:40])
+        answer = {"response_type": "ephemeral", "text": texts.not_answered(type(exc).__name__)}
+    try:
+        respond(**answer)
+    except Exception:
+        log.exception("the answer to /countersign was not delivered to its response_url")
+
+
 ACTIONS: dict[str, Callable[..., None]] = {
     APPROVE_ACTION: on_approve,
     REJECT_ACTION: on_modal_button,
@@ -183,7 +204,7 @@ ACTIONS: dict[str, Callable[..., None]] = {
 VIEWS: dict[str, Callable[..., None]] = {EDIT_CALLBACK: on_edit_submit, REJECT_CALLBACK: on_reject_submit}
 """The listener of each modal's `callback_id` (its submits, by interactivity)."""
 
-COMMANDS: dict[str, Callable[..., None]] = {}
+COMMANDS: dict[str, Callable[..., None]] = {commands.COMMAND: on_command}
 """The listener of each slash command (manifest.yml's `features.slash_commands`)."""
 
 EVENTS: dict[str, Callable[..., None]] = {}

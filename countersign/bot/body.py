@@ -3,11 +3,13 @@ Bolt itself read (`bot.web`).
 
 Slack posts an interaction (a button click, a modal submit or close) as a form body,
 `Content-Type: application/x-www-form-urlencoded`, with one field, `payload`, that holds the JSON
-(https://docs.slack.dev/interactivity/handling-user-interaction, "payloads"). countersign asks Slack
-for nothing else (manifest.yml: interactivity only; no events, no slash commands), so any other body
-is refused rather than guessed at. Guessing is what let two readers disagree: a parser that takes the
-first of two `payload` fields and one that takes the last, or one that reads a raw JSON body that the
-other skips, each check one payload and act on another.
+(https://docs.slack.dev/interactivity/handling-user-interaction, "payloads"). A slash command comes
+as a form too, its fields (`command`, `text`, `user_id`, `response_url`, ...) at the top level and no
+`payload` (https://docs.slack.dev/interactivity/implementing-slash-commands). countersign asks Slack
+for nothing else (manifest.yml), so any other body is refused rather than guessed at. Guessing is
+what let two readers disagree: a parser that takes the first of two `payload` fields and one that
+takes the last, or one that reads a raw JSON body that the other skips, each check one payload and
+act on another.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ FORM = "application/x-www-form-urlencoded"
 
 
 def parse(raw: bytes, content_type: str) -> dict[str, Any]:
-    """The JSON object in the one `payload` field of a form body `raw` (as received, UTF-8).
+    """The JSON object in the one `payload` field of a form body `raw` (as received, UTF-8), or for
+    a slash command (a form with a `command` field) its fields as `{name: text}`.
 
     Raises `BadSlackBody`, whose message says what is wrong, for: another content type (or a
     charset other than UTF-8), bytes that are not UTF-8 (also percent-encoded), a field that is not
-    `name=value`, any field but `payload` or that field twice, and a payload that is not one JSON
-    object (empty, nested too deep for the parser, `NaN`, or an object with a key twice).
+    `name=value`, any field but `payload` or that field twice, a slash command with a field twice,
+    and a payload that is not one JSON object (empty, nested too deep for the parser, `NaN`, or an
+    object with a key twice).
     """
     _check_content_type(content_type)
     try:
@@ -36,6 +40,10 @@ def parse(raw: bytes, content_type: str) -> dict[str, Any]:
     except ValueError as exc:  # UnicodeDecodeError is one
         raise BadSlackBody(f"the body is not a UTF-8 form ({exc})") from None
     names = [name for name, _ in fields]
+    if "command" in names and "payload" not in names:
+        if len(set(names)) != len(names):
+            raise BadSlackBody("a slash command's form has a field twice")
+        return dict(fields)
     if names != ["payload"]:
         shown = [name[:40] for name in names[:5]]
         raise BadSlackBody(f"the form must have one field, payload; it has {len(names)}: {shown}")

@@ -60,6 +60,15 @@ def why_refused(request: ApprovalRequest | None, user_id: str, step: str) -> dic
     return {"why": why, "step": step}
 
 
+def queue(runtime: Runtime, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+    """The requests `user_id` may decide now, oldest deadline first, at most `limit`: an approver of
+    the current level, not timed out, without their vote at this level (`Store.queue_for`), and
+    allowed to approve by `why_refused` (self-approval, the request's state): the same rule a click
+    is authorised by."""
+    rows = runtime.store.queue_for(user_id, limit)
+    return [row for row in rows if why_refused(row, user_id, "approve") is None]
+
+
 def refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False) -> str:
     """What the refused reviewer is told (`plain`: for a modal's inline error, no mrkdwn)."""
     if request is None:

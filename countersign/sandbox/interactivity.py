@@ -1,7 +1,10 @@
 """Build and deliver interactivity payloads the way Slack does: form-encoded, signed, over real HTTP.
 
 Payload shapes: https://docs.slack.dev/reference/interaction-payloads/block_actions-payload and, for
-view_submission and view_closed, https://docs.slack.dev/reference/interaction-payloads/view-interactions-payload
+view_submission and view_closed,
+https://docs.slack.dev/reference/interaction-payloads/view-interactions-payload . A slash command
+is a form of its own fields, no ``payload``:
+https://docs.slack.dev/interactivity/implementing-slash-commands .
 Signing: https://docs.slack.dev/authentication/verifying-requests-from-slack/ . The signature is
 ``"v0=" + hex(HMAC-SHA256(secret, "v0:<timestamp>:<raw body>"))``, sent in ``X-Slack-Signature`` with
 the unix-seconds timestamp in ``X-Slack-Request-Timestamp``.
@@ -125,18 +128,39 @@ def view_closed_payload(*, team: Json, user: Json, view: Json, is_cleared: bool)
     }
 
 
+def slash_command_fields(
+    *, team: Json, user: Json, channel_id: str, command: str, text: str, response_url: str, trigger_id: str
+) -> dict[str, str]:
+    """The fields Slack posts when ``user`` types ``command text`` in ``channel_id`` (``team`` and
+    ``user`` as in ``block_actions_payload``), every value a string as in a form."""
+    return {
+        "token": VERIFICATION_TOKEN,
+        "team_id": team["id"],
+        "team_domain": team["domain"],
+        "channel_id": channel_id,
+        "channel_name": _channel_name(channel_id),
+        "user_id": user["id"],
+        "user_name": user["username"],
+        "command": command,
+        "text": text,
+        "api_app_id": API_APP_ID,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": trigger_id,
+    }
+
+
 def encode_payload(payload: Json) -> bytes:
     """The form body Slack sends: ``payload=<url-encoded JSON>``."""
     return urllib.parse.urlencode({"payload": json.dumps(payload, separators=(",", ":"))}).encode()
 
 
-def signed_post(url: str, payload: Json, *, secret: str, timestamp: int) -> tuple[int, str]:
-    """POST ``payload`` form-encoded to ``url``, signed with ``secret`` at ``timestamp`` (unix seconds).
+def signed_post(url: str, body: bytes, *, secret: str, timestamp: int) -> tuple[int, str]:
+    """POST the form ``body`` to ``url``, signed with ``secret`` at ``timestamp`` (unix seconds).
 
     Returns ``(HTTP status, body text)``, including 4xx/5xx answers. Connection failures and timeouts
     (``CLICK_TIMEOUT_SECONDS``) raise OSError (``urllib.error.URLError`` or ``TimeoutError``).
     """
-    body = encode_payload(payload)
     signature = SignatureVerifier(secret).generate_signature(timestamp=str(timestamp), body=body)
     request = urllib.request.Request(
         url,

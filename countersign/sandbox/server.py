@@ -17,7 +17,10 @@ Routes:
   400 for values naming blocks that are not inputs.
 - ``POST /_sandbox/close`` with JSON ``{view_id, user}``: ``Sandbox.close_view``, answered as
   ``{"status", "body"}`` of the ``view_closed`` delivery (``null`` for both when none was sent).
-- ``POST /_sandbox/response/<key>``: the ``response_url`` of a click (``webapi.response_urls.respond``).
+- ``POST /_sandbox/command`` with JSON ``{user, channel, text}``: ``Sandbox.run_command`` (``/countersign
+  text`` typed by ``user`` in ``channel``), answered like a click.
+- ``POST /_sandbox/response/<key>``: the ``response_url`` of a click or a slash command
+  (``webapi.response_urls.respond``).
 """
 
 from __future__ import annotations
@@ -123,6 +126,14 @@ def _click(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
     return _timed_delivery(lambda: sb.click(*args), "the click")
 
 
+def _command(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    request = _request(body, ("user", "channel", "text"))
+    if request is None:
+        return _json_reply({"error": "expected JSON {user, channel, text}"}, 400)
+    user, channel, text = (str(request[key]) for key in ("user", "channel", "text"))
+    return _timed_delivery(lambda: sb.run_command(user, channel, text), "the command")
+
+
 def _timed_delivery(deliver: Callable[[], tuple[int, str]], what: str) -> Reply:
     """Deliver a click or submission to the bot and answer the page with the bot's status, body and
     how long it took (404 for an unknown message or view; status 0 when it could not be delivered)."""
@@ -147,6 +158,7 @@ _ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/_sandbox/click"): _click,
     ("POST", "/_sandbox/submit"): _submit,
     ("POST", "/_sandbox/close"): _close,
+    ("POST", "/_sandbox/command"): _command,
 }
 
 
