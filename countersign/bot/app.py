@@ -25,7 +25,7 @@ from slack_bolt import Ack, App, BoltContext, Respond
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 
-from ..router import cards, commands, delivery, journal, review, texts
+from ..router import cards, commands, delivery, home, journal, review, texts
 from ..router.cards import (
     APPROVE_ACTION,
     DETAILS_ACTION,
@@ -124,7 +124,7 @@ def on_approve(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltC
     """Approve button: ack, then vote."""
     ack()
     click = payload.click(body)
-    action = review.Action("approve", click.request_id, click.user, channel=click.channel)
+    action = review.Action("approve", click.request_id, click.user, channel=click.channel, where=click.where)
     _after_ack(context, journal.act, client, click.user["slack_user_id"], click.channel, action)
 
 
@@ -166,7 +166,12 @@ def _on_submit(
     ack(**modals.ack_for(submission))
     if submission.ok:
         action = review.Action(
-            kind, submitted.request_id, submitted.user, reason=submission.reason, values=submitted.values
+            kind,
+            submitted.request_id,
+            submitted.user,
+            reason=submission.reason,
+            values=submitted.values,
+            where=submitted.where,
         )
         _after_ack(context, journal.act, client, user_id, None, action)
 
@@ -192,6 +197,20 @@ def _answer_command(runtime: Runtime, respond: Respond, user_id: str, text: str)
         log.exception("the answer to /countersign was not delivered to its response_url")
 
 
+def on_home_opened(event: dict[str, Any], context: BoltContext) -> None:
+    """`app_home_opened`: on the Home tab, publish the reviewer's Home from the pool (Bolt acks the
+    event as the listener returns)."""
+    if event.get("tab") == "home":
+        context["pool"].submit(_logged, home.opened, context["runtime"], str(event["user"]))
+
+
+def _logged(work: Callable[..., object], *args: Any) -> None:
+    try:
+        work(*args)
+    except Exception:
+        log.exception("%s failed after the ack", getattr(work, "__name__", work))
+
+
 ACTIONS: dict[str, Callable[..., None]] = {
     APPROVE_ACTION: on_approve,
     REJECT_ACTION: on_modal_button,
@@ -207,5 +226,5 @@ VIEWS: dict[str, Callable[..., None]] = {EDIT_CALLBACK: on_edit_submit, REJECT_C
 COMMANDS: dict[str, Callable[..., None]] = {commands.COMMAND: on_command}
 """The listener of each slash command (manifest.yml's `features.slash_commands`)."""
 
-EVENTS: dict[str, Callable[..., None]] = {}
+EVENTS: dict[str, Callable[..., None]] = {"app_home_opened": on_home_opened}
 """The listener of each Events API event (manifest.yml's `settings.event_subscriptions.bot_events`)."""

@@ -136,11 +136,30 @@ def check(
         return Refusal(400, str(exc))
     if "type" not in payload and "command" in payload:
         return _command(payload, ours)
+    if payload.get("type") in body.EVENT_TYPES:
+        return _event(payload, ours)
     if not _shape_ok(payload):
         return Refusal(400, "the payload does not have the shape of a Slack interaction")
     if not is_ours(payload, ours):
         return Refusal(403, "the payload is meant for another app or installation")
     return payload
+
+
+def _event(sent: dict[str, Any], ours: Installation) -> dict[str, Any] | Refusal:
+    """An Events API body, or the refusal: a challenge must carry it (400); an event needs an `event`
+    object with a `type` and a `user` (400), and must be for our app (`api_app_id`) and workspace
+    (`team_id`), or org for an org-wide install (`enterprise_id`) (403)."""
+    if sent["type"] == "url_verification":
+        return sent if isinstance(sent.get("challenge"), str) else Refusal(400, "a challenge without one")
+    event = sent.get("event")
+    if not (_is_dict_with_str(event, "type") and _is_dict_with_str(event, "user")):
+        return Refusal(400, "an event must have an event object with a type and a user")
+    if not _bolt_reads_ok(sent):
+        return Refusal(400, "the event does not have the shape Slack sends")
+    named = sent.get("enterprise_id") if ours.org_wide else sent.get("team_id")
+    if sent.get("api_app_id") != ours.app_id or named != ours.installed_in:
+        return Refusal(403, "the event is meant for another app or installation")
+    return sent
 
 
 COMMAND_FIELDS = ("command", "user_id", "team_id", "api_app_id", "response_url")
@@ -210,13 +229,15 @@ BOLT_READS: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def _bolt_reads_ok(payload: dict[str, Any]) -> bool:
+    return all(key not in payload or sent_by_slack(payload[key]) for key, sent_by_slack in BOLT_READS.items())
+
+
 def _shape_ok(payload: dict[str, Any]) -> bool:
     kind = payload.get("type")
     if not isinstance(kind, str) or not _is_dict_with_str(payload.get("user"), "id"):
         return False
-    if not all(
-        key not in payload or sent_by_slack(payload[key]) for key, sent_by_slack in BOLT_READS.items()
-    ):
+    if not _bolt_reads_ok(payload):
         return False
     if kind == "block_actions":
         actions = payload.get("actions")

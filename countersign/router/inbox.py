@@ -11,15 +11,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slack_sdk.models.blocks import Block, ContextBlock, MarkdownTextObject, PlainTextObject, SectionBlock
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ContextBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+from slack_sdk.models.views import View
 
 from ..store import ApprovalRequest, AuditEvent, Execution, Status
-from .cards import CARD_FIELD_MAX, MAX_HEADER_TEXT, MAX_SECTION_TEXT, payload_lines
+from .cards import (
+    CARD_FIELD_MAX,
+    MAX_BLOCKS_PER_VIEW,
+    MAX_HEADER_TEXT,
+    MAX_SECTION_TEXT,
+    decision_buttons,
+    payload_lines,
+)
 from .texts import USER_ID_PREFIXES, clip, escape, sanitize, verdict, when
 
 MAX_LISTED = 20  # requests in one answer: two blocks each, within Slack's 50 a message
 MAX_TRAIL = 12  # audit events `show` lists, the latest
 KEY_FIELDS_LISTED = 3  # payload fields shown per request in a list
+HOME_LISTED = 25  # requests waiting on the Home tab: three blocks each, within Slack's 100 a view
+HOME_RECENT = 10  # requests "decided by you recently"
 
 COMMAND = "/countersign"
 USAGE = [
@@ -132,3 +150,34 @@ def stats_message(counts: dict[tuple[Status, Execution | None], int], action: st
         f"Requests of {scope}: " + " · ".join(parts) + (f"\nApproved, by run: {run_text}" if run_text else "")
     )
     return message(text, [SectionBlock(block_id="stats", text=MarkdownTextObject(text=text))])
+
+
+def home_view(queue: list[ApprovalRequest], more: bool, decided: list[ApprovalRequest]) -> dict[str, Any]:
+    """The App Home tab of a reviewer (`views.publish`'s `view`): the counts, "Waiting for you" (the
+    `queue`, in order, each with the card's Approve / Reject / Edit / Details buttons, and whether
+    there are more than listed) and "Decided by you recently" (`decided`, latest first)."""
+    waiting = f"{len(queue)}{'+' if more else ''}"
+    blocks: list[Block] = [
+        ContextBlock(
+            block_id="counts",
+            elements=[
+                MarkdownTextObject(
+                    text=f"Waiting for you: {waiting} · Decided by you recently: {len(decided)}"
+                )
+            ],
+        ),
+        HeaderBlock(block_id="waiting", text=f"Waiting for you ({waiting})"),
+    ]
+    if not queue:
+        blocks.append(
+            SectionBlock(block_id="none", text=MarkdownTextObject(text="Nothing is waiting for you."))
+        )
+    for request in queue[:HOME_LISTED]:
+        blocks += request_blocks(request, "home")
+        blocks.append(ActionsBlock(block_id=f"decide-{request.id}", elements=decision_buttons(request)))
+    blocks.append(HeaderBlock(block_id="decided", text="Decided by you recently"))
+    lines = [f"{verdict(request)}: {escape(clip(request.summary, 80))}" for request in decided[:HOME_RECENT]]
+    text = "\n".join(lines) or "Nothing yet."
+    blocks.append(SectionBlock(block_id="recent", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))))
+    assert len(blocks) <= MAX_BLOCKS_PER_VIEW
+    return View(type="home", blocks=blocks).to_dict()

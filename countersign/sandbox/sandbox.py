@@ -17,8 +17,11 @@ from countersign.sandbox import modals
 from countersign.sandbox.blocks import find_button
 from countersign.sandbox.identity import RESPONSE_URL_PATH, TEAM_DOMAIN, UNSERVED_BASE_URL
 from countersign.sandbox.interactivity import (
+    FORM,
+    app_home_opened_body,
     block_actions_payload,
     encode_payload,
+    home_block_actions_payload,
     signed_post,
     slash_command_fields,
     view_closed_payload,
@@ -282,7 +285,7 @@ class Sandbox(Workspace):
         return self._send_form(encode_payload(payload), timestamp, secret)
 
     def _send_form(
-        self, body: bytes, timestamp: int | None = None, secret: str | None = None
+        self, body: bytes, timestamp: int | None = None, secret: str | None = None, content_type: str = FORM
     ) -> tuple[int, str]:
         if not self.interactivity_url:
             raise RuntimeError("interactivity_url is not set")
@@ -291,7 +294,46 @@ class Sandbox(Workspace):
             body,
             secret=self.signing_secret if secret is None else secret,
             timestamp=int(time.time()) if timestamp is None else timestamp,
+            content_type=content_type,
         )
+
+    # --- the App Home tab ------------------------------------------------------------------------------
+
+    def open_home(self, user_id: str) -> tuple[int, str]:
+        """Open the app's Home tab as ``user_id``: post the signed ``app_home_opened`` event (a JSON
+        body, to ``interactivity_url``, which stands for the app's event Request URL too) and return
+        the bot's ``(HTTP status, body text)``. Raises as ``send_signed``."""
+        with self.state.lock:
+            home = copy.deepcopy(self.state.homes.get(user_id))
+            channel = self.state.open_dm([user_id])
+        body = app_home_opened_body(team_id=self.team_id, user_id=user_id, channel=channel, view=home)
+        return self._send_form(json.dumps(body).encode(), content_type="application/json")
+
+    def home(self, user_id: str) -> Json | None:
+        """A copy of ``user_id``'s Home tab as last published (views.publish), or None."""
+        with self.state.lock:
+            return copy.deepcopy(self.state.homes.get(user_id))
+
+    def click_home(self, user_id: str, block_id: str, action_id: str) -> tuple[int, str]:
+        """Press the button ``action_id`` of block ``block_id`` on ``user_id``'s Home tab: send the
+        signed ``block_actions`` payload (``interactivity.home_block_actions_payload``) with a
+        recorded ``trigger_id``. Raises LookupError when the Home or the button is not there, and as
+        ``send_signed``."""
+        with self.state.lock:
+            home = self.state.homes.get(user_id)
+            blocks = [b for b in (home or {}).get("blocks", []) if b.get("block_id") == block_id]
+            if home is None or not blocks:
+                raise LookupError(f"no block {block_id!r} on the Home tab of {user_id!r}")
+            block, button = find_button(blocks, action_id)
+            payload = home_block_actions_payload(
+                team=self._team(self.team_id),
+                user=self._actor(user_id),
+                view=copy.deepcopy(home),
+                block_id=block["block_id"],
+                button=button,
+                trigger_id=self.state.views.issue_trigger(user_id, self.clock()),
+            )
+        return self.send_signed(payload)
 
     # --- slash commands ----------------------------------------------------------------------------------
 

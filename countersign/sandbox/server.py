@@ -19,6 +19,9 @@ Routes:
   ``{"status", "body"}`` of the ``view_closed`` delivery (``null`` for both when none was sent).
 - ``POST /_sandbox/command`` with JSON ``{user, channel, text}``: ``Sandbox.run_command`` (``/countersign
   text`` typed by ``user`` in ``channel``), answered like a click.
+- ``POST /_sandbox/home_opened`` with JSON ``{user}``: ``Sandbox.open_home`` (the ``app_home_opened``
+  event), and ``POST /_sandbox/click_home`` with JSON ``{user, block_id, action_id}``:
+  ``Sandbox.click_home`` (a button on the user's Home tab); both answered like a click.
 - ``POST /_sandbox/response/<key>``: the ``response_url`` of a click or a slash command
   (``webapi.response_urls.respond``).
 """
@@ -134,6 +137,21 @@ def _command(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
     return _timed_delivery(lambda: sb.run_command(user, channel, text), "the command")
 
 
+def _home_opened(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    request = _request(body, ("user",))
+    if request is None:
+        return _json_reply({"error": "expected JSON {user}"}, 400)
+    return _timed_delivery(lambda: sb.open_home(str(request["user"])), "the app_home_opened event")
+
+
+def _click_home(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    request = _request(body, ("user", "block_id", "action_id"))
+    if request is None:
+        return _json_reply({"error": "expected JSON {user, block_id, action_id}"}, 400)
+    user, block_id, action_id = (str(request[key]) for key in ("user", "block_id", "action_id"))
+    return _timed_delivery(lambda: sb.click_home(user, block_id, action_id), "the click")
+
+
 def _timed_delivery(deliver: Callable[[], tuple[int, str]], what: str) -> Reply:
     """Deliver a click or submission to the bot and answer the page with the bot's status, body and
     how long it took (404 for an unknown message or view; status 0 when it could not be delivered)."""
@@ -159,6 +177,8 @@ _ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/_sandbox/submit"): _submit,
     ("POST", "/_sandbox/close"): _close,
     ("POST", "/_sandbox/command"): _command,
+    ("POST", "/_sandbox/home_opened"): _home_opened,
+    ("POST", "/_sandbox/click_home"): _click_home,
 }
 
 

@@ -259,6 +259,22 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
+    def decided_by_user(self, user_id: str, limit: int = 10) -> list[ApprovalRequest]:
+        """The requests `user_id` decided or voted on that are decided now, latest decision first,
+        at most `limit`: the audit trail's `approved`, `rejected` and `vote` events name them as actor.
+        (`audit_events.actor` has no index: a scan of the trail, for one reviewer's Home tab.)"""
+        with self._read() as session:
+            acted = select(AuditEvent.request_id).where(
+                AuditEvent.actor == user_id, AuditEvent.event.in_((Status.APPROVED, Status.REJECTED, "vote"))
+            )
+            stmt = (
+                select(ApprovalRequest)
+                .where(ApprovalRequest.id.in_(acted), ApprovalRequest.status != Status.PENDING)
+                .order_by(ApprovalRequest.decided_at.desc(), ApprovalRequest.id.desc())
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
     def counts(self, action: str | None = None) -> dict[tuple[Status, Execution | None], int]:
         """How many requests there are, of action class `action` or of all: `{(status, execution):
         count}` (`execution` is the approved action's run, None before or without one)."""

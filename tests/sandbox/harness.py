@@ -46,6 +46,8 @@ class Receiver:
                 valid = receiver.verifier.is_valid_request(body, headers)
                 form = dict(urllib.parse.parse_qsl(body.decode()))  # a slash command's fields, or `payload`
                 payload = json.loads(form["payload"]) if "payload" in form else form
+                if headers.get("Content-Type") == "application/json":  # an event
+                    payload = json.loads(body)
                 receiver.requests.append(
                     {"valid": valid, "headers": headers, "body": body, "payload": payload}
                 )
