@@ -129,27 +129,26 @@ def _click(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
     return _timed_delivery(lambda: sb.click(*args), "the click")
 
 
-def _command(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
-    request = _request(body, ("user", "channel", "text"))
+def _delivered(body: bytes, keys: tuple[str, ...], act: Callable[..., tuple[int, str]], what: str) -> Reply:
+    """The page's JSON object with `keys` handed to `act` (their values as strings, in order) and
+    answered as `_timed_delivery` does; 400 when a key is missing."""
+    request = _request(body, keys)
     if request is None:
-        return _json_reply({"error": "expected JSON {user, channel, text}"}, 400)
-    user, channel, text = (str(request[key]) for key in ("user", "channel", "text"))
-    return _timed_delivery(lambda: sb.run_command(user, channel, text), "the command")
+        return _json_reply({"error": f"expected JSON {{{', '.join(keys)}}}"}, 400)
+    values = [str(request[key]) for key in keys]
+    return _timed_delivery(lambda: act(*values), what)
+
+
+def _command(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    return _delivered(body, ("user", "channel", "text"), sb.run_command, "the command")
 
 
 def _home_opened(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
-    request = _request(body, ("user",))
-    if request is None:
-        return _json_reply({"error": "expected JSON {user}"}, 400)
-    return _timed_delivery(lambda: sb.open_home(str(request["user"])), "the app_home_opened event")
+    return _delivered(body, ("user",), sb.open_home, "the app_home_opened event")
 
 
 def _click_home(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
-    request = _request(body, ("user", "block_id", "action_id"))
-    if request is None:
-        return _json_reply({"error": "expected JSON {user, block_id, action_id}"}, 400)
-    user, block_id, action_id = (str(request[key]) for key in ("user", "block_id", "action_id"))
-    return _timed_delivery(lambda: sb.click_home(user, block_id, action_id), "the click")
+    return _delivered(body, ("user", "block_id", "action_id"), sb.click_home, "the click")
 
 
 def _timed_delivery(deliver: Callable[[], tuple[int, str]], what: str) -> Reply:
