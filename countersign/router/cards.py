@@ -244,7 +244,7 @@ def _edit_line(request: ApprovalRequest) -> str | None:
     return f"✏️ {escape(clip(changes, 1500))}, edited by {who(request)}"
 
 
-def _execution_line(
+def execution_line(
     request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None
 ) -> str | None:
     """How the approved action went; or, while nothing ran, why the agent has not run the decision
@@ -287,7 +287,7 @@ def decided_card(
     no worker took it, `OutboxEvent.problem`), or why its worker refused to (`refused`: the `why`
     of its latest refusal)."""
     icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
-    lines = [f"{icon} {verdict(request)}", _edit_line(request), _execution_line(request, refused, problem)]
+    lines = [f"{icon} {verdict(request)}", _edit_line(request), execution_line(request, refused, problem)]
     if request.decision_reason:
         lines.append(f"Reviewer's reason: {escape(clip(request.decision_reason, 1000))}")
     version = f"{request.status}-{_state(request, refused, problem)}"

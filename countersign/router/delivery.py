@@ -14,7 +14,7 @@ answers, reminders and status messages, and what to do when Slack says no.
   channel, private group or IM channel, https://docs.slack.dev/reference/methods/chat.postEphemeral),
   so the card is stored with the channel Slack answered (`Store.attach_card`), and a user id still
   stored (before the card is posted, or by an earlier version) is turned into the DM's id with
-  `conversations.open` first (`_conversation`).
+  `conversations.open` first (`conversation`).
 - **Pace.** Slack allows about one message per second per channel
   (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage). Each card reserves a time
   in its channel in Redis, once, `PACE_MILLISECONDS` after the channel's previous one
@@ -50,7 +50,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, Decider, ResumeProblem, Status
+from ..store import ApprovalRequest, CardFacts, Decider, ResumeProblem, Status
 from . import cards, homedue, jobs, texts
 from .runtime import Runtime, current
 
@@ -287,7 +287,7 @@ def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> Approval
     return rerouted or request
 
 
-def _conversation(client: WebClient, channel: str) -> str:
+def conversation(client: WebClient, channel: str) -> str:
     """The id of the conversation a card for `channel` is in: `channel` itself, or for a user id
     the bot's DM with them, which `conversations.open` returns (the DM chat.postMessage posts in)."""
     if not channel.startswith(texts.USER_ID_PREFIXES):
@@ -297,10 +297,10 @@ def _conversation(client: WebClient, channel: str) -> str:
 
 def _find_card(runtime: Runtime, row: ApprovalRequest) -> Message | None:
     """This request's card at its level if an earlier attempt posted it, else None. A card for a
-    user id is looked for in their DM with the bot (`_conversation`)."""
+    user id is looked for in their DM with the bot (`conversation`)."""
     oldest = row.level_started_at.timestamp() - 60 if row.level_started_at else 0
     try:
-        channel = _conversation(runtime.slack, row.channel)
+        channel = conversation(runtime.slack, row.channel)
         messages = runtime.slack.conversations_history(
             channel=channel, oldest=f"{oldest:.6f}", limit=200, include_all_metadata=True
         )["messages"]
@@ -355,7 +355,7 @@ def update_card(
     )
     try:
         client.chat_update(
-            channel=_conversation(client, request.channel), ts=request.card_ts, **card.message()
+            channel=conversation(client, request.channel), ts=request.card_ts, **card.message()
         )
     except (SlackApiError, OSError) as exc:
         log.warning("request %s: card not updated (%s)", request.id, _error(exc))
@@ -380,13 +380,16 @@ def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None
     return runtime.store.attach_card(request, card.channel, card.ts) or runtime.store.get(request.id)
 
 
-def refresh(runtime: Runtime, request_id: str) -> None:
+def refresh(runtime: Runtime, request_id: str) -> CardFacts | None:
     """Rewrite a decided request's card with everything known now: the decision, the edit, and the
     execution's outcome, or why the agent has not run it (`OutboxEvent.problem`) or its worker
-    refused to (`Store.card_facts`, one read). A pending request's card is left as it is."""
+    refused to (`Store.card_facts`, one read), and return those facts. A pending request's card is
+    left as it is (None)."""
     facts = runtime.store.card_facts(request_id)
-    if facts is not None and facts.request.status != Status.PENDING:
-        update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
+    if facts is None or facts.request.status == Status.PENDING:
+        return None
+    update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
+    return facts
 
 
 def _error(exc: Exception) -> str:
@@ -453,21 +456,22 @@ def _rewrite(
     """chat.update one message; the seconds to wait before trying again, or None when done (or
     refused for good: logged)."""
     try:
-        client.chat_update(channel=_conversation(client, channel), ts=ts, **message)
+        client.chat_update(channel=conversation(client, channel), ts=ts, **message)
     except (SlackApiError, OSError) as exc:
         log.warning("request %s: message %s not rewritten (%s)", request_id, ts, _error(exc))
         return _wait_after(exc)
     return None
 
 
-def remind(client: WebClient, request: ApprovalRequest) -> None:
-    """Post the reminder as a thread reply under the card. Raises `RetryLater` when Slack is busy or
-    unreachable (429, 5xx, a timeout), and `SlackApiError` when it refuses for good."""
+def remind(client: WebClient, request: ApprovalRequest, missing: list[str]) -> None:
+    """Post the reminder, mentioning the approvers still `missing`, as a thread reply under the card.
+    Raises `RetryLater` when Slack is busy or unreachable (429, 5xx, a timeout), and `SlackApiError`
+    when it refuses for good."""
     try:
         client.chat_postMessage(
-            channel=_conversation(client, request.channel),
+            channel=conversation(client, request.channel),
             thread_ts=request.card_ts,
-            text=texts.reminder_text(request),
+            text=texts.reminder_text(request, missing),
         )
     except SlackApiError as exc:
         if transient(exc):
@@ -484,6 +488,6 @@ def tell(client: WebClient, channel: str | None, user_id: str, text: str) -> Non
         if channel is None:
             client.chat_postMessage(channel=user_id, text=text)
         else:
-            client.chat_postEphemeral(channel=_conversation(client, channel), user=user_id, text=text)
+            client.chat_postEphemeral(channel=conversation(client, channel), user=user_id, text=text)
     except SlackApiError as exc:
         log.warning("ephemeral answer not delivered (%s)", exc.response.get("error"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import cast
 
-from . import delivery
+from . import threads
 from .jobs import REFRESH_KEY, request_refresh
 from .runtime import Runtime
 
@@ -27,7 +27,7 @@ def refresh_requested(runtime: Runtime, limit: int = 100) -> int:
     asked = [member.decode() for member in popped or []]
     for request_id in asked:
         try:
-            delivery.refresh(runtime, request_id)
+            threads.refresh(runtime, request_id)
         except Exception:
             log.exception("request %s: card not refreshed; asking again", request_id)
             request_refresh(runtime.redis, request_id)

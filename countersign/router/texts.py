@@ -177,11 +177,21 @@ def not_an_approver_text(request: ApprovalRequest) -> str:
     return f"You are not an approver for {request.action} requests, so your action changed nothing."
 
 
-def reminder_text(request: ApprovalRequest) -> str:
-    """The thread reply that reminds the approvers of a pending request before it expires."""
+def reminder_text(request: ApprovalRequest, missing: list[str]) -> str:
+    """The thread reply that reminds the approvers still `missing` (user ids) of a pending request
+    before it expires, with how many approvals it still needs."""
     deadline = f"; it expires {when(request.expires_at)}" if request.expires_at else ""
+    needed = request.required_approvals - (len(request.eligible_approvers) - len(missing))
+    still = f"{needed} more approvals" if request.required_approvals > 1 else "a decision"
+    return f"⏰ Reminder for {mentions(missing)}: this request still needs {still}{deadline}."
+
+
+def escalated_note(request: ApprovalRequest) -> str:
+    """The thread reply under the card of the level a request escalated from: where it went (the
+    `request` as it is now) and who decides it there."""
     return (
-        f"⏰ Reminder for {mentions(request.approvers)}: this request still waits for a decision{deadline}."
+        f"⤴ No decision in time: escalated to {conversation(request.channel)}, "
+        f"where {mentions(request.approvers)} decide it."
     )
 
 

@@ -25,7 +25,7 @@ from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
 from ..store import ApprovalRequest, Level, TimeoutResult
-from . import delivery, directory, relay
+from . import delivery, directory, relay, threads
 from .delivery import post_card
 from .runtime import Runtime
 
@@ -69,7 +69,7 @@ def sweep(
         _each(_remind, runtime, request)
     for request in runtime.store.due_for_card_refresh(rewrites):
         # an expired card, or one Slack would not rewrite earlier
-        _each(lambda rt, r: delivery.refresh(rt, r.id), runtime, request)
+        _each(lambda rt, r: threads.refresh(rt, r.id), runtime, request)
     for request in runtime.store.due_for_card(limit=limit):
         _each(post_card, runtime, request)  # its posting died with a process: find the card or post it
     return changed
@@ -162,6 +162,7 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
         return 0
     log.info("request %s escalated to level %s in %s", request.id, row.level, row.channel)
     delivery.mark_escalated(runtime, request, row.channel)
+    threads.escalated(runtime, request, row)
     try:
         post_card(runtime, row)
     except (SlackApiError, RetryLater) as exc:  # the sweep's due_for_card posts it a little later
@@ -170,12 +171,15 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
 
 
 def _remind(runtime: Runtime, request: ApprovalRequest) -> None:
-    """Post a due reminder and only then mark it sent: one Slack is busy for stays due (its claim
-    runs out and a later tick posts it); one Slack refuses for good is marked failed."""
+    """Post a due reminder, mentioning the approvers who may decide and have not voted, and only
+    then mark it sent: one Slack is busy for stays due (its claim runs out and a later tick posts
+    it); one Slack refuses for good is marked failed."""
     if not runtime.store.claim_reminder(request):
         return
+    voted = {vote.slack_user_id for vote in runtime.store.votes(request.id)}
+    missing = [user for user in request.eligible_approvers if user not in voted]
     try:
-        delivery.remind(runtime.slack, request)
+        delivery.remind(runtime.slack, request, missing)
     except SlackApiError as exc:
         log.warning("request %s: reminder not posted (%s)", request.id, exc.response.get("error"))
         runtime.store.reminder_sent(request, failed=str(exc.response.get("error")))
