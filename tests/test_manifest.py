@@ -133,3 +133,13 @@ def test_the_app_registers_the_listeners_of_the_tables() -> None:
     app = bot_app.create_app(Runtime(settings))
     tables = (bot_app.ACTIONS, bot_app.VIEWS, bot_app.COMMANDS, bot_app.EVENTS)
     assert len(app._listeners) == sum(len(table) for table in tables)
+
+
+def test_the_app_token_scopes_and_the_socket_mode_switch_are_documented() -> None:
+    """The app-level token is made by hand, not by the manifest: the README names its scopes, and
+    the manifest says how to switch to Socket Mode, whose setting it keeps."""
+    readme = (REPO / "README.md").read_text()
+    for scope in set().union(*APP_TOKEN_SCOPES.values()):
+        assert f"`{scope}`" in readme
+    assert "socket_mode_enabled: true" in (REPO / "manifest.yml").read_text()
+    assert manifest()["settings"]["socket_mode_enabled"] is False  # HTTP unless switched
