@@ -9,6 +9,9 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	command -v redis-server >/dev/null || { apt-get update -q && apt-get install -y -q redis-server; }
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; } || \
+		echo "chromium could not be installed: tests/test_browser.py will be skipped"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'

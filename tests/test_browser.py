@@ -1,0 +1,144 @@
+"""The sandbox page in a real browser (headless Chromium driven by Selenium), as a reviewer uses it:
+approve a card, edit with an invalid then a valid amount, reject with a reason, approve from the App
+Home tab, and run `/countersign pending`; each step asserts on what the page shows, and leaves a
+screenshot in `test-artifacts/browser/` (git ignores it).
+
+Needs Debian's `chromium` and `chromium-driver` (`make install` installs them when missing) and the
+`selenium` package (the `dev` extra); without them the test is skipped, saying which is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from countersign.agent import ApprovalClient
+from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
+from tests.helpers import REPO
+from tests.helpers.builders import post_card, status
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+WAIT_SECONDS = 15  # the page polls every second; a decision is recorded after the ack
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.skip("Debian's chromium and chromium-driver are not installed (make install installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        options.add_argument(argument)
+    browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    yield browser
+    browser.quit()
+
+
+def _shows(browser: WebDriver, text: str, where: str = "body") -> None:
+    """Wait until the element `where` (CSS) shows `text`."""
+    WebDriverWait(browser, WAIT_SECONDS).until(
+        lambda b: text in b.find_element(By.CSS_SELECTOR, where).text, f"the page to show {text!r} in {where}"
+    )
+
+
+def _press(browser: WebDriver, label: str, request_id: str, within: str = "channels") -> None:
+    """Press the `label` button of request `request_id` (its buttons carry the id as their value)."""
+    xpath = f"//main[@id='{within}']//button[contains(@title, '{request_id}') and text()='{label}']"
+    WebDriverWait(browser, WAIT_SECONDS).until(
+        lambda b: b.find_elements(By.XPATH, xpath), f"{label} on {request_id}"
+    )
+    browser.find_element(By.XPATH, xpath).click()
+
+
+def _fill_modal(browser: WebDriver, value: str) -> None:
+    """Type `value` into the open modal's one input and press its submit button."""
+    field = WebDriverWait(browser, WAIT_SECONDS).until(
+        lambda b: b.find_element(By.CSS_SELECTOR, "#modal [data-block-id]"), "the modal's input"
+    )
+    field.clear()
+    field.send_keys(value)
+    browser.find_element(By.CSS_SELECTOR, "#modal .foot button.primary").click()
+
+
+def _card(client: ApprovalClient, redis: Redis, sb: Sandbox, **overrides: Any) -> str:
+    redis.delete("countersign:pace:C0FINANCE")  # each card at once, not paced behind the last
+    return post_card(client, redis, sb, **overrides)[0]
+
+
+def _shot(browser: WebDriver, name: str) -> Path:
+    path = ARTIFACTS / f"{name}.png"
+    browser.save_screenshot(str(path))
+    return path
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the page, not SQL
+def test_a_reviewer_clears_their_queue_in_the_browser(
+    browser: WebDriver,
+    client: ApprovalClient,
+    redis: Redis,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    sb, url = sandbox
+    approved = _card(client, redis, sb, run_id="approve", summary="Refund ACME")
+    edited = _card(client, redis, sb, run_id="edit", summary="Refund BETA")
+    rejected = _card(client, redis, sb, run_id="reject", summary="Refund GAMMA")
+    from_home = _card(client, redis, sb, run_id="home", summary="Refund DELTA")
+    browser.get(url + "/")
+    Select(browser.find_element(By.ID, "act-as")).select_by_value("U0LEAD")
+    _shows(browser, "Refund DELTA")
+    _shot(browser, "1-four-cards")
+
+    _press(browser, "Approve", approved)
+    _shows(browser, "Approved by @lee.lead")
+    assert status(runtime.store, approved) == "approved"
+    _shot(browser, "2-approved")
+
+    _press(browser, "Edit", edited)
+    _fill_modal(browser, "500.00")  # more than the 120.00 asked: the policy's edit rule refuses it
+    _shows(browser, "The policy's edit rule does not allow this edit.", "#modal .field .error")
+    _shot(browser, "3-edit-refused")
+    _fill_modal(browser, "100.00")
+    _shows(browser, "amount 120.00 → 100.00")
+    assert runtime.store.get(edited).approved_payload["amount"] == "100.00"  # type: ignore[union-attr,index]
+    _shot(browser, "4-edited")
+
+    _press(browser, "Reject", rejected)
+    _fill_modal(browser, "wrong customer")
+    _shows(browser, "Rejected by @lee.lead")
+    assert runtime.store.get(rejected).decision_reason == "wrong customer"  # type: ignore[union-attr]
+    _shot(browser, "5-rejected")
+
+    browser.find_element(By.ID, "tab-home").click()
+    _shows(browser, "Waiting for you (1)", "#home")
+    _shows(browser, "Refund DELTA", "#home")
+    _shot(browser, "6-home")
+    _press(browser, "Approve", from_home, within="home")
+    WebDriverWait(browser, WAIT_SECONDS).until(lambda b: status(runtime.store, from_home) == "approved")
+    browser.find_element(By.ID, "tab-home").click()  # opened again: published anew
+    _shows(browser, "Waiting for you (0)", "#home")
+    _shot(browser, "7-home-cleared")
+
+    pending = _card(client, redis, sb, run_id="pending", summary="Refund EPSILON")
+    browser.find_element(By.ID, "tab-channels").click()
+    command = browser.find_element(By.ID, "command")
+    command.clear()
+    command.send_keys("/countersign pending")
+    browser.find_element(By.CSS_SELECTOR, "#command-form button").click()
+    _shows(browser, "1 request(s) waiting for you")
+    _shows(browser, pending)
+    _shot(browser, "8-countersign-pending")
