@@ -15,7 +15,9 @@ Measured: cards stored and cards posted per request (from the sandbox's messages
 429s Slack answered, the busy channel's posts in its busiest clock second and in its busiest
 sliding 1 s window, its mean rate and drain time (first enqueue to last card), the other channels'
 enqueue -> card posted latency, how often the intake job ran (RQ worker job counts; a job returning
-`Retry` counts as a run) and how often the sweep's card step was turned away (worker log lines).
+`Retry` counts as a run) and how often the sweep's card step was turned away (worker log lines);
+and the App Home refreshes the changes cost (`views.publish` calls in the sandbox's log, from the first
+enqueue to the last card), beside what one refresh per card and approver would cost.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from redis import Redis
 from rq import Worker
@@ -95,6 +98,7 @@ def main() -> int:
                 lambda: cards_stored(engine, [*busy, *mixed]) >= len(busy) + len(mixed), 60 + 3 * args.busy
             )
             runs = _job_runs(redis) - runs_before
+            publishes = [c for c in sandbox.calls("views.publish") if c["time"] >= start]
             stored = cards_stored(engine, [*busy, *mixed])
             engine.dispose()
     finally:
@@ -127,9 +131,18 @@ def main() -> int:
             ("others beside busy: enqueue -> card p50/p95/max (ms)", _latencies(mixed, posted)),
             ("intake job runs per request", f"{runs / total:.2f}"),
             ("sweep card attempts turned away", turned_away),
+            (
+                "Home refreshes: views.publish calls (reviewers)",
+                f"{len(publishes)} ({_reviewers(publishes)})",
+            ),
+            ("Home refreshes at one per card and approver", total),
         ]
     )
     return 0
+
+
+def _reviewers(calls: list[Any]) -> int:
+    return len({call["params"].get("user_id") for call in calls})
 
 
 def _request(client: ApprovalClient, action: str, key: str) -> str:
