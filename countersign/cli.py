@@ -18,6 +18,7 @@ from typing import Any
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
+from . import cli_tokens
 from .agent import ApprovalClient
 from .config import Settings, load_settings
 from .connections import Connections, migrate
@@ -209,6 +210,8 @@ def _parser() -> argparse.ArgumentParser:
         "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
     )
     check.set_defaults(handler=_policy_check)
+
+    cli_tokens.add_parsers(commands)
 
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the latest").set_defaults(handler=_db_upgrade)
