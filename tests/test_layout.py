@@ -122,7 +122,7 @@ def test_the_router_never_imports_the_bot_and_jobs_import_nothing_of_the_router(
     assert not {m for m in GRAPH["countersign.router.jobs"] if _area(m) == "router"}
 
 
-def test_the_api_imports_the_agent_router_store_and_shared_modules_and_only_the_web_entry_imports_it() -> None:
+def test_the_api_imports_agent_router_store_shared_and_only_the_web_entry_imports_it() -> None:
     assert {_area(m) for m in _edges("api")} <= {"api", "agent", "router", "store", *SHARED}
     importers = {m for m in MODULES if _area(m) != "api" and any(_area(i) == "api" for i in GRAPH[m])}
     assert importers == {"countersign.bot.server"}
