@@ -3,35 +3,23 @@ served by uvicorn on a free port, with the sandbox's clicks sent to it; and API 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
-from countersign.api import create_api
-from countersign.bot.web import create_wsgi
-from countersign.ports import free_port
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store.tokens import Tokens
-from tests.helpers import wait_for
+from tests.helpers.api import served
 
 
 @pytest.fixture
 def web(runtime: Runtime, sandbox: tuple[Sandbox, str]) -> Iterator[str]:
-    """The app over real HTTP (uvicorn, as in a gunicorn uvicorn worker); yields its base URL."""
-    app = create_api(runtime, slack=create_wsgi(runtime))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_for(lambda: server.started, what="uvicorn to start")
-    url = f"http://127.0.0.1:{server.config.port}"
-    sandbox[0].interactivity_url = url + "/slack/events"
-    yield url
-    server.should_exit = True
-    thread.join(10)
+    """`served(runtime)`, the sandbox's clicks sent to it."""
+    with served(runtime) as url:
+        sandbox[0].interactivity_url = url + "/slack/events"
+        yield url
 
 
 @pytest.fixture

@@ -14,14 +14,17 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+import pytest
 from redis import Redis
 
 from countersign.api.app import MAX_BODY_BYTES
+from countersign.config import load_settings
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store.tokens import Tokens
 from tests.helpers import drain, wait_for
+from tests.helpers.api import served
 from tests.helpers.builders import refund
 
 log = logging.getLogger(__name__)
@@ -173,6 +176,21 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
     assert "should use https://" in _problem(agent.post("/v1/requests", json=insecure), 422)
     unknown = _problem(agent.post("/v1/requests/01X/outcome", json={"ok": "yes"}), 422)
     assert unknown.startswith("ok: ")
+
+
+def test_http_webhooks_beyond_loopback_follow_the_routers_setting(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tokens: Tokens
+) -> None:
+    """The API checks a webhook with `COUNTERSIGN_WEBHOOK_ALLOW_HTTP` as the client does."""
+    secret = tokens.create_token("refund-agent", ["issue_refund"]).secret
+    body = refund(resume={"webhook": "http://agent.internal:8080/decisions"})
+    for allowed, status in (("false", 422), ("true", 202)):
+        monkeypatch.setenv("COUNTERSIGN_WEBHOOK_ALLOW_HTTP", allowed)
+        with served(Runtime(load_settings())) as url:
+            answer = httpx.post(
+                f"{url}/v1/requests", json=body, headers={"Authorization": f"Bearer {secret}"}
+            )
+        assert answer.status_code == status, answer.text
 
 
 def test_what_an_agent_sends_reaches_slack_escaped(
