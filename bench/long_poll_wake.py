@@ -102,7 +102,7 @@ def main() -> int:
             child.kill()
         redis_server.kill()
         server.shutdown()
-    _report(args, rows)
+    _report(args, rows, database_url.split(":", 1)[0])
     return 0
 
 
@@ -162,12 +162,13 @@ def _blocked(redis: Redis) -> int:
     return sum(client.get("cmd") == "blmove" for client in redis.client_list())
 
 
-def _report(args: argparse.Namespace, rows: list[tuple[float, float]]) -> None:
+def _report(args: argparse.Namespace, rows: list[tuple[float, float]], database: str) -> None:
     def spread(values: list[float]) -> str:
         return " / ".join(f"{1000 * percentile(values, p):.1f}" for p in (50, 95, 99, 100))
 
     print_table(
         [
+            ("database", database),
             ("web", "gunicorn, 2 uvicorn workers (defaults)"),
             ("agents long-polling at once", str(args.requests)),
             ("click rate per s", f"{args.rate:g}"),

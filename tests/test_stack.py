@@ -99,6 +99,7 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
     assert wait_for(lambda: not _listening(int(env["PORT"])), what="web to stop")
     text = "".join(output.lines)
     assert "Traceback" not in text  # the commands stopped before the redis-server they use
+    assert "[ERROR]" not in text  # gunicorn's "Worker (pid:…) was sent SIGTERM!" at the stop
     assert "token` will be unused" not in text  # Bolt's warning at every start
 
 

@@ -14,15 +14,38 @@ an unreachable Slack stops the command with one line instead of failing every wo
 
 from __future__ import annotations
 
+import signal
+import sys
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from uvicorn_worker import UvicornWorker
 
 from ..config import Settings
 from ..router.runtime import slack_at_start
 from . import guard
 
-WORKER_CLASS = "uvicorn_worker.UvicornWorker"
+
+class Worker(UvicornWorker):  # type: ignore[misc]
+    """uvicorn's gunicorn worker, ending with status 0 when asked to stop (SIGTERM, SIGINT).
+
+    uvicorn shuts down on the signal, then raises it again so that a lone server ends as signalled;
+    gunicorn's master logs a worker that ended by a signal as an error ("Worker (pid:…) was sent
+    SIGTERM!", https://github.com/benoitc/gunicorn/issues/3050), at every stop. Here the signal
+    raised again ends the worker as a normal exit instead.
+    """
+
+    def init_signals(self) -> None:
+        super().init_signals()
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop, _exit_normally)
+
+
+def _exit_normally(_signum: int, _frame: object) -> None:
+    sys.exit(0)
+
+
+WORKER_CLASS = f"{__name__}.Worker"
 
 
 class _Gunicorn(BaseApplication):  # type: ignore[misc]
