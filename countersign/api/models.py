@@ -4,7 +4,7 @@ writes them into the OpenAPI document."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,17 +48,3 @@ class Problem(BaseModel):
     """Every 4xx and 5xx answer of the API: one line saying what is wrong."""
 
     error: str
-
-
-class RequestView(BaseModel):
-    """`GET /v1/requests/{id}`: what `countersign show` prints, the grant's signature left out
-    (`GET /v1/requests/{id}/decision` gives the decision whole)."""
-
-    request_id: str
-    status: str
-    request: dict[str, Any] | None = None
-    card: dict[str, Any] | None = None
-    decision: dict[str, Any] | None = None
-    reason: str | None = None
-    audit: list[dict[str, Any]] = Field(default_factory=list)
-    resume: dict[str, Any] | None = None

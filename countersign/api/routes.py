@@ -29,7 +29,7 @@ from ..router.runtime import Runtime
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, parse
 from ..store.models import ApiToken
 from .auth import Token, may_create, must_own, requester_of, runtime
-from .models import Accepted, OutcomeReport, Problem, Recorded, RequestView, Verification
+from .models import Accepted, OutcomeReport, Problem, Recorded, Verification
 
 MAX_WAIT_SECONDS = 60.0
 """The longest one long poll blocks; a longer `wait` is served as this (the agent polls again)."""
@@ -105,7 +105,7 @@ def _owned(request: Request, holder: ApiToken, request_id: str) -> RequestState:
     return state
 
 
-@router.get("/requests/{request_id}", response_model=RequestView)
+@router.get("/requests/{request_id}", response_model=RequestState)
 def get_request(request_id: str, request: Request, holder: Token) -> dict[str, Any]:
     """The request, its status, card, decision (its grant's signature left out) and audit trail,
     as `countersign show` prints them."""
