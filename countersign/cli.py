@@ -128,7 +128,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="countersign", description="Slack approval router for AI agents.")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    web = commands.add_parser("web", help="serve the Bolt app over HTTP (POST /slack/events, GET /healthz)")
+    web = commands.add_parser(
+        "web", help="serve the Bolt app (POST /slack/events, GET /healthz) and the HTTP API (/v1) over HTTP"
+    )
     web.add_argument("--workers", type=_positive, default=2, help="gunicorn worker processes (default 2)")
     web.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     web.set_defaults(handler=_web)
