@@ -37,17 +37,7 @@ from tests.helpers.builders import age, refund, status
 from tests.helpers.modals import open_view
 from tests.helpers.redis_server import RedisServer
 
-POLICY = """\
-version: 5
-defaults:
-  channel: C0APPROVALS
-  approvers: {users: [U0LEAD]}
-actions:
-  issue_refund:
-    channel: C0FINANCE
-    approvers: {users: [U0LEAD, U0ALICE]}
-    editable: {amount: {type: decimal, places: 2, min: "0.01"}}
-    edit_rule: "edited.amount <= original.amount"
+TIMED_AND_AUTOMATIC = """\
     reject_reason: required
     auto_approve: {rule: "double(payload.amount) < 50.0", label: small refunds are automatic}
     timeout: 1h
@@ -59,11 +49,13 @@ MAX_SELECTS = 3
 the ring."""
 
 
-@pytest.fixture
-def policy_file(tmp_path: Path) -> Path:
-    path = tmp_path / "policy.yml"
-    path.write_text(POLICY)
-    return path
+@pytest.fixture(autouse=True)
+def waiting_policy(policy_file: Path) -> Path:
+    """The tests' policy, its refunds under 50 approved by policy and timing out after an hour (deny);
+    autouse, so it is written before the runtime reads it."""
+    policy = policy_file.read_text()
+    policy_file.write_text(policy.replace("    reject_reason: required\n", TIMED_AND_AUTOMATIC))
+    return policy_file
 
 
 class Selects:
@@ -118,19 +110,18 @@ class Waiter:
 
 
 @pytest.fixture
-def waiter_store(database_url: str) -> Iterator[Store]:
-    """The waiting agent's own store (its own engine, so its SELECTs are counted apart)."""
-    store = Store.from_url(database_url)
-    yield store
-    store.engine.dispose()
+def agent(runtime: Runtime) -> Iterator[connections.Connections]:
+    """The waiting agent's connections as `ApprovalClient.from_env` makes them: a Redis client and a
+    store of its own (its own engine, so its SELECTs are counted apart from the router's)."""
+    made = connections.Connections(runtime.settings)
+    yield made
+    made.redis.close()
+    made.store.engine.dispose()
 
 
 @pytest.fixture
-def waiting(runtime: Runtime, redis_server: RedisServer, waiter_store: Store) -> Iterator[ApprovalClient]:
-    """An agent's client as `ApprovalClient.from_env` builds it, on the waiter's own store."""
-    agent_redis = connections.Connections(runtime.settings).redis
-    yield ApprovalClient(agent_redis, waiter_store)
-    agent_redis.close()
+def waiting(agent: connections.Connections) -> ApprovalClient:
+    return ApprovalClient(agent.redis, agent.store)
 
 
 def waited_refund(**overrides: Any) -> dict[str, Any]:
@@ -188,7 +179,7 @@ def reject(sb: Sandbox, card: dict[str, Any]) -> None:
 )
 def test_a_reviewers_decision_wakes_the_wait_at_once_with_the_typed_decision(
     waiting: ApprovalClient,
-    waiter_store: Store,
+    agent: connections.Connections,
     runtime: Runtime,
     redis: Redis,
     sandbox: tuple[Sandbox, str],
@@ -198,7 +189,7 @@ def test_a_reviewers_decision_wakes_the_wait_at_once_with_the_typed_decision(
 ) -> None:
     sb, _ = sandbox
     request_id, card = carded(waiting, redis, sb, payload={"amount": "512.40", "currency": "USD"})
-    selects, commits = Selects(waiter_store.engine), DecisionCommits(runtime.store.engine)
+    selects, commits = Selects(agent.store.engine), DecisionCommits(runtime.store.engine)
     waiter = Waiter(waiting, request_id)
     blocked(redis)
     review(sb, card)
@@ -218,10 +209,10 @@ def test_a_reviewers_decision_wakes_the_wait_at_once_with_the_typed_decision(
 
 
 def test_a_policy_approval_at_intake_wakes_a_wait_begun_before_intake(
-    waiting: ApprovalClient, waiter_store: Store, runtime: Runtime, redis: Redis
+    waiting: ApprovalClient, agent: connections.Connections, runtime: Runtime, redis: Redis
 ) -> None:
     request_id = waiting.request(waited_refund(payload={"amount": "20.00", "currency": "USD"}))
-    selects, commits = Selects(waiter_store.engine), DecisionCommits(runtime.store.engine)
+    selects, commits = Selects(agent.store.engine), DecisionCommits(runtime.store.engine)
     waiter = Waiter(waiting, request_id)
     blocked(redis)  # queued: intake has not run
     drain(redis)
@@ -232,20 +223,20 @@ def test_a_policy_approval_at_intake_wakes_a_wait_begun_before_intake(
         "auto_approve: double(payload.amount) < 50.0",
     )
     assert decision.grant is not None
-    assert selects.count <= 10  # a queued request is looked up in full once (intake outbox, dead letters)
+    assert selects.count <= 8  # queued: looked up in full once (request, audit, dead letters, intake outbox)
     assert report_wake("policy", waiter, commits) < 2.0
 
 
 def test_expiry_wakes_the_wait_with_the_timeout_result(
     waiting: ApprovalClient,
-    waiter_store: Store,
+    agent: connections.Connections,
     runtime: Runtime,
     redis: Redis,
     store: Store,
     sandbox: tuple[Sandbox, str],
 ) -> None:
     request_id, _ = carded(waiting, redis, sandbox[0])
-    selects, commits = Selects(waiter_store.engine), DecisionCommits(runtime.store.engine)
+    selects, commits = Selects(agent.store.engine), DecisionCommits(runtime.store.engine)
     waiter = Waiter(waiting, request_id)
     blocked(redis)
     age(store, request_id, expires_at=-1)
@@ -346,6 +337,34 @@ def test_the_async_client_waits_times_out_and_requests_and_waits(
     clicked, auto = asyncio.run(run())
     assert clicked.outcome == "approved" and clicked.decided_by[0]["slack_user_id"] == "U0LEAD"
     assert (auto.outcome, auto.decided_via) == ("approved", "policy")
+
+
+def test_the_async_client_survives_a_redis_restart_and_reads_the_decision_made_meanwhile(
+    waiting: ApprovalClient,
+    runtime: Runtime,
+    redis: Redis,
+    redis_server: RedisServer,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    request_id, _ = carded(waiting, redis, sandbox[0])
+
+    async def scenario(client: AsyncApprovalClient) -> Decision:
+        waited = asyncio.create_task(client.wait(request_id, timeout=WAIT_SECONDS))
+        await asyncio.to_thread(blocked, redis)
+        redis_server.stop()
+        lead = {"slack_user_id": "U0LEAD", "name": "lee"}
+        await asyncio.to_thread(runtime.store.vote, request_id, lead, "approved", runtime.resume_event)
+        redis_server.start()
+        return await waited
+
+    async def run() -> Decision:
+        client = AsyncApprovalClient.from_env(runtime.settings)
+        try:
+            return await scenario(client)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(run()).outcome == "approved"
 
 
 def test_a_waited_approval_runs_once_through_execute_approved(
