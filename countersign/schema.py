@@ -223,6 +223,9 @@ class ApprovalRequestV1(BaseModel):
 
     The idempotency key is `idempotency_key` when given, else `requester:run_id:step` (both
     `run_id` and `step` are then required). `payload` is at most 64 KiB as canonical JSON.
+    `resume` (where the decision goes) may be left out: then nothing is enqueued or POSTed, and the
+    agent learns the decision by waiting for it in process (`ApprovalClient.wait`) or reading it
+    (`ApprovalClient.get`).
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
@@ -238,7 +241,7 @@ class ApprovalRequestV1(BaseModel):
     step: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     idempotency_key: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     confidence: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
-    resume: Resume
+    resume: Resume | None = None
 
     @field_validator("summary", "reason", "requester", "run_id", "step", "idempotency_key")
     @classmethod

@@ -18,6 +18,7 @@ from .models import (
     AuditEvent,
     Base,
     DeadLetter,
+    Execution,
     OutboxEvent,
     ResumeProblem,
     Status,
@@ -25,7 +26,7 @@ from .models import (
     utcnow,
     utcnow_plus,
 )
-from .sql import approver_is, is_pending, no_live_card_lease
+from .sql import approver_is, is_pending, no_live_card_lease, not_timed_out
 
 AUDIT = "countersign_audit"
 """`Session.info` key of the audit events a write transaction has recorded and not inserted yet."""
@@ -151,7 +152,7 @@ class Queries:
 
     def unpublished(self, limit: int = 100) -> list[OutboxEvent]:
         """Outbox events not yet on their RQ queue, oldest first, at most `limit` (not webhooks, which
-        `claim_webhooks` finds)."""
+        `claim_webhooks` finds; with those without a resume target, whose bell the relay rings)."""
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
@@ -181,8 +182,9 @@ class Queries:
         """Outbox events published in the last `window_seconds` (database clock) whose payload has not
         started running (no `execution` recorded on the request) and whose grant was not refused for
         expiry (an `execution_refused` with `why: grant_expired`, which every later delivery would get
-        too), newest first; RQ jobs only, not webhooks. Other refusals do not count: a forged or tampered
-        decision refused must not keep the genuine one from running."""
+        too), newest first; RQ jobs only, not webhooks nor events without a resume target. Other
+        refusals do not count: a forged or tampered decision refused must not keep the genuine one
+        from running."""
         expired_refusal = select(AuditEvent.id).where(
             AuditEvent.request_id == OutboxEvent.request_id,
             AuditEvent.event == "execution_refused",
@@ -194,7 +196,7 @@ class Queries:
                 .join(ApprovalRequest, ApprovalRequest.id == OutboxEvent.request_id)
                 .where(
                     OutboxEvent.published_at > utcnow_plus(-window_seconds),
-                    OutboxEvent.webhook.is_(None),
+                    OutboxEvent.queue.is_not(None),
                     ApprovalRequest.execution.is_(None),
                     ~expired_refusal.exists(),
                 )
@@ -229,6 +231,61 @@ class Queries:
                 .limit(limit)
             )
             return list(session.scalars(stmt))
+
+    def queue_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+        """The reviewer's queue: the pending requests whose current level's `approvers` include
+        `user_id`, not timed out (database clock), without a vote of theirs at this level (a quorum
+        they already gave), oldest deadline first (no deadline last, then oldest first), at most
+        `limit`. Who may decide is `router.review`'s to say (self-approval, the request's state):
+        `review.queue` filters these rows with it."""
+        with self._read() as session:
+            voted = select(Vote.request_id).where(
+                Vote.request_id == ApprovalRequest.id, Vote.slack_user_id == user_id
+            )
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    is_pending(),
+                    approver_is(session.get_bind().dialect.name, user_id),
+                    not_timed_out(),
+                    ~voted.exists(),
+                )
+                .order_by(
+                    ApprovalRequest.expires_at.is_(None),
+                    ApprovalRequest.expires_at,
+                    ApprovalRequest.created_at,
+                    ApprovalRequest.id,
+                )
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def decided_by_user(self, user_id: str, limit: int = 10) -> list[ApprovalRequest]:
+        """The requests `user_id` decided or voted on that are decided now, latest decision first,
+        at most `limit`: the audit trail's `approved`, `rejected` and `vote` events name them as actor.
+        (`audit_events.actor` has no index: a scan of the trail, for one reviewer's Home tab.)"""
+        with self._read() as session:
+            acted = select(AuditEvent.request_id).where(
+                AuditEvent.actor == user_id, AuditEvent.event.in_((Status.APPROVED, Status.REJECTED, "vote"))
+            )
+            stmt = (
+                select(ApprovalRequest)
+                .where(ApprovalRequest.id.in_(acted), ApprovalRequest.status != Status.PENDING)
+                .order_by(ApprovalRequest.decided_at.desc(), ApprovalRequest.id.desc())
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def counts(self, action: str | None = None) -> dict[tuple[Status, Execution | None], int]:
+        """How many requests there are, of action class `action` or of all: `{(status, execution):
+        count}` (`execution` is the approved action's run, None before or without one)."""
+        with self._read() as session:
+            stmt = select(ApprovalRequest.status, ApprovalRequest.execution, func.count()).group_by(
+                ApprovalRequest.status, ApprovalRequest.execution
+            )
+            if action is not None:
+                stmt = stmt.where(ApprovalRequest.action == action)
+            return {(status, execution): count for status, execution, count in session.execute(stmt)}
 
     def pending_count(self, action: str, requester: str, up_to: int) -> int:
         """How many requests of action class `action` from `requester` are pending now, counted up
