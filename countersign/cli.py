@@ -19,7 +19,7 @@ from typing import Any
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import cli_tokens
+from . import cli_args, cli_tokens
 from .agent import ApprovalClient
 from .config import Settings, load_settings
 from .connections import Connections, migrate
@@ -136,10 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="countersign", description="Slack approval router for AI agents.")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    web = commands.add_parser(
-        "web", help="serve the Bolt app (POST /slack/events, GET /healthz) and the HTTP API (/v1) over HTTP"
+    web = commands.add_parser("web", help="serve Slack's requests and the HTTP API (/v1) over HTTP")
+    web.add_argument(
+        "--workers", type=cli_args.positive, default=2, help="gunicorn worker processes (default 2)"
     )
-    web.add_argument("--workers", type=_positive, default=2, help="gunicorn worker processes (default 2)")
     web.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     web.set_defaults(handler=_web)
     commands.add_parser("socket", help="run the Bolt app over Socket Mode").set_defaults(handler=_socket)
@@ -196,7 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     request.add_argument(
         "--wait",
-        type=_seconds,
+        type=cli_args.seconds,
         metavar="S",
         help="then wait up to S seconds and print the decision as JSON instead of the id",
     )
@@ -210,7 +210,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     wait.add_argument("request_id")
     wait.add_argument(
-        "--timeout", type=_seconds, default=300.0, metavar="S", help="seconds to wait at most (default 300)"
+        "--timeout",
+        type=cli_args.seconds,
+        default=300.0,
+        metavar="S",
+        help="seconds to wait at most (default 300)",
     )
     _with_grant(wait)
     wait.set_defaults(handler=_wait)
@@ -247,28 +251,6 @@ def _with_grant(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--with-grant", action="store_true", help="also print the grant's signature (it lets the payload run)"
     )
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
-
-
-def _positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
