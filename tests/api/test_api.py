@@ -113,6 +113,18 @@ def test_a_long_poll_without_a_decision_answers_204_and_wait_is_checked(
     assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=soon"), 422).startswith("wait: ")
 
 
+def test_a_request_intake_refused_answers_409_at_once(agent: httpx.Client, redis: Redis) -> None:
+    """This router has no webhook secret, so intake dead-letters a webhook request: the long poll
+    says so at once, and the request stays readable as the token's own."""
+    request_id = _create(agent, resume={"webhook": "https://agent.example.com/decisions"})
+    drain(redis)
+    started = time.monotonic()
+    refused = _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=30"), 409)
+    assert time.monotonic() - started < 10
+    assert refused.startswith("intake refused the request") and "COUNTERSIGN_WEBHOOK_SECRET" in refused
+    assert agent.get(f"/v1/requests/{request_id}").json()["status"] == "dead_letter"
+
+
 def test_concurrent_posts_of_one_request_get_one_id_and_another_payload_409(agent: httpx.Client) -> None:
     body = refund()
     barrier = threading.Barrier(8)
