@@ -190,6 +190,14 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
     assert unknown.startswith("ok: ")
 
 
+def test_an_action_class_the_policy_does_not_name_is_refused_before_intake(web: str, tokens: Tokens) -> None:
+    secret = tokens.create_token("refund-agent", ["wire_money"]).secret
+    answer = httpx.post(
+        f"{web}/v1/requests", json=refund(action="wire_money"), headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert "wire_money" in _problem(answer, 422)
+
+
 def test_http_webhooks_beyond_loopback_follow_the_routers_setting(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tokens: Tokens
 ) -> None:
