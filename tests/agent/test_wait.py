@@ -264,6 +264,23 @@ def test_a_request_intake_refuses_ends_the_wait_with_its_reason(
     assert waiter.result.request_id == request_id and "wire_money" in waiter.result.reason
 
 
+def test_a_wait_on_a_repeat_that_intake_resolves_to_the_original_gets_the_originals_decision(
+    waiting: ApprovalClient, runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str]
+) -> None:
+    first, _ = carded(waiting, redis, sandbox[0])
+    redis.flushall()  # Redis forgets the key: the repeat gets an id of its own, until intake
+    second = waiting.request(waited_refund())
+    started = time.monotonic()
+    waiter = Waiter(waiting, second)
+    blocked(redis)  # on the repeat's own bell
+    drain(redis)  # intake finds the original, and rings the repeat's bell
+    lead = {"slack_user_id": "U0LEAD", "name": "lee"}
+    decided = runtime.store.vote(first, lead, "approved", runtime.resume_event, refuse=anyone)
+    relay.try_publish(redis, decided.event)  # type: ignore[union-attr]
+    assert (second != first, waiter.decision().request_id) == (True, first)
+    assert waiter.returned_at - started < WAIT_SECONDS / 2  # woken by the original's ring, not its deadline
+
+
 def test_a_timed_out_wait_leaves_the_request_pending_and_a_second_wait_gets_the_decision(
     waiting: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
