@@ -19,6 +19,7 @@ from typing import Any
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
+from . import cli_tokens
 from .agent import ApprovalClient
 from .config import Settings, load_settings
 from .connections import Connections, migrate
@@ -135,7 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="countersign", description="Slack approval router for AI agents.")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    web = commands.add_parser("web", help="serve the Bolt app over HTTP (POST /slack/events, GET /healthz)")
+    web = commands.add_parser(
+        "web", help="serve the Bolt app (POST /slack/events, GET /healthz) and the HTTP API (/v1) over HTTP"
+    )
     web.add_argument("--workers", type=_positive, default=2, help="gunicorn worker processes (default 2)")
     web.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     web.set_defaults(handler=_web)
@@ -232,6 +235,8 @@ def _parser() -> argparse.ArgumentParser:
         "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
     )
     check.set_defaults(handler=_policy_check)
+
+    cli_tokens.add_parsers(commands)
 
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the latest").set_defaults(handler=_db_upgrade)

@@ -87,6 +87,10 @@ class BadSlackBody(CountersignError, ValueError):
     (`bot.body.parse`); `str(err)` says what is wrong. Answered 400; nothing changes."""
 
 
+class UnknownToken(CountersignError, LookupError):
+    """No live API token has this id (or secret); `str(err)` says which and what to do."""
+
+
 class UsageError(CountersignError):
     """A command-line value is malformed (e.g. `--payload` is not JSON)."""
 

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from slack_bolt import Ack, App, BoltContext
+from slack_bolt import Ack, App, BoltContext, Respond
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 
-from ..router import cards, delivery, journal, review, texts
+from ..router import cards, commands, delivery, home, journal, review, texts
 from ..router.cards import (
     APPROVE_ACTION,
     DETAILS_ACTION,
@@ -79,11 +79,14 @@ def create_app(runtime: Runtime, needed_by: str = "`countersign web`") -> App:
         context["pool"] = pool
         next()
 
-    app.action(APPROVE_ACTION)(on_approve)
-    for action_id in (REJECT_ACTION, EDIT_ACTION, DETAILS_ACTION):
-        app.action(action_id)(on_modal_button)
-    app.view(EDIT_CALLBACK)(on_edit_submit)
-    app.view(REJECT_CALLBACK)(on_reject_submit)
+    for action_id, on_action in ACTIONS.items():
+        app.action(action_id)(on_action)
+    for callback_id, on_view in VIEWS.items():
+        app.view(callback_id)(on_view)
+    for command, on_command in COMMANDS.items():
+        app.command(command)(on_command)
+    for event, on_event in EVENTS.items():
+        app.event(event)(on_event)
     return app
 
 
@@ -121,7 +124,7 @@ def on_approve(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltC
     """Approve button: ack, then vote."""
     ack()
     click = payload.click(body)
-    action = review.Action("approve", click.request_id, click.user, channel=click.channel)
+    action = review.Action("approve", click.request_id, click.user, channel=click.channel, where=click.where)
     _after_ack(context, journal.act, client, click.user["slack_user_id"], click.channel, action)
 
 
@@ -163,6 +166,65 @@ def _on_submit(
     ack(**modals.ack_for(submission))
     if submission.ok:
         action = review.Action(
-            kind, submitted.request_id, submitted.user, reason=submission.reason, values=submitted.values
+            kind,
+            submitted.request_id,
+            submitted.user,
+            reason=submission.reason,
+            values=submitted.values,
+            where=submitted.where,
         )
         _after_ack(context, journal.act, client, user_id, None, action)
+
+
+def on_command(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
+    """`/countersign`: ack (an empty 200, so Slack shows nothing yet), then answer ephemerally
+    through the command's `response_url` from the pool."""
+    ack()
+    user_id, text = str(body.get("user_id") or ""), str(body.get("text") or "")
+    context["pool"].submit(_answer_command, context["runtime"], respond, user_id, text)
+
+
+def _answer_command(runtime: Runtime, respond: Respond, user_id: str, text: str) -> None:
+    """Post `commands.answer` to the response_url; when it fails, say so there (logged)."""
+    try:
+        answer = commands.answer(runtime, user_id, text)
+    except Exception as exc:
+        log.exception("/countersign %s failed after the ack", text[:40])
+        answer = {"response_type": "ephemeral", "text": texts.not_answered(type(exc).__name__)}
+    try:
+        respond(**answer)
+    except Exception:
+        log.exception("the answer to /countersign was not delivered to its response_url")
+
+
+def on_home_opened(event: dict[str, Any], context: BoltContext) -> None:
+    """`app_home_opened`: on the Home tab, publish the reviewer's Home from the pool (Bolt acks the
+    event as the listener returns)."""
+    if event.get("tab") == "home":
+        context["pool"].submit(_logged, home.opened, context["runtime"], str(event["user"]))
+
+
+def _logged(work: Callable[..., object], *args: Any) -> None:
+    try:
+        work(*args)
+    except Exception:
+        log.exception("%s failed after the ack", getattr(work, "__name__", work))
+
+
+ACTIONS: dict[str, Callable[..., None]] = {
+    APPROVE_ACTION: on_approve,
+    REJECT_ACTION: on_modal_button,
+    EDIT_ACTION: on_modal_button,
+    DETAILS_ACTION: on_modal_button,
+}
+"""The listener of each button's `action_id` (Slack delivers them by interactivity, manifest.yml's
+`settings.interactivity`)."""
+
+VIEWS: dict[str, Callable[..., None]] = {EDIT_CALLBACK: on_edit_submit, REJECT_CALLBACK: on_reject_submit}
+"""The listener of each modal's `callback_id` (its submits, by interactivity)."""
+
+COMMANDS: dict[str, Callable[..., None]] = {commands.COMMAND: on_command}
+"""The listener of each slash command (manifest.yml's `features.slash_commands`)."""
+
+EVENTS: dict[str, Callable[..., None]] = {"app_home_opened": on_home_opened}
+"""The listener of each Events API event (manifest.yml's `settings.event_subscriptions.bot_events`)."""

@@ -4,7 +4,8 @@ check reads another object than the one Bolt acts on (`check`, called by `bot.we
 - a missing or malformed `X-Slack-Request-Timestamp`, a timestamp more than 5 minutes off, or a
   signature that is not Slack's for the body's bytes: 401 (`signed`);
 - a body that is not the one form Slack posts interactions in (`bot.body.parse`: one `payload` form
-  field holding one JSON object), or a payload without the shape Slack always sends (a `type`, a
+  field holding one JSON object) or slash commands in (their fields, each once), a command without the
+  fields Slack always sends (`COMMAND_FIELDS`), or a payload without the shape Slack always sends (a `type`, a
   `user` with an id, a non-empty `actions` list for `block_actions`, a `view` with a `type` and a
   `callback_id` for view payloads): 400. Bolt would fail on some of them with a 500;
 - a payload meant for another app or another installation than the bot token's: 403 (`is_ours`). A
@@ -77,6 +78,17 @@ def is_ours(payload: dict[str, Any], ours: Installation) -> bool:
     return org_wide == ours.org_wide and named == ours.installed_in
 
 
+def is_our_command(fields: dict[str, Any], ours: Installation) -> bool:
+    """Whether a slash command's fields are meant for `ours`: `api_app_id` is our app, and
+    `team_id` our workspace, or for an org-wide install (`is_enterprise_install` "true")
+    `enterprise_id` our org (https://docs.slack.dev/interactivity/implementing-slash-commands)."""
+    org_wide = fields.get("is_enterprise_install") == "true"
+    named = fields.get("enterprise_id") if org_wide else fields.get("team_id")
+    return (
+        fields.get("api_app_id") == ours.app_id and org_wide == ours.org_wide and named == ours.installed_in
+    )
+
+
 def _installing_workspace(payload: dict[str, Any]) -> Any:
     view = payload.get("view")
     installed = view.get("app_installed_team_id") if isinstance(view, dict) else None
@@ -122,11 +134,46 @@ def check(
         payload = body.parse(raw, headers.get("content-type", ""))
     except BadSlackBody as exc:
         return Refusal(400, str(exc))
+    if "type" not in payload and "command" in payload:
+        return _command(payload, ours)
+    if payload.get("type") in body.EVENT_TYPES:
+        return _event(payload, ours)
     if not _shape_ok(payload):
         return Refusal(400, "the payload does not have the shape of a Slack interaction")
     if not is_ours(payload, ours):
         return Refusal(403, "the payload is meant for another app or installation")
     return payload
+
+
+def _event(sent: dict[str, Any], ours: Installation) -> dict[str, Any] | Refusal:
+    """An Events API body, or the refusal: a challenge must carry it (400); an event needs an `event`
+    object with a `type` and a `user` (400), and must be for our app (`api_app_id`) and workspace
+    (`team_id`), or org for an org-wide install (`enterprise_id`) (403)."""
+    if sent["type"] == "url_verification":
+        return sent if isinstance(sent.get("challenge"), str) else Refusal(400, "a challenge without one")
+    event = sent.get("event")
+    if not (_is_dict_with_str(event, "type") and _is_dict_with_str(event, "user")):
+        return Refusal(400, "an event must have an event object with a type and a user")
+    if not _bolt_reads_ok(sent):
+        return Refusal(400, "the event does not have the shape Slack sends")
+    named = sent.get("enterprise_id") if ours.org_wide else sent.get("team_id")
+    if sent.get("api_app_id") != ours.app_id or named != ours.installed_in:
+        return Refusal(403, "the event is meant for another app or installation")
+    return sent
+
+
+COMMAND_FIELDS = ("command", "user_id", "team_id", "api_app_id", "response_url")
+"""The fields of a slash command countersign and Bolt read, which Slack always sends."""
+
+
+def _command(fields: dict[str, Any], ours: Installation) -> dict[str, Any] | Refusal:
+    """A slash command's fields, or the refusal: 400 without a field of `COMMAND_FIELDS`, 403 when
+    meant for another app or installation (`is_our_command`)."""
+    if not all(fields.get(name) for name in COMMAND_FIELDS):
+        return Refusal(400, f"a slash command must have {', '.join(COMMAND_FIELDS)}")
+    if not is_our_command(fields, ours):
+        return Refusal(403, "the command is meant for another app or installation")
+    return fields
 
 
 def signed(raw: bytes, timestamp: str, signature: str, secret: str, now: float) -> bool:
@@ -182,13 +229,15 @@ BOLT_READS: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def _bolt_reads_ok(payload: dict[str, Any]) -> bool:
+    return all(key not in payload or sent_by_slack(payload[key]) for key, sent_by_slack in BOLT_READS.items())
+
+
 def _shape_ok(payload: dict[str, Any]) -> bool:
     kind = payload.get("type")
     if not isinstance(kind, str) or not _is_dict_with_str(payload.get("user"), "id"):
         return False
-    if not all(
-        key not in payload or sent_by_slack(payload[key]) for key, sent_by_slack in BOLT_READS.items()
-    ):
+    if not _bolt_reads_ok(payload):
         return False
     if kind == "block_actions":
         actions = payload.get("actions")

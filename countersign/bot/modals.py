@@ -16,7 +16,7 @@ from slack_sdk import WebClient
 from ..router import review
 from ..router.cards import loading_view
 from ..router.runtime import Runtime
-from .payload import Click
+from .payload import Click, metadata
 
 
 def open_modal(runtime: Runtime, client: WebClient, click: Click) -> None:
@@ -24,6 +24,8 @@ def open_modal(runtime: Runtime, client: WebClient, click: Click) -> None:
     title = review.MODALS[click.action_id][0]
     view_id = client.views_open(trigger_id=click.trigger_id, view=loading_view(title))["view"]["id"]
     view = review.modal_view(runtime, click.request_id, click.user["slack_user_id"], click.action_id)
+    if "private_metadata" in view:  # a form: its submit is to say where it was opened from
+        view["private_metadata"] = metadata(click.request_id, click.where)
     client.views_update(view_id=view_id, view=view)
 
 

@@ -9,31 +9,38 @@ becomes "" (a request countersign does not know), a malformed input value None.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..store import Decider
 
 MAX_REQUEST_ID = 64  # longer than any id countersign issues (26-character ULIDs)
 
+Where = Literal["card", "home"]
+"""The surface a reviewer acted on: a card in a channel, or their App Home tab."""
+
 
 @dataclass(frozen=True)
 class Click:
-    """A `block_actions` click on one of a card's buttons."""
+    """A `block_actions` click on one of a card's buttons, or the same button on the App Home tab
+    (`where`)."""
 
     action_id: str
     request_id: str
     user: Decider
     channel: str | None
     trigger_id: str
+    where: Where = "card"
 
 
 @dataclass(frozen=True)
 class ViewSubmission:
-    """A `view_submission` of one of countersign's modals: `values` is `{block_id: typed text}`."""
+    """A `view_submission` of one of countersign's modals: `values` is `{block_id: typed text}`;
+    `where` the surface whose button opened it (`metadata`)."""
 
     request_id: str
     user: Decider
     values: dict[str, str | None]
+    where: Where = "card"
 
 
 def user(body: dict[str, Any]) -> Decider:
@@ -44,24 +51,36 @@ def user(body: dict[str, Any]) -> Decider:
 
 def click(body: dict[str, Any]) -> Click:
     """The first action of a `block_actions` body (countersign's buttons carry the request id as
-    their `value`)."""
+    their `value`); from a view's button (`container.type` `view`: the Home tab) `where` is `home`."""
     action = body["actions"][0]
+    container = body.get("container") or {}
     return Click(
         action_id=action["action_id"],
         request_id=_request_id(action.get("value")),
         user=user(body),
         channel=(body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id"),
         trigger_id=str(body.get("trigger_id") or ""),
+        where="home" if container.get("type") == "view" else "card",
     )
 
 
 def view_submission(body: dict[str, Any]) -> ViewSubmission:
-    """A modal submit: the request id its `private_metadata` carries, who submitted, what they typed."""
+    """A modal submit: the request id its `private_metadata` carries (with where the modal was
+    opened from, `metadata`), who submitted, what they typed."""
+    metadata = body["view"].get("private_metadata")
+    request_id, _, where = metadata.partition(" ") if isinstance(metadata, str) else ("", "", "")
     return ViewSubmission(
-        request_id=_request_id(body["view"].get("private_metadata")),
+        request_id=_request_id(request_id),
         user=user(body),
         values=_values(body["view"].get("state")),
+        where="home" if where == "home" else "card",
     )
+
+
+def metadata(request_id: str, where: Where) -> str:
+    """A modal's `private_metadata`: the request id, followed by ` home` when the button that opened
+    it was on the Home tab (read back by `view_submission`)."""
+    return request_id if where == "card" else f"{request_id} {where}"
 
 
 def _request_id(value: Any) -> str:

@@ -167,6 +167,13 @@ def request_card(request: ApprovalRequest, approvals: list[Decider] | None = Non
             block_id=f"meta-{request.level}-{len(approvals)}", elements=[MarkdownTextObject(text=note)]
         )
     )
+    blocks.append(ActionsBlock(block_id=f"decide-{request.level}", elements=decision_buttons(request)))
+    return _card(request, blocks, f"Approval needed: {request.summary}")
+
+
+def decision_buttons(request: ApprovalRequest) -> list[ButtonElement]:
+    """Approve / Reject / Edit (when the policy makes fields editable and one approval is enough) /
+    Details, each with the request id as its `value`: the card's, and the App Home tab's."""
     buttons = [
         ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=request.id, style="primary"),
         ButtonElement(text="Reject", action_id=REJECT_ACTION, value=request.id, style="danger"),
@@ -174,8 +181,7 @@ def request_card(request: ApprovalRequest, approvals: list[Decider] | None = Non
     if request.rules.editable and request.required_approvals == 1:
         buttons.append(ButtonElement(text="Edit", action_id=EDIT_ACTION, value=request.id))
     buttons.append(ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id))
-    blocks.append(ActionsBlock(block_id=f"decide-{request.level}", elements=buttons))
-    return _card(request, blocks, f"Approval needed: {request.summary}")
+    return buttons
 
 
 def compact_card(request: ApprovalRequest) -> Card:

@@ -51,7 +51,7 @@ from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
 from ..store import ApprovalRequest, Decider, ResumeProblem, Status
-from . import cards, jobs, texts
+from . import cards, homedue, jobs, texts
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,7 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
         runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
         raise
     attached = runtime.store.attach_card(claimed, card.channel, card.ts)
+    homedue.mark_due(runtime.redis, claimed.approvers)  # their Home lists it
     log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
     if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
         refresh(runtime, attached.id)
@@ -340,7 +341,8 @@ def update_card(
     decided card that is gone or no longer ours to edit is replaced by one status message, which
     later rewrites edit. A decided request whose card was posted by a process that died before
     storing its `ts` has the card looked up and adopted first (`_adopt`). Any other error is
-    logged."""
+    logged. The approvers' App Home tabs are marked due (`homedue`)."""
+    homedue.mark_due(runtime.redis, request.approvers)
     decided = request.status != Status.PENDING
     if request.card_ts is None and decided and request.card_attempts > 0:
         request = _adopt(runtime, request) or request
@@ -428,6 +430,7 @@ def mark_escalated(runtime: Runtime, old: ApprovalRequest, to_channel: str) -> N
     """Rewrite the card of the level `old` was at to say where the request went (no buttons). When
     Slack will not rewrite it now (429, 5xx, a timeout), the rewrite becomes a router job
     (`jobs.enqueue_rewrite`) that tries again at Slack's pace; a refusal for good is logged."""
+    homedue.mark_due(runtime.redis, old.approvers)  # no longer theirs to decide
     if old.card_ts is None:
         return
     message = cards.escalated_card(old, to_channel).message()

@@ -60,6 +60,15 @@ def why_refused(request: ApprovalRequest | None, user_id: str, step: str) -> dic
     return {"why": why, "step": step}
 
 
+def queue(runtime: Runtime, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+    """The requests `user_id` may decide now, oldest deadline first, at most `limit`: an approver of
+    the current level, not timed out, without their vote at this level (`Store.queue_for`), and
+    allowed to approve by `why_refused` (self-approval, the request's state): the same rule a click
+    is authorised by."""
+    rows = runtime.store.queue_for(user_id, limit)
+    return [row for row in rows if why_refused(row, user_id, "approve") is None]
+
+
 def refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False) -> str:
     """What the refused reviewer is told (`plain`: for a modal's inline error, no mrkdwn)."""
     if request is None:
@@ -123,10 +132,11 @@ def cast(
     user: Decider,
     vote: Literal[Outcome.APPROVED, Outcome.REJECTED],
     reason: str | None = None,
+    where: str = "card",
 ) -> Settled | Literal["unknown_request"]:
-    """Count a reviewer's approval or rejection (quorum rules in `Store.vote`) and act on it:
-    `decided` | `counted` | `refused`, or `unknown_request` (audited; the caller answers the
-    reviewer, since only it knows where)."""
+    """Count a reviewer's approval or rejection (quorum rules in `Store.vote`; `where` they clicked,
+    audited) and act on it: `decided` | `counted` | `refused`, or `unknown_request` (audited; the
+    caller answers the reviewer, since only it knows where)."""
     user_id = user["slack_user_id"]
     step = "approve" if vote == Outcome.APPROVED else "reject"
     try:
@@ -137,6 +147,7 @@ def cast(
             runtime.resume_event,
             reason=reason,
             refuse=lambda row: why_refused(row, user_id, step),
+            where=where,
         )
     except UnknownRequest:
         runtime.store.record(request_id, "refused", user_id, why="unknown_request", step=step)
@@ -145,11 +156,16 @@ def cast(
 
 
 def approve(
-    runtime: Runtime, client: WebClient, request_id: str, user: Decider, channel: str | None
+    runtime: Runtime,
+    client: WebClient,
+    request_id: str,
+    user: Decider,
+    channel: str | None,
+    where: str = "card",
 ) -> Settled:
-    """The Approve button: vote to approve; a click on a request countersign does not know is
-    answered in `channel`, where the click came from."""
-    outcome = cast(runtime, client, request_id, user, Outcome.APPROVED)
+    """The Approve button (on a card, or the Home tab: `where`): vote to approve; a click on a
+    request countersign does not know is answered in `channel`, where the click came from."""
+    outcome = cast(runtime, client, request_id, user, Outcome.APPROVED, where=where)
     if outcome != "unknown_request":
         return outcome
     delivery.tell(client, channel, user["slack_user_id"], texts.UNKNOWN_REQUEST)
@@ -229,7 +245,9 @@ def check_reject(
     return submission
 
 
-def approve_edited(runtime: Runtime, client: WebClient, user: Decider, submission: Submission) -> Settled:
+def approve_edited(
+    runtime: Runtime, client: WebClient, user: Decider, submission: Submission, where: str = "card"
+) -> Settled:
     """After the ack of a valid Edit submit: approve with the edited payload and its diff, when the
     submitter may still edit the request as the decision finds it. That is checked on the row the
     decision locks, not on the read `check_edit` made: an escalation in between refuses an earlier
@@ -246,6 +264,7 @@ def approve_edited(runtime: Runtime, client: WebClient, user: Decider, submissio
         edits=submission.edit.edits,
         grant_ttl=submission.request.rules.grant_ttl_seconds,
         refuse=lambda row: why_refused(row, user_id, "edit_submit"),
+        where=where,
     )
     return settle(runtime, client, result, user_id)
 
@@ -254,7 +273,8 @@ def approve_edited(runtime: Runtime, client: WebClient, user: Decider, submissio
 class Action:
     """A reviewer's decision as Slack delivered it, in a form that can be journaled and replayed
     (`router.journal`): `approve` (the button; `channel` is where it was clicked), `reject` (the
-    Reject modal's checked `reason`) or `edit` (the Edit modal's `values`, `{block_id: text}`)."""
+    Reject modal's checked `reason`) or `edit` (the Edit modal's `values`, `{block_id: text}`);
+    `where` the surface: `card`, or `home` (the App Home tab), audited with the decision."""
 
     kind: Literal["approve", "reject", "edit"]
     request_id: str
@@ -262,21 +282,23 @@ class Action:
     channel: str | None = None
     reason: str | None = None
     values: dict[str, str | None] = field(default_factory=dict)
+    where: str = "card"
 
 
 def act(runtime: Runtime, client: WebClient, action: Action) -> Settled | Literal["unknown_request"]:
     """Do what the reviewer asked: vote to approve or reject, or approve with the edit (checked again
     on the request as it is now; an edit no longer allowed is answered with why)."""
     if action.kind == "approve":
-        return approve(runtime, client, action.request_id, action.user, action.channel)
+        return approve(runtime, client, action.request_id, action.user, action.channel, action.where)
     if action.kind == "reject":
-        return cast(runtime, client, action.request_id, action.user, Outcome.REJECTED, reason=action.reason)
+        request_id, user = action.request_id, action.user
+        return cast(runtime, client, request_id, user, Outcome.REJECTED, action.reason, action.where)
     user_id = action.user["slack_user_id"]
     submission = check_edit(runtime, action.request_id, user_id, action.values)
     if not submission.ok:
         delivery.tell(client, action.channel, user_id, next(iter(submission.errors.values()), ""))
         return "refused"
-    return approve_edited(runtime, client, action.user, submission)
+    return approve_edited(runtime, client, action.user, submission, action.where)
 
 
 def already_recorded(runtime: Runtime, action: Action) -> bool:

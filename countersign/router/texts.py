@@ -216,6 +216,12 @@ def not_recorded(error: str) -> str:
     return f"countersign could not record your action ({error}), so nothing changed: please try again."
 
 
+def not_answered(error: str) -> str:
+    """Answer to a `/countersign` command countersign could not answer (`error`: the exception's
+    class name)."""
+    return f"countersign could not answer ({error}): please try again."
+
+
 REJECT_REASON_REQUIRED = "A reason is required to reject this action class."
 
 

@@ -39,7 +39,7 @@ from rq.serializers import JSONSerializer
 
 from ..config import Settings
 from ..workers import CountersignWorker
-from . import journal, refreshes, relay, timeouts, webhooks
+from . import home, journal, refreshes, relay, timeouts, webhooks
 from .jobs import INTAKE_QUEUE, json_queue
 from .reload import PolicyHolder
 from .runtime import Runtime, current
@@ -101,7 +101,8 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
     events, start the webhook attempts due (`webhooks.Deliverer`, on threads of its own), rewrite
-    the decided cards asked for (`jobs.request_refresh`), and (every `HEAL_EVERY_TICKS`) enqueue
+    the decided cards asked for (`jobs.request_refresh`), publish the reviewers' App Home tabs due
+    (`home.publish_due`), and (every `HEAL_EVERY_TICKS`) enqueue
     again resume and intake jobs that Redis lost, note resume jobs no worker took in
     `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one did), and replay the
     reviewers' actions that a dead web process had acked but not recorded."""
@@ -124,6 +125,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
                 ("relay", lambda: _relay(runtime)),
                 ("webhooks", deliverer.tick),
                 ("cards", lambda: refreshes.refresh_requested(runtime)),
+                ("home", lambda: home.publish_due(runtime)),
             ]
             if ticks % HEAL_EVERY_TICKS == 0:
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))

@@ -1,7 +1,10 @@
 """Build and deliver interactivity payloads the way Slack does: form-encoded, signed, over real HTTP.
 
 Payload shapes: https://docs.slack.dev/reference/interaction-payloads/block_actions-payload and, for
-view_submission and view_closed, https://docs.slack.dev/reference/interaction-payloads/view-interactions-payload
+view_submission and view_closed,
+https://docs.slack.dev/reference/interaction-payloads/view-interactions-payload . A slash command
+is a form of its own fields, no ``payload``:
+https://docs.slack.dev/interactivity/implementing-slash-commands .
 Signing: https://docs.slack.dev/authentication/verifying-requests-from-slack/ . The signature is
 ``"v0=" + hex(HMAC-SHA256(secret, "v0:<timestamp>:<raw body>"))``, sent in ``X-Slack-Signature`` with
 the unix-seconds timestamp in ``X-Slack-Request-Timestamp``.
@@ -18,7 +21,7 @@ import urllib.request
 
 from slack_sdk.signature import SignatureVerifier
 
-from countersign.sandbox.identity import API_APP_ID
+from countersign.sandbox.identity import API_APP_ID, BOT_USER_ID
 from countersign.sandbox.types import Json
 
 #: How long ``signed_post`` waits for the bot, in seconds. Slack itself gives up after 3 s
@@ -71,14 +74,6 @@ def block_actions_payload(
     (see ``shapes.slack_message``). The action carries ``value`` and ``style`` only when the button has
     them, as Slack does. ``trigger_id`` defaults to a fresh one.
     """
-    action = {
-        "action_id": button["action_id"],
-        "block_id": block_id,
-        "text": button.get("text"),
-        "type": "button",
-        "action_ts": _slack_ts(),
-    }
-    action.update({key: button[key] for key in ("value", "style") if key in button})
     return {
         **_envelope("block_actions", team, user),
         "container": {
@@ -92,7 +87,72 @@ def block_actions_payload(
         "message": message,
         "state": {"values": {}},
         "response_url": response_url,
-        "actions": [action],
+        "actions": [_action(button, block_id)],
+    }
+
+
+def _action(button: Json, block_id: str) -> Json:
+    """The pressed button as a payload's action; ``value`` and ``style`` only when it has them."""
+    action = {
+        "action_id": button["action_id"],
+        "block_id": block_id,
+        "text": button.get("text"),
+        "type": "button",
+        "action_ts": _slack_ts(),
+    }
+    action.update({key: button[key] for key in ("value", "style") if key in button})
+    return action
+
+
+def home_block_actions_payload(
+    *, team: Json, user: Json, view: Json, block_id: str, button: Json, trigger_id: str
+) -> Json:
+    """The ``block_actions`` payload of a button pressed on the user's Home tab ``view``: its
+    ``container`` is the view, and it has no ``channel``, ``message`` or ``response_url``
+    (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload)."""
+    return {
+        **_envelope("block_actions", team, user),
+        "container": {"type": "view", "view_id": view["id"]},
+        "trigger_id": trigger_id,
+        "view": view,
+        "state": {"values": {}},
+        "is_enterprise_install": False,
+        "enterprise": None,
+        "actions": [_action(button, block_id)],
+    }
+
+
+def app_home_opened_body(*, team_id: str, user_id: str, channel: str, view: Json | None) -> Json:
+    """The Events API body Slack posts when ``user_id`` opens the app's Home tab
+    (https://docs.slack.dev/reference/events/app_home_opened): an ``event_callback`` holding the
+    event, with the Home view last published to them, if any."""
+    event: Json = {
+        "type": "app_home_opened",
+        "user": user_id,
+        "channel": channel,
+        "tab": "home",
+        "event_ts": _slack_ts(),
+    }
+    if view is not None:
+        event["view"] = view
+    return {
+        "token": VERIFICATION_TOKEN,
+        "team_id": team_id,
+        "api_app_id": API_APP_ID,
+        "event": event,
+        "type": "event_callback",
+        "event_id": "Ev" + secrets.token_hex(5).upper(),
+        "event_time": int(time.time()),
+        "authorizations": [
+            {
+                "enterprise_id": None,
+                "team_id": team_id,
+                "user_id": BOT_USER_ID,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
+        "is_ext_shared_channel": False,
     }
 
 
@@ -125,25 +185,52 @@ def view_closed_payload(*, team: Json, user: Json, view: Json, is_cleared: bool)
     }
 
 
+def slash_command_fields(
+    *, team: Json, user: Json, channel_id: str, command: str, text: str, response_url: str, trigger_id: str
+) -> dict[str, str]:
+    """The fields Slack posts when ``user`` types ``command text`` in ``channel_id`` (``team`` and
+    ``user`` as in ``block_actions_payload``), every value a string as in a form."""
+    return {
+        "token": VERIFICATION_TOKEN,
+        "team_id": team["id"],
+        "team_domain": team["domain"],
+        "channel_id": channel_id,
+        "channel_name": _channel_name(channel_id),
+        "user_id": user["id"],
+        "user_name": user["username"],
+        "command": command,
+        "text": text,
+        "api_app_id": API_APP_ID,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": trigger_id,
+    }
+
+
 def encode_payload(payload: Json) -> bytes:
     """The form body Slack sends: ``payload=<url-encoded JSON>``."""
     return urllib.parse.urlencode({"payload": json.dumps(payload, separators=(",", ":"))}).encode()
 
 
-def signed_post(url: str, payload: Json, *, secret: str, timestamp: int) -> tuple[int, str]:
-    """POST ``payload`` form-encoded to ``url``, signed with ``secret`` at ``timestamp`` (unix seconds).
+FORM = "application/x-www-form-urlencoded"
+
+
+def signed_post(
+    url: str, body: bytes, *, secret: str, timestamp: int, content_type: str = FORM
+) -> tuple[int, str]:
+    """POST ``body`` (a form, or with ``content_type`` JSON) to ``url``, signed with ``secret`` at
+    ``timestamp`` (unix seconds).
 
     Returns ``(HTTP status, body text)``, including 4xx/5xx answers. Connection failures and timeouts
     (``CLICK_TIMEOUT_SECONDS``) raise OSError (``urllib.error.URLError`` or ``TimeoutError``).
     """
-    body = encode_payload(payload)
     signature = SignatureVerifier(secret).generate_signature(timestamp=str(timestamp), body=body)
     request = urllib.request.Request(
         url,
         data=body,
         method="POST",
         headers={
-            "Content-Type": "application/x-www-form-urlencoded",
+            "Content-Type": content_type,
             "X-Slack-Request-Timestamp": str(timestamp),
             "X-Slack-Signature": str(signature),
             "User-Agent": USER_AGENT,

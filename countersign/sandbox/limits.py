@@ -380,6 +380,23 @@ def check_view(view: Any) -> list[str]:
         return [_error("must be an object", "/view")]
     errors = [] if view.get("type") == "modal" else [_error("must be modal", "/view/type")]
     errors += _check_label(view, "title", MAX_VIEW_TITLE, required=True)
+    return errors + _check_view_fields(view)
+
+
+def check_home_view(view: Any) -> list[str]:
+    """The messages of ``check_view`` for a Home tab's view (views.publish): ``type`` is ``"home"``,
+    ``blocks`` as in a modal, and the same lengths; no title, submit or close
+    (https://docs.slack.dev/tools/bolt-python/concepts/app-home)."""
+    if not isinstance(view, dict):
+        return [_error("must be an object", "/view")]
+    errors = [] if view.get("type") == "home" else [_error("must be home", "/view/type")]
+    return errors + _check_view_fields(view)
+
+
+def _check_view_fields(view: dict[str, Any]) -> list[str]:
+    """What every kind of view is checked for: the modal's labels (when given), the blocks, the
+    lengths of its strings and its booleans."""
+    errors: list[str] = []
     errors += _check_label(view, "close", MAX_VIEW_CLOSE)
     blocks = view.get("blocks")
     has_input = isinstance(blocks, list) and any(

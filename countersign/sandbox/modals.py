@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from countersign.sandbox.blocks import fill_ids
-from countersign.sandbox.limits import MAX_VIEW_BYTES, check_view, parse_number
+from countersign.sandbox.limits import MAX_VIEW_BYTES, check_home_view, check_view, parse_number
 from countersign.sandbox.types import Json
 
 #: Input elements whose state is ``{"type", "value"}``; the sandbox can submit values only for these.
@@ -44,12 +44,13 @@ class SubmissionRefused(ValueError):
         self.errors = errors
 
 
-def decode_view(raw: Any) -> Json:
+def decode_view(raw: Any, home: bool = False) -> Json:
     """The ``view`` argument of views.open / views.update / views.push, validated, with ids filled in.
 
     ``raw`` is a dict or its JSON string (form-encoded calls carry JSON that way). Raises ViewError:
     ``invalid_arguments`` (missing, not JSON, or any ``limits.check_view`` rule, with the messages) or
     ``view_too_large`` (over ``MAX_VIEW_BYTES`` bytes of JSON; https://docs.slack.dev/reference/methods/views.push).
+    With ``home``, the view of a Home tab (views.publish: ``limits.check_home_view``).
     """
     if raw is None or raw == "":
         raise ViewError("invalid_arguments", ["[ERROR] missing required field: view [json-pointer:/view]"])
@@ -66,7 +67,7 @@ def decode_view(raw: Any) -> Json:
         size = len(json.dumps(view, separators=(",", ":"), default=str).encode())
     if size > MAX_VIEW_BYTES:
         raise ViewError("view_too_large")
-    problems = check_view(view)
+    problems = check_home_view(view) if home else check_view(view)
     if problems:
         raise ViewError("invalid_arguments", problems)
     return {**copy.deepcopy(view), "blocks": fill_ids(view["blocks"])}

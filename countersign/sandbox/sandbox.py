@@ -8,15 +8,22 @@ view_submission is applied to the modal. Faults queued by ``inject`` are played 
 from __future__ import annotations
 
 import copy
+import json
 import secrets
 import time
+import urllib.parse
 
 from countersign.sandbox import modals
 from countersign.sandbox.blocks import find_button
 from countersign.sandbox.identity import RESPONSE_URL_PATH, TEAM_DOMAIN, UNSERVED_BASE_URL
 from countersign.sandbox.interactivity import (
+    FORM,
+    app_home_opened_body,
     block_actions_payload,
+    encode_payload,
+    home_block_actions_payload,
     signed_post,
+    slash_command_fields,
     view_closed_payload,
     view_submission_payload,
 )
@@ -24,6 +31,7 @@ from countersign.sandbox.modals import SubmissionRefused, ViewError
 from countersign.sandbox.shapes import slack_message
 from countersign.sandbox.types import Fault, Json
 from countersign.sandbox.webapi.methods import METHODS
+from countersign.sandbox.webapi.response_urls import respond
 from countersign.sandbox.workspace import Workspace
 
 
@@ -274,11 +282,99 @@ class Sandbox(Workspace):
         ``timestamp`` (unix seconds, default now) and ``secret`` (default ``signing_secret``) can be
         overridden to produce stale or forged requests. Returns ``(HTTP status, body text)``.
         """
+        return self._send_form(encode_payload(payload), timestamp, secret)
+
+    def _send_form(
+        self, body: bytes, timestamp: int | None = None, secret: str | None = None, content_type: str = FORM
+    ) -> tuple[int, str]:
         if not self.interactivity_url:
             raise RuntimeError("interactivity_url is not set")
         return signed_post(
             self.interactivity_url,
-            payload,
+            body,
             secret=self.signing_secret if secret is None else secret,
             timestamp=int(time.time()) if timestamp is None else timestamp,
+            content_type=content_type,
         )
+
+    # --- the App Home tab ------------------------------------------------------------------------------
+
+    def open_home(self, user_id: str) -> tuple[int, str]:
+        """Open the app's Home tab as ``user_id``: post the signed ``app_home_opened`` event (a JSON
+        body, to ``interactivity_url``, which stands for the app's event Request URL too) and return
+        the bot's ``(HTTP status, body text)``. Raises as ``send_signed``."""
+        with self.state.lock:
+            home = copy.deepcopy(self.state.homes.get(user_id))
+            channel = self.state.open_dm([user_id])
+        body = app_home_opened_body(team_id=self.team_id, user_id=user_id, channel=channel, view=home)
+        return self._send_form(json.dumps(body).encode(), content_type="application/json")
+
+    def home(self, user_id: str) -> Json | None:
+        """A copy of ``user_id``'s Home tab as last published (views.publish), or None."""
+        with self.state.lock:
+            return copy.deepcopy(self.state.homes.get(user_id))
+
+    def click_home(self, user_id: str, block_id: str, action_id: str) -> tuple[int, str]:
+        """Press the button ``action_id`` of block ``block_id`` on ``user_id``'s Home tab: send the
+        signed ``block_actions`` payload (``interactivity.home_block_actions_payload``) with a
+        recorded ``trigger_id``. Raises LookupError when the Home or the button is not there, and as
+        ``send_signed``."""
+        with self.state.lock:
+            home = self.state.homes.get(user_id)
+            blocks = [b for b in (home or {}).get("blocks", []) if b.get("block_id") == block_id]
+            if home is None or not blocks:
+                raise LookupError(f"no block {block_id!r} on the Home tab of {user_id!r}")
+            block, button = find_button(blocks, action_id)
+            payload = home_block_actions_payload(
+                team=self._team(self.team_id),
+                user=self._actor(user_id),
+                view=copy.deepcopy(home),
+                block_id=block["block_id"],
+                button=button,
+                trigger_id=self.state.views.issue_trigger(user_id, self.clock()),
+            )
+        return self.send_signed(payload)
+
+    # --- slash commands ----------------------------------------------------------------------------------
+
+    def command_fields(
+        self, user_id: str, channel: str, text: str, command: str = "/countersign"
+    ) -> dict[str, str]:
+        """The form fields Slack would post if ``user_id`` typed ``command text`` in ``channel`` now,
+        with a fresh ``response_url`` (answered by ``webapi.response_urls.respond``: by default an
+        ephemeral message to ``user_id`` in ``channel``) and a recorded ``trigger_id``."""
+        with self.state.lock:
+            key = secrets.token_urlsafe(16)
+            self.state.response_urls[key] = (channel, "", user_id)
+            return slash_command_fields(
+                team=self._team(self.team_id),
+                user=self._actor(user_id),
+                channel_id=channel,
+                command=command,
+                text=text,
+                response_url=f"{self.base_url or UNSERVED_BASE_URL}{RESPONSE_URL_PATH}{key}",
+                trigger_id=self.state.views.issue_trigger(user_id, self.clock()),
+            )
+
+    def run_command(
+        self, user_id: str, channel: str, text: str, command: str = "/countersign"
+    ) -> tuple[int, str]:
+        """Type ``command text`` in ``channel`` as ``user_id``: post the signed form (``command_fields``)
+        to ``interactivity_url`` as Slack does, and return the bot's ``(HTTP status, body text)``.
+
+        As in Slack, a 200 answer with a JSON body holding ``text`` or ``blocks`` is shown at once, to
+        ``user_id`` alone unless its ``response_type`` is ``in_channel``; an empty 200 shows nothing
+        (the bot answers later through the ``response_url``)
+        (https://docs.slack.dev/interactivity/implementing-slash-commands). Raises as ``send_signed``.
+        """
+        fields = self.command_fields(user_id, channel, text, command)
+        status, body = self._send_form(urllib.parse.urlencode(fields).encode())
+        if status == 200 and body.strip():
+            try:
+                answer = json.loads(body)
+            except ValueError:
+                answer = {"text": body}
+            if isinstance(answer, dict) and (answer.get("text") or answer.get("blocks")):
+                key = fields["response_url"].rsplit("/", 1)[1]
+                respond(self, key, answer)
+        return status, body

@@ -17,7 +17,13 @@ Routes:
   400 for values naming blocks that are not inputs.
 - ``POST /_sandbox/close`` with JSON ``{view_id, user}``: ``Sandbox.close_view``, answered as
   ``{"status", "body"}`` of the ``view_closed`` delivery (``null`` for both when none was sent).
-- ``POST /_sandbox/response/<key>``: the ``response_url`` of a click (``webapi.response_urls.respond``).
+- ``POST /_sandbox/command`` with JSON ``{user, channel, text}``: ``Sandbox.run_command`` (``/countersign
+  text`` typed by ``user`` in ``channel``), answered like a click.
+- ``POST /_sandbox/home_opened`` with JSON ``{user}``: ``Sandbox.open_home`` (the ``app_home_opened``
+  event), and ``POST /_sandbox/click_home`` with JSON ``{user, block_id, action_id}``:
+  ``Sandbox.click_home`` (a button on the user's Home tab); both answered like a click.
+- ``POST /_sandbox/response/<key>``: the ``response_url`` of a click or a slash command
+  (``webapi.response_urls.respond``).
 """
 
 from __future__ import annotations
@@ -123,6 +129,28 @@ def _click(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
     return _timed_delivery(lambda: sb.click(*args), "the click")
 
 
+def _delivered(body: bytes, keys: tuple[str, ...], act: Callable[..., tuple[int, str]], what: str) -> Reply:
+    """The page's JSON object with `keys` handed to `act` (their values as strings, in order) and
+    answered as `_timed_delivery` does; 400 when a key is missing."""
+    request = _request(body, keys)
+    if request is None:
+        return _json_reply({"error": f"expected JSON {{{', '.join(keys)}}}"}, 400)
+    values = [str(request[key]) for key in keys]
+    return _timed_delivery(lambda: act(*values), what)
+
+
+def _command(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    return _delivered(body, ("user", "channel", "text"), sb.run_command, "the command")
+
+
+def _home_opened(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    return _delivered(body, ("user",), sb.open_home, "the app_home_opened event")
+
+
+def _click_home(sb: Sandbox, query: dict[str, str], body: bytes) -> Reply:
+    return _delivered(body, ("user", "block_id", "action_id"), sb.click_home, "the click")
+
+
 def _timed_delivery(deliver: Callable[[], tuple[int, str]], what: str) -> Reply:
     """Deliver a click or submission to the bot and answer the page with the bot's status, body and
     how long it took (404 for an unknown message or view; status 0 when it could not be delivered)."""
@@ -147,6 +175,9 @@ _ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/_sandbox/click"): _click,
     ("POST", "/_sandbox/submit"): _submit,
     ("POST", "/_sandbox/close"): _close,
+    ("POST", "/_sandbox/command"): _command,
+    ("POST", "/_sandbox/home_opened"): _home_opened,
+    ("POST", "/_sandbox/click_home"): _click_home,
 }
 
 

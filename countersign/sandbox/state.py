@@ -18,7 +18,8 @@ class State:
     (``D…``) and group DM (``G…``) the bot has opened to its members' user ids.
     ``ephemerals`` lists the ephemeral messages (``EphemeralRecord``). ``response_urls`` maps a
     response_url key to the ``(channel, ts, user_id)`` it answers. ``views`` holds the trigger_ids and the
-    open modal views (``viewstore.ViewStore``).
+    open modal views (``viewstore.ViewStore``), ``homes`` each user's Home tab (views.publish's view,
+    with its ``id`` and ``hash``).
 
     Web API bookkeeping: ``calls`` lists the calls (``CallRecord``); ``faults`` maps a method to its queued
     faults (``Fault``, see ``Sandbox.inject``); ``post_buckets`` maps a channel to ``(tokens, clock
@@ -32,6 +33,7 @@ class State:
         self.dms: dict[str, list[str]] = {}
         self.response_urls: dict[str, tuple[str, str, str]] = {}
         self.views = ViewStore()
+        self.homes: dict[str, Json] = {}
         self.calls: list[CallRecord] = []
         self.faults: dict[str, list[Fault]] = {}
         self.post_buckets: dict[str, tuple[float, float]] = {}

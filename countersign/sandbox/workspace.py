@@ -128,13 +128,14 @@ class Workspace:
     def snapshot(self) -> Json:
         """Everything the page shows: ``{"team_id", "interactivity_url", "bot": {"id", "name"}, "users":
         [{"id", "name"}], "user_teams": {user id: team id}, "channels": [{"id", "messages": [...]}],
-        "ephemerals": [...], "views": [...]}``.
+        "ephemerals": [...], "views": [...], "homes": {user id: Home view}}``.
 
         Channels are in first-post order; messages, ephemerals and views as ``messages()`` /
         ``ephemerals()`` / ``views()``.
         """
         with self.state.lock:
             messages, ephemerals, views = self.messages(), self.ephemerals(), self.views()
+            homes = copy.deepcopy(self.state.homes)
         channels: dict[str, list[MessageRecord]] = {}
         for message in messages:
             channels.setdefault(message["channel"], []).append(message)
@@ -147,4 +148,5 @@ class Workspace:
             "channels": [{"id": cid, "messages": msgs} for cid, msgs in channels.items()],
             "ephemerals": ephemerals,
             "views": views,
+            "homes": homes,
         }

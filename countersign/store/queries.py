@@ -18,6 +18,7 @@ from .models import (
     AuditEvent,
     Base,
     DeadLetter,
+    Execution,
     OutboxEvent,
     ResumeProblem,
     Status,
@@ -25,7 +26,7 @@ from .models import (
     utcnow,
     utcnow_plus,
 )
-from .sql import approver_is, is_pending, no_live_card_lease
+from .sql import approver_is, is_pending, no_live_card_lease, not_timed_out
 
 AUDIT = "countersign_audit"
 """`Session.info` key of the audit events a write transaction has recorded and not inserted yet."""
@@ -230,6 +231,61 @@ class Queries:
                 .limit(limit)
             )
             return list(session.scalars(stmt))
+
+    def queue_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+        """The reviewer's queue: the pending requests whose current level's `approvers` include
+        `user_id`, not timed out (database clock), without a vote of theirs at this level (a quorum
+        they already gave), oldest deadline first (no deadline last, then oldest first), at most
+        `limit`. Who may decide is `router.review`'s to say (self-approval, the request's state):
+        `review.queue` filters these rows with it."""
+        with self._read() as session:
+            voted = select(Vote.request_id).where(
+                Vote.request_id == ApprovalRequest.id, Vote.slack_user_id == user_id
+            )
+            stmt = (
+                select(ApprovalRequest)
+                .where(
+                    is_pending(),
+                    approver_is(session.get_bind().dialect.name, user_id),
+                    not_timed_out(),
+                    ~voted.exists(),
+                )
+                .order_by(
+                    ApprovalRequest.expires_at.is_(None),
+                    ApprovalRequest.expires_at,
+                    ApprovalRequest.created_at,
+                    ApprovalRequest.id,
+                )
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def decided_by_user(self, user_id: str, limit: int = 10) -> list[ApprovalRequest]:
+        """The requests `user_id` decided or voted on that are decided now, latest decision first,
+        at most `limit`: the audit trail's `approved`, `rejected` and `vote` events name them as actor.
+        (`audit_events.actor` has no index: a scan of the trail, for one reviewer's Home tab.)"""
+        with self._read() as session:
+            acted = select(AuditEvent.request_id).where(
+                AuditEvent.actor == user_id, AuditEvent.event.in_((Status.APPROVED, Status.REJECTED, "vote"))
+            )
+            stmt = (
+                select(ApprovalRequest)
+                .where(ApprovalRequest.id.in_(acted), ApprovalRequest.status != Status.PENDING)
+                .order_by(ApprovalRequest.decided_at.desc(), ApprovalRequest.id.desc())
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def counts(self, action: str | None = None) -> dict[tuple[Status, Execution | None], int]:
+        """How many requests there are, of action class `action` or of all: `{(status, execution):
+        count}` (`execution` is the approved action's run, None before or without one)."""
+        with self._read() as session:
+            stmt = select(ApprovalRequest.status, ApprovalRequest.execution, func.count()).group_by(
+                ApprovalRequest.status, ApprovalRequest.execution
+            )
+            if action is not None:
+                stmt = stmt.where(ApprovalRequest.action == action)
+            return {(status, execution): count for status, execution, count in session.execute(stmt)}
 
     def pending_count(self, action: str, requester: str, up_to: int) -> int:
         """How many requests of action class `action` from `requester` are pending now, counted up

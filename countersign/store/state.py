@@ -94,6 +94,7 @@ class Store(Deliveries, WebhookDeliveries):
         edits: list[Edit] | None = None,
         grant_ttl: int = GRANT_TTL_SECONDS,
         refuse: Refuse | None = None,
+        where: str | None = None,
     ) -> Decided | AlreadyDecided | TimedOut | Refused:
         """Move a pending request to `outcome` (`approved` | `rejected`), first writer wins.
 
@@ -106,6 +107,7 @@ class Store(Deliveries, WebhookDeliveries):
         `approved_payload` (the reviewer's edit; default: the frozen payload) with its `edits` diff,
         and its grant expires `grant_ttl` seconds after the database's now. Raises `UnknownRequest`
         for an unknown request id, and `ValueError` for a decision via `slack` without `refuse`.
+        `where` (a reviewer's: `card` or `home`, the surface clicked) goes into the audit event.
         """
         if via == Via.SLACK and refuse is None:
             raise ValueError("a reviewer's decision is authorised on the row it locks: pass refuse")
@@ -119,7 +121,7 @@ class Store(Deliveries, WebhookDeliveries):
                 stopped = None if request.status == Status.PENDING else AlreadyDecided(request)
             if stopped is not None:
                 return stopped
-            decided = self._decide_in(session, request_id, values, resume, actor)
+            decided = self._decide_in(session, request_id, values, resume, actor, where)
             assert decided is not None  # the row is locked and was pending
             return decided
 
@@ -152,7 +154,13 @@ class Store(Deliveries, WebhookDeliveries):
         return None if on_time else TimedOut(request)
 
     def _decide_in(
-        self, session: Session, request_id: str, values: dict[str, Any], resume: Resume, actor: str
+        self,
+        session: Session,
+        request_id: str,
+        values: dict[str, Any],
+        resume: Resume,
+        actor: str,
+        surface: str | None = None,
     ) -> Decided | None:
         """The conditional UPDATE out of `pending`, its audit event by `actor` (the Slack user whose
         click decided, or `POLICY`), and its resume event (`_resume_events`)."""
@@ -161,6 +169,7 @@ class Store(Deliveries, WebhookDeliveries):
         if row is None:
             return None
         detail = {"via": values["decided_via"], "reason": values["decision_reason"], "edits": values["edits"]}
+        detail |= {"where": surface} if surface is not None else {}
         self._audit(session, request_id, values["status"], actor, **detail)
         return self._resume_events(session, [row], resume, actor)[0]
 
@@ -211,6 +220,7 @@ class Store(Deliveries, WebhookDeliveries):
         *,
         reason: str | None = None,
         refuse: Refuse | None = None,
+        where: str | None = None,
     ) -> Decided | AlreadyDecided | Counted | TimedOut | Refused:
         """Count one approver's vote (`approved` | `rejected`), deciding when it settles the request.
 
@@ -225,7 +235,8 @@ class Store(Deliveries, WebhookDeliveries):
         approve (`decided_by` lists them all), with a grant valid for the request's
         `rules.grant_ttl_seconds`. A second vote by the same approver is not counted again
         (`Counted.repeated`). Only a request that needs more than one approval keeps its votes
-        (`votes`); the one vote that settles any other is its decision (`decided_by`). Raises
+        (`votes`); the one vote that settles any other is its decision (`decided_by`). `where` (the
+        surface clicked: `card` or `home`) goes into the `vote` and decision audit events. Raises
         `UnknownRequest` for an unknown request id.
         """
         with self._write() as session:
@@ -238,7 +249,10 @@ class Store(Deliveries, WebhookDeliveries):
             )
             if isinstance(counted, Counted):
                 return counted
-            self._audit(session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason)
+            surface = {"where": where} if where is not None else {}
+            self._audit(
+                session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason, **surface
+            )
             approvals = counted
             grant_ttl = request.rules.grant_ttl_seconds
             if vote == Outcome.REJECTED:
@@ -247,7 +261,7 @@ class Store(Deliveries, WebhookDeliveries):
                 values = verdict(Outcome.APPROVED, approvals, Via.SLACK, reason, grant_ttl)
             else:
                 return Counted(request, approvals)
-            decided = self._decide_in(session, request_id, values, resume, voter["slack_user_id"])
+            decided = self._decide_in(session, request_id, values, resume, voter["slack_user_id"], where)
             assert decided is not None  # the row is locked and was pending
             return decided
 

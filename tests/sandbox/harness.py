@@ -44,7 +44,10 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 headers = dict(self.headers.items())
                 valid = receiver.verifier.is_valid_request(body, headers)
-                payload = json.loads(urllib.parse.parse_qs(body.decode())["payload"][0])
+                form = dict(urllib.parse.parse_qsl(body.decode()))  # a slash command's fields, or `payload`
+                payload = json.loads(form["payload"]) if "payload" in form else form
+                if headers.get("Content-Type") == "application/json":  # an event
+                    payload = json.loads(body)
                 receiver.requests.append(
                     {"valid": valid, "headers": headers, "body": body, "payload": payload}
                 )

@@ -23,6 +23,7 @@ METHODS: dict[str, Method] = {
     "users.info": users.users_info,
     "usergroups.users.list": users.usergroups_users_list,
     "views.open": views.open_view,
+    "views.publish": views.publish_view,
     "views.push": views.push_view,
     "views.update": views.update_view,
 }

@@ -1,10 +1,15 @@
-"""views.*: opening, pushing and updating modal views (kept by ``viewstore.ViewStore``)."""
+"""views.*: opening, pushing and updating modal views (kept by ``viewstore.ViewStore``), and
+publishing a user's Home tab (``State.homes``)."""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
+
+from countersign.sandbox.identity import API_APP_ID
 from countersign.sandbox.modals import ViewError, decode_view
 from countersign.sandbox.types import Json
-from countersign.sandbox.webapi.answers import ApiResponse, ok
+from countersign.sandbox.webapi.answers import ApiError, ApiResponse, ok
 from countersign.sandbox.webapi.arguments import Params
 from countersign.sandbox.workspace import Workspace
 
@@ -58,3 +63,34 @@ def update_view(ws: Workspace, params: Params) -> ApiResponse:
     views = ws.state.views
     record = views.find_view(params.get("view_id"), params.get("external_id"))
     return ok(view=views.update_view(record, view, ws.team_id, params.get("hash") or None)["view"])
+
+
+def publish_view(ws: Workspace, params: Params) -> ApiResponse:
+    """views.publish: replace the Home tab of ``user_id`` with ``view`` (type ``home``).
+
+    https://docs.slack.dev/reference/methods/views.publish . Needs no trigger. A missing ``user_id``
+    is ``invalid_arguments``, one the workspace does not know ``user_not_found``; the view is checked
+    as in views.open, for a Home tab (``modals.decode_view(home=True)``); ``hash`` (optional) must be
+    the Home's current hash, else ``hash_conflict``. Answers ``{"view"}`` with the Home's id (the
+    same for every publish to that user) and a new hash.
+    """
+    user = params.get("user_id")
+    if not user:
+        raise ViewError("invalid_arguments", ["[ERROR] missing required field: user_id"])
+    if user not in ws.users:
+        raise ApiError("user_not_found")
+    view = decode_view(params.get("view"), home=True)
+    current = ws.state.homes.get(user)
+    if params.get("hash") and (current is None or params["hash"] != current["hash"]):
+        raise ViewError("hash_conflict")
+    view_id = current["id"] if current else "VH" + hashlib.sha256(user.encode()).hexdigest()[:9].upper()
+    published = {
+        **view,
+        "id": view_id,
+        "hash": f"{int(ws.clock())}.{secrets.token_hex(4)}",
+        "team_id": ws.team_id,
+        "app_id": API_APP_ID,
+        "state": {"values": {}},
+    }
+    ws.state.homes[user] = published
+    return ok(view=published)

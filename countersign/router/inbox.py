@@ -1,0 +1,183 @@
+"""Slack rendering of the reviewer's own surfaces, beside the cards of `router/cards.py` and by its
+rules (agent text as `plain_text` or escaped, Block Kit through slack_sdk's validating models): the
+answers of the `/countersign` command.
+
+Limits (https://docs.slack.dev/reference/block-kit/blocks): 50 blocks a message, so an answer lists
+at most `MAX_LISTED` requests and says how many more there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ContextBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+from slack_sdk.models.views import View
+
+from ..store import ApprovalRequest, AuditEvent, Execution, Status
+from .cards import (
+    CARD_FIELD_MAX,
+    MAX_BLOCKS_PER_VIEW,
+    MAX_HEADER_TEXT,
+    MAX_SECTION_TEXT,
+    decision_buttons,
+    payload_lines,
+)
+from .texts import USER_ID_PREFIXES, clip, escape, sanitize, verdict, when
+
+MAX_LISTED = 20  # requests in one answer: two blocks each, within Slack's 50 a message
+MAX_TRAIL = 12  # audit events `show` lists, the latest
+KEY_FIELDS_LISTED = 3  # payload fields shown per request in a list
+HOME_LISTED = 25  # requests waiting on the Home tab: three blocks each, within Slack's 100 a view
+HOME_RECENT = 10  # requests "decided by you recently"
+
+COMMAND = "/countersign"
+USAGE = [
+    ("pending", "the requests you may decide now, oldest deadline first"),
+    ("show ID", "one request: status, decision and its audit trail"),
+    ("stats [ACTION]", "how many requests there are, by status and outcome"),
+    ("help", "this list"),
+]
+
+
+def _plain(text: str, limit: int) -> PlainTextObject:
+    return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
+
+
+def message(text: str, blocks: Sequence[Block]) -> dict[str, Any]:
+    """An ephemeral answer for `respond` (a slash command's `response_url`): `response_type`,
+    `text` (the fallback) and the blocks as dicts (validated by slack_sdk)."""
+    return {"response_type": "ephemeral", "text": text, "blocks": [block.to_dict() for block in blocks]}
+
+
+def help_message(unknown: str | None = None) -> dict[str, Any]:
+    """The list of subcommands; with `unknown`, first says that subcommand is not one."""
+    lines = [f"`{COMMAND} {usage}`: {what}" for usage, what in USAGE]
+    if unknown is not None:
+        lines.insert(0, f"`{escape(clip(unknown, 40))}` is not a {COMMAND} subcommand.")
+    text = "\n".join(lines)
+    return message(text, [SectionBlock(block_id="help", text=MarkdownTextObject(text=text))])
+
+
+def request_blocks(request: ApprovalRequest, version: str) -> list[Block]:
+    """One request in a list: its summary, action class, first key payload fields and deadline (a
+    section), and its id (a context line, for `show`)."""
+    lines = payload_lines(request.payload_to_run, request.rules.key_fields)[:KEY_FIELDS_LISTED]
+    fields: list[PlainTextObject | MarkdownTextObject] = [_plain(f"Action: {request.action}", CARD_FIELD_MAX)]
+    fields += [_plain(line, CARD_FIELD_MAX) for line in lines]
+    fields.append(
+        MarkdownTextObject(text=f"Due {when(request.expires_at)}" if request.expires_at else "No deadline")
+    )
+    return [
+        SectionBlock(
+            block_id=f"req-{request.id}-{version}",
+            text=_plain(request.summary, MAX_HEADER_TEXT),
+            fields=fields,
+        ),
+        ContextBlock(
+            block_id=f"id-{request.id}-{version}", elements=[MarkdownTextObject(text=f"`{request.id}`")]
+        ),
+    ]
+
+
+def pending_message(queue: list[ApprovalRequest], more: bool) -> dict[str, Any]:
+    """The answer to `pending`: the requests the reviewer may decide now (`queue`, in order), and
+    whether there are more than listed."""
+    if not queue:
+        text = "Nothing is waiting for you."
+        return message(text, [SectionBlock(block_id="pending", text=MarkdownTextObject(text=text))])
+    head = f"{len(queue)}{'+' if more else ''} request(s) waiting for you, oldest deadline first:"
+    blocks: list[Block] = [SectionBlock(block_id="pending", text=MarkdownTextObject(text=head))]
+    for request in queue[:MAX_LISTED]:
+        blocks += request_blocks(request, "pending")
+    return message(head, blocks)
+
+
+def _actor(actor: str | None) -> str:
+    if actor is None:
+        return "countersign"
+    return f"<@{actor}>" if actor.startswith(USER_ID_PREFIXES) and actor.isalnum() else escape(actor)
+
+
+def trail_line(event: AuditEvent) -> str:
+    """One audit event as `show` lists it: `when · event · actor` (mrkdwn)."""
+    return f"{when(event.at)} · {escape(event.event)} · {_actor(event.actor)}"
+
+
+def show_message(request: ApprovalRequest | None, request_id: str, trail: list[AuditEvent]) -> dict[str, Any]:
+    """The answer to `show ID`: status, decision and the latest `MAX_TRAIL` audit events."""
+    if request is None:
+        text = f"countersign does not know a request `{escape(clip(request_id, 64))}`."
+        return message(text, [SectionBlock(block_id="show", text=MarkdownTextObject(text=text))])
+    state = "Pending" if request.status == Status.PENDING else verdict(request)
+    lines = [trail_line(event) for event in trail[-MAX_TRAIL:]]
+    if len(trail) > MAX_TRAIL:
+        lines.insert(0, f"… {len(trail) - MAX_TRAIL} earlier events (`countersign show {request.id}`)")
+    blocks: list[Block] = [
+        *request_blocks(request, "show"),
+        SectionBlock(
+            block_id="status", text=MarkdownTextObject(text=clip(f"*Status:* {state}", MAX_SECTION_TEXT))
+        ),
+        SectionBlock(
+            block_id="trail", text=MarkdownTextObject(text=clip("\n".join(lines), MAX_SECTION_TEXT))
+        ),
+    ]
+    return message(f"{request.status}: {escape(request.summary)}", blocks)
+
+
+def stats_message(counts: dict[tuple[Status, Execution | None], int], action: str | None) -> dict[str, Any]:
+    """The answer to `stats [ACTION]`: requests by status, and the approved ones by how their run
+    went (`executed`, `failed`, `started`, or not run yet)."""
+    by_status = {status: 0 for status in Status}
+    runs: dict[str, int] = {}
+    for (status, execution), count in counts.items():
+        by_status[status] += count
+        if status == Status.APPROVED:
+            name = str(execution) if execution is not None else "not run"
+            runs[name] = runs.get(name, 0) + count
+    scope = f"`{escape(clip(action, 64))}`" if action else "all action classes"
+    parts = [f"{status}: {count}" for status, count in by_status.items()]
+    run_text = ", ".join(f"{name} {count}" for name, count in sorted(runs.items()))
+    text = (
+        f"Requests of {scope}: " + " · ".join(parts) + (f"\nApproved, by run: {run_text}" if run_text else "")
+    )
+    return message(text, [SectionBlock(block_id="stats", text=MarkdownTextObject(text=text))])
+
+
+def home_view(queue: list[ApprovalRequest], more: bool, decided: list[ApprovalRequest]) -> dict[str, Any]:
+    """The App Home tab of a reviewer (`views.publish`'s `view`): the counts, "Waiting for you" (the
+    `queue`, in order, each with the card's Approve / Reject / Edit / Details buttons, and whether
+    there are more than listed) and "Decided by you recently" (`decided`, latest first)."""
+    waiting = f"{len(queue)}{'+' if more else ''}"
+    blocks: list[Block] = [
+        ContextBlock(
+            block_id="counts",
+            elements=[
+                MarkdownTextObject(
+                    text=f"Waiting for you: {waiting} · Decided by you recently: {len(decided)}"
+                )
+            ],
+        ),
+        HeaderBlock(block_id="waiting", text=f"Waiting for you ({waiting})"),
+    ]
+    if not queue:
+        blocks.append(
+            SectionBlock(block_id="none", text=MarkdownTextObject(text="Nothing is waiting for you."))
+        )
+    for request in queue[:HOME_LISTED]:
+        blocks += request_blocks(request, "home")
+        blocks.append(ActionsBlock(block_id=f"decide-{request.id}", elements=decision_buttons(request)))
+    blocks.append(HeaderBlock(block_id="decided", text="Decided by you recently"))
+    lines = [f"{verdict(request)}: {escape(clip(request.summary, 80))}" for request in decided[:HOME_RECENT]]
+    text = "\n".join(lines) or "Nothing yet."
+    blocks.append(SectionBlock(block_id="recent", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))))
+    assert len(blocks) <= MAX_BLOCKS_PER_VIEW
+    return View(type="home", blocks=blocks).to_dict()
