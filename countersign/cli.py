@@ -203,11 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     _with_grant(request)
     request.set_defaults(handler=_request)
 
-    wait = commands.add_parser(
-        "wait",
-        help="wait for a request's decision and print it as JSON",
-        description=f"Print the decision as JSON once decided; exit {WAIT_TIMED_OUT} if not by --timeout.",
-    )
+    wait = commands.add_parser("wait", help="print the decision as JSON once made (exit 3: not yet)")
     wait.add_argument("request_id")
     wait.add_argument(
         "--timeout", type=_seconds, default=300.0, metavar="S", help="seconds to wait at most (default 300)"
@@ -250,12 +246,9 @@ def _with_grant(command: argparse.ArgumentParser) -> None:
 
 
 def _seconds(text: str) -> float:
-    """An argparse type: a number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
+    """An argparse type: a number of seconds above 0, in digits (e.g. `300`, `0.5`)."""
+    value = float(text) if text.replace(".", "", 1).isdigit() else 0.0
+    if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
     return value
 

@@ -170,8 +170,9 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
     )
     assert _problem(huge, 413) == f"the body is over {MAX_BODY_BYTES} bytes"
     assert _problem(agent.post("/v1/requests", content=b"{nope"), 422).startswith("the body is not JSON")
-    missing = _problem(agent.post("/v1/requests", json={**refund(), "summary": 7, "resume": None}), 422)
-    assert missing.startswith("summary: ") and "resume" in missing
+    half_resume = {**refund(), "summary": 7, "resume": {"queue": "q"}}
+    missing = _problem(agent.post("/v1/requests", json=half_resume), 422)
+    assert missing.startswith("summary: ") and "resume.func: Field required" in missing
     insecure = refund(resume={"webhook": "http://agent.example.com/d"})
     assert "should use https://" in _problem(agent.post("/v1/requests", json=insecure), 422)
     unknown = _problem(agent.post("/v1/requests/01X/outcome", json={"ok": "yes"}), 422)
