@@ -16,13 +16,12 @@ answer=$(mktemp)
 trap 'rm -f "$answer"' EXIT
 
 # 1. Create the approval request (202 with its id; the same key and payload again: the same id).
-# `resume` names an RQ queue no worker serves: this agent takes its decision by long poll instead.
+# No `resume`: nothing is enqueued or POSTed; this agent takes its decision by long poll.
 curl -sS --fail-with-body -o "$answer" -X POST "$URL/v1/requests" \
   -H "$AUTH" -H "Content-Type: application/json" -H "Idempotency-Key: refund-agent:$RUN_ID:refund" \
   -d '{"action": "issue_refund", "requester": "refund-agent",
        "payload": {"amount": "120.00", "currency": "USD", "customer": "ACME"},
-       "summary": "Refund ACME", "reason": "duplicate charge",
-       "resume": {"queue": "curl-agent", "func": "curl_agent.long_poll"}}'
+       "summary": "Refund ACME", "reason": "duplicate charge"}'
 request_id=$(sed -n 's/.*"request_id":"\([0-9A-Z]*\)".*/\1/p' "$answer")
 echo "request $request_id: waiting for a reviewer" >&2
 
