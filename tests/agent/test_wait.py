@@ -323,7 +323,9 @@ def test_a_wait_survives_a_redis_restart_and_reads_a_decision_whose_ring_was_los
     lead = {"slack_user_id": "U0LEAD", "name": "lee"}
     runtime.store.vote(lost_ring, lead, "approved", runtime.resume_event, refuse=anyone)  # nothing rings
     redis_server.start()
+    restarted = time.monotonic()
     assert first.decision().outcome == "approved"  # read again once Redis answered
+    assert first.returned_at - restarted < WAIT_SECONDS / 2  # at the reconnect, not at its deadline
 
     blocked(redis)  # the second waiter is back on its bell, on the new server
     approve(sb, card)
@@ -379,7 +381,7 @@ def test_the_async_client_survives_a_redis_restart_and_reads_the_decision_made_m
         lead = {"slack_user_id": "U0LEAD", "name": "lee"}
         await asyncio.to_thread(runtime.store.vote, request_id, lead, "approved", runtime.resume_event)
         redis_server.start()
-        return await waited
+        return await asyncio.wait_for(waited, WAIT_SECONDS / 2)  # at the reconnect, not at its deadline
 
     async def run() -> Decision:
         client = AsyncApprovalClient.from_env(runtime.settings)
