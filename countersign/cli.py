@@ -203,11 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     _with_grant(request)
     request.set_defaults(handler=_request)
 
-    wait = commands.add_parser(
-        "wait",
-        help="wait for a request's decision and print it as JSON",
-        description=f"Print the decision as JSON once decided; exit {WAIT_TIMED_OUT} if not by --timeout.",
-    )
+    wait = commands.add_parser("wait", help="print the decision as JSON once made (exit 3: not yet)")
     wait.add_argument("request_id")
     wait.add_argument(
         "--timeout",

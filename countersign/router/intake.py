@@ -108,6 +108,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             remember_key(runtime.redis, request.key, row.id, row.payload_sha256)  # the key is row's
             return _dead_letter(runtime, message, reason)
         runtime.store.record_duplicate(parsed.request_id, row.id)
+        bell.ring(runtime.redis, [parsed.request_id])  # its waiters read again and wait on row's bell
         remember_key(runtime.redis, request.key, row.id, row.payload_sha256)
         log.info(
             "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id

@@ -103,10 +103,15 @@ class Waiter:
             self.result = exc
         self.returned_at = time.monotonic()
 
-    def decision(self) -> Decision:
+    def finished(self) -> Decision | BaseException | None:
+        """What the wait gave, a decision or an error, once it has returned."""
         self._thread.join(WAIT_SECONDS + 5)
-        assert isinstance(self.result, Decision), self.result
         return self.result
+
+    def decision(self) -> Decision:
+        result = self.finished()
+        assert isinstance(result, Decision), result
+        return result
 
 
 @pytest.fixture
@@ -256,12 +261,31 @@ def test_a_request_intake_refuses_ends_the_wait_with_its_reason(
     waiting: ApprovalClient, redis: Redis
 ) -> None:
     request_id = waiting.request(waited_refund(action="wire_money"))
+    started = time.monotonic()
     waiter = Waiter(waiting, request_id)
     blocked(redis)
     drain(redis)
-    waiter._thread.join(5)
-    assert isinstance(waiter.result, RequestDeadLettered)
-    assert waiter.result.request_id == request_id and "wire_money" in waiter.result.reason
+    refused = waiter.finished()
+    assert isinstance(refused, RequestDeadLettered)
+    assert refused.request_id == request_id and "wire_money" in refused.reason
+    assert waiter.returned_at - started < WAIT_SECONDS / 2  # woken by intake's ring, not its deadline
+
+
+def test_a_wait_on_a_repeat_that_intake_resolves_to_the_original_gets_the_originals_decision(
+    waiting: ApprovalClient, runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str]
+) -> None:
+    first, _ = carded(waiting, redis, sandbox[0])
+    redis.flushall()  # Redis forgets the key: the repeat gets an id of its own, until intake
+    second = waiting.request(waited_refund())
+    started = time.monotonic()
+    waiter = Waiter(waiting, second)
+    blocked(redis)  # on the repeat's own bell
+    drain(redis)  # intake finds the original, and rings the repeat's bell
+    lead = {"slack_user_id": "U0LEAD", "name": "lee"}
+    decided = runtime.store.vote(first, lead, "approved", runtime.resume_event, refuse=anyone)
+    relay.try_publish(redis, decided.event)  # type: ignore[union-attr]
+    assert (second != first, waiter.decision().request_id) == (True, first)
+    assert waiter.returned_at - started < WAIT_SECONDS / 2  # woken by the original's ring, not its deadline
 
 
 def test_a_timed_out_wait_leaves_the_request_pending_and_a_second_wait_gets_the_decision(
@@ -299,7 +323,9 @@ def test_a_wait_survives_a_redis_restart_and_reads_a_decision_whose_ring_was_los
     lead = {"slack_user_id": "U0LEAD", "name": "lee"}
     runtime.store.vote(lost_ring, lead, "approved", runtime.resume_event, refuse=anyone)  # nothing rings
     redis_server.start()
+    restarted = time.monotonic()
     assert first.decision().outcome == "approved"  # read again once Redis answered
+    assert first.returned_at - restarted < WAIT_SECONDS / 2  # at the reconnect, not at its deadline
 
     blocked(redis)  # the second waiter is back on its bell, on the new server
     approve(sb, card)
@@ -355,7 +381,7 @@ def test_the_async_client_survives_a_redis_restart_and_reads_the_decision_made_m
         lead = {"slack_user_id": "U0LEAD", "name": "lee"}
         await asyncio.to_thread(runtime.store.vote, request_id, lead, "approved", runtime.resume_event)
         redis_server.start()
-        return await waited
+        return await asyncio.wait_for(waited, WAIT_SECONDS / 2)  # at the reconnect, not at its deadline
 
     async def run() -> Decision:
         client = AsyncApprovalClient.from_env(runtime.settings)
