@@ -5,25 +5,26 @@ SDK's idempotency rules, audit trail and checks.
 The long poll (`GET /v1/requests/{id}/decision?wait=N`) reads the database, then, if undecided,
 blocks on the request's decision bell (`countersign.bell`, redis.asyncio: no worker thread is held
 while it waits) for up to `wait` seconds, capped at `MAX_WAIT_SECONDS` as RFC 7240's `wait`
-preference lets a server cap it, and reads the database again: no database polling loop.
+preference lets a server cap it, and reads the database again: no database polling loop. It is
+`ApprovalClient.wait`'s wait (`agent/waiting.py`), so a Redis restart meanwhile is waited out and the
+database read again when Redis answers (a ring lost with Redis costs nothing).
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
 
-from ..agent import ApprovalClient
+from ..agent import ApprovalClient, waiting
 from ..agent.client import RequestState
 from ..agent.execution import report_outcome
-from ..bell import listen_async
 from ..decision import Decision
-from ..exceptions import ExecutionRefused, UnknownRequest
+from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest, WaitTimeout
 from ..grant import verify_grant
 from ..router.runtime import Runtime
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, parse
@@ -128,14 +129,15 @@ async def get_decision(
     wait: Annotated[float, Query(ge=0, description="seconds to wait for the decision (at most 60)")] = 0,
 ) -> Response:
     """The decision (200), with its grant when the payload may run, or 204 when there is none after
-    waiting up to `wait` seconds. 409 when intake refused the request (it will never be decided)."""
+    waiting up to `wait` seconds. 409 when intake refused the request (it will never be decided).
+    The wait is `ApprovalClient.wait`'s (`agent/waiting.py`) on an asyncio Redis client: a Redis
+    restart during it is waited out, and the database read again once Redis answers."""
     state = await run_in_threadpool(_owned, request, holder, request_id)
     if state.decision is None and state.status != "dead_letter" and wait > 0:
-        try:
-            rung = await listen_async(request.app.state.bell, request_id, min(wait, MAX_WAIT_SECONDS))
-        except RedisError as exc:
-            raise HTTPException(503, f"Redis is unreachable ({type(exc).__name__}); ask again") from None
-        if rung:
+        bell = request.app.state.bell
+        steps = waiting.steps(request_id, min(wait, MAX_WAIT_SECONDS), waiting.longest_block(bell))
+        with suppress(WaitTimeout, RequestDeadLettered):
+            await waiting.run_async(steps, bell, _client(request).read_decision)
             state = await run_in_threadpool(_owned, request, holder, request_id)
     if state.status == "dead_letter":
         raise HTTPException(409, f"intake refused the request; it will never be decided: {state.reason}")

@@ -26,6 +26,7 @@ from countersign.store.tokens import Tokens
 from tests.helpers import drain, wait_for
 from tests.helpers.api import served
 from tests.helpers.builders import refund
+from tests.helpers.redis_server import RedisServer
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,25 @@ def test_a_long_poll_without_a_decision_answers_204_and_wait_is_checked(
     assert agent.get(f"/v1/requests/{request_id}/decision").status_code == 204  # no wait: at once
     assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=-1"), 422).startswith("wait: ")
     assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=soon"), 422).startswith("wait: ")
+
+
+def test_a_long_poll_survives_a_redis_restart_and_answers_a_decision_whose_ring_was_lost(
+    agent: httpx.Client, redis: Redis, redis_server: RedisServer, runtime: Runtime
+) -> None:
+    request_id = _create(agent)
+    drain(redis)
+    with ThreadPoolExecutor(1) as pool:
+        polled = pool.submit(agent.get, f"/v1/requests/{request_id}/decision?wait=30")
+        wait_for(lambda: _blocked(redis), what="the long poll to block on the bell")
+        redis_server.stop()
+        lead = {"slack_user_id": "U0LEAD", "name": "lee"}
+        runtime.store.vote(request_id, lead, "approved", runtime.resume_event)  # nothing rings
+        redis_server.start()
+        restarted = time.monotonic()
+        answer = polled.result(timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["outcome"] == "approved"
+    assert time.monotonic() - restarted < 15  # read again at the reconnect, not at the 30 s deadline
 
 
 def test_a_request_intake_refused_answers_409_at_once(agent: httpx.Client, redis: Redis) -> None:
