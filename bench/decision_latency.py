@@ -348,7 +348,7 @@ def _report(
     sending = len(clicks) / args.rate
     rows: list[tuple[str, object]] = [
         ("database", database_url.split(":", 1)[0].split("+")[0]),
-        ("web", "gunicorn, 2 workers x 8 threads (defaults)"),
+        ("web", "gunicorn, 2 uvicorn workers, Slack on 8 a2wsgi threads each (defaults)"),
         ("clicks counted (after warm-up)", f"{len(measured)} (+{warm} warm-up)"),
         ("click rate asked / achieved per s", f"{args.rate:.0f} / {(len(measured) - 1) / span:.1f}"),
         ("sender lag behind schedule max ms", f"{max(c.lag for c in measured) * 1000:.1f}"),

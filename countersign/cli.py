@@ -2,8 +2,9 @@
 
 Every failure the user can fix ends in one line on stderr, `countersign: error: ...`, and a
 non-zero exit: 2 for a bad setting or argument, or a command that cannot start (a database, Redis or
-Slack that cannot be used: the line names the setting and what to do), 1 for a refused request or
-an unknown id.
+Slack that cannot be used: the line names the setting and what to do), 1 for a refused request
+(also one intake dead-lettered, found by `wait`) or an unknown id, `WAIT_TIMED_OUT` (3) when `wait`
+or `request --wait` gave up with the request still undecided.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
+from . import cli_args, cli_tokens
 from .agent import ApprovalClient
 from .config import Settings, load_settings
 from .connections import Connections, migrate
@@ -26,10 +28,12 @@ from .exceptions import (
     IdempotencyConflict,
     InvalidRequest,
     PolicyError,
+    RequestDeadLettered,
     RouterUnavailable,
     SchemaOutOfDate,
     StackError,
     UsageError,
+    WaitTimeout,
 )
 from .ports import port_is_free
 from .schema import ALLOW_HTTP, ApprovalRequestV1, parse
@@ -63,10 +67,13 @@ REQUIRED_FLAGS = {
     "summary": "--summary",
     "requester": "--requester",
 }
+WAIT_TIMED_OUT = 3
+"""The exit status of `wait` and `request --wait` on a timeout (the request stays pending)."""
 RESUME_FLAGS = {"queue": "--resume-queue", "func": "--resume-func"}
 REQUEST_SETTINGS = """\
 Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id and
---step (or --idempotency-key), --resume-queue and --resume-func (or --resume-webhook).
+--step (or --idempotency-key). Where the decision goes: --resume-queue and --resume-func, or
+--resume-webhook, or neither (then read it with --wait, `countersign wait ID` or `countersign show ID`).
 
 settings (environment variables):
   REDIS_URL      where the request is enqueued (default redis://localhost:6379/0)
@@ -100,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args) or 0
     except (ConfigError, PolicyError, UsageError, SchemaOutOfDate, StackError) as exc:
         return _fail(exc, 2)
-    except (InvalidRequest, IdempotencyConflict, RouterUnavailable, LookupError) as exc:
+    except (InvalidRequest, IdempotencyConflict, RouterUnavailable, RequestDeadLettered, LookupError) as exc:
         return _fail(exc, 1)
+    except WaitTimeout as exc:
+        return _fail(exc, WAIT_TIMED_OUT)
     except SQLAlchemyError as exc:
         first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         return _fail(
@@ -127,8 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="countersign", description="Slack approval router for AI agents.")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    web = commands.add_parser("web", help="serve the Bolt app over HTTP (POST /slack/events, GET /healthz)")
-    web.add_argument("--workers", type=_positive, default=2, help="gunicorn worker processes (default 2)")
+    web = commands.add_parser("web", help="serve Slack's requests and the HTTP API (/v1) over HTTP")
+    web.add_argument(
+        "--workers", type=cli_args.positive, default=2, help="gunicorn worker processes (default 2)"
+    )
     web.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     web.set_defaults(handler=_web)
     commands.add_parser("socket", help="run the Bolt app over Socket Mode").set_defaults(handler=_socket)
@@ -178,20 +189,35 @@ def _parser() -> argparse.ArgumentParser:
         request.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, help=REQUEST_HELP[name])
     request.add_argument("--payload", help="required: the exact action to run, a JSON object")
     request.add_argument("--context", help="facts for the reviewer, a JSON object")
-    request.add_argument("--resume-queue", help="required: RQ queue of the agent's worker")
-    request.add_argument(
-        "--resume-func", help="required: import path of the resume function, e.g. pkg.mod.func"
-    )
+    request.add_argument("--resume-queue", help="RQ queue of the agent's worker (with --resume-func)")
+    request.add_argument("--resume-func", help="import path of the resume function, e.g. pkg.mod.func")
     request.add_argument(
         "--resume-webhook", help="instead of queue and func: the https:// URL the decision is POSTed to"
     )
+    request.add_argument(
+        "--wait",
+        type=cli_args.seconds,
+        metavar="S",
+        help="then wait up to S seconds and print the decision as JSON instead of the id",
+    )
+    _with_grant(request)
     request.set_defaults(handler=_request)
+
+    wait = commands.add_parser("wait", help="print the decision as JSON once made (exit 3: not yet)")
+    wait.add_argument("request_id")
+    wait.add_argument(
+        "--timeout",
+        type=cli_args.seconds,
+        default=300.0,
+        metavar="S",
+        help="seconds to wait at most (default 300)",
+    )
+    _with_grant(wait)
+    wait.set_defaults(handler=_wait)
 
     show = commands.add_parser("show", help="print a request, its status, decision and audit trail as JSON")
     show.add_argument("request_id")
-    show.add_argument(
-        "--with-grant", action="store_true", help="also print the grant's signature (it lets the payload run)"
-    )
+    _with_grant(show)
     show.set_defaults(handler=_show)
 
     pending = commands.add_parser("pending", help="print the requests waiting for one approver as JSON")
@@ -210,20 +236,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(handler=_policy_check)
 
+    cli_tokens.add_parsers(commands)
+
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the latest").set_defaults(handler=_db_upgrade)
     return parser
 
 
-def _positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
+def _with_grant(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--with-grant", action="store_true", help="also print the grant's signature (it lets the payload run)"
+    )
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -271,13 +294,14 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def missing_flags(data: dict[str, Any]) -> list[str]:
     """The required flags of `countersign request` that neither the flags nor `--file` gave in
-    `data` (`request_from_args`), e.g. `["--resume-queue", "--run-id and --step (or
-    --idempotency-key)"]`; a field given but malformed is left to the schema to name."""
+    `data` (`request_from_args`), e.g. `["--resume-func", "--run-id and --step (or
+    --idempotency-key)"]`: a resume target is optional, but half of one (a queue without its
+    function) is not; a field given but malformed is left to the schema to name."""
     missing = [flag for field, flag in REQUIRED_FLAGS.items() if field not in data]
-    resume = data.get("resume", {})
+    resume = data.get("resume")
     if isinstance(resume, dict) and "webhook" not in resume:
         absent = [flag for field, flag in RESUME_FLAGS.items() if field not in resume]
-        missing += [f"{' and '.join(absent)} (or --resume-webhook)"] if len(absent) == 2 else absent
+        missing += absent if len(absent) == 1 else []
     if "idempotency_key" not in data:
         key = [flag for field, flag in (("run_id", "--run-id"), ("step", "--step")) if field not in data]
         if key:
@@ -304,26 +328,50 @@ def _request(args: argparse.Namespace) -> None:
     connections = Connections(settings)
     connections.check()
     client = ApprovalClient(connections.redis, connections.store, allow_http_webhooks=allow_http)
-    print(client.request(request))
+    request_id = client.request(request)
     print(
         f"countersign request: sent to Redis at {settings.shown('REDIS_URL')}, "
         f"database at {settings.shown('DATABASE_URL')}",
         file=sys.stderr,
     )
+    if args.wait is None:
+        print(request_id)
+    else:
+        _print_decision(client.wait(request_id, timeout=args.wait).to_json(), "request", args.with_grant)
+
+
+def _wait(args: argparse.Namespace) -> None:
+    """Print the request's decision as JSON once decided (`ApprovalClient.wait`), within `--timeout`
+    seconds, or raise `WaitTimeout` (exit `WAIT_TIMED_OUT`), the request still pending."""
+    connections = Connections(load_settings())
+    connections.check()
+    client = ApprovalClient(connections.redis, connections.store)
+    _print_decision(client.wait(args.request_id, timeout=args.timeout).to_json(), "wait", args.with_grant)
+
+
+def _print_decision(decision: dict[str, Any], command: str, with_grant: bool) -> None:
+    """Print a decision (`Decision.to_json()`) as JSON, its grant's signature hidden unless `with_grant`."""
+    _hide_signature(decision, command, with_grant)
+    print(json.dumps(decision, indent=2, ensure_ascii=False))
+
+
+def _hide_signature(decision: dict[str, Any] | None, command: str, with_grant: bool) -> None:
+    """Replace the grant's signature by a note naming `countersign <command> --with-grant`, unless
+    `with_grant`: it lets the approved payload run, so it stays out of terminals and pasted logs."""
+    grant = (decision or {}).get("grant")
+    if grant and not with_grant:
+        grant["signature"] = f"hidden (countersign {command} --with-grant prints it)"
 
 
 def _show(args: argparse.Namespace) -> None:
-    """Print the request's state; the grant's signature only with `--with-grant` (it is what lets
-    the approved payload run once, so it stays out of terminals and pasted logs by default); a
-    pending request without a card yet says when its card is expected."""
+    """Print the request's state, the grant's signature only with `--with-grant` (`_hide_signature`);
+    a pending request without a card yet says when its card is expected."""
     from .router.delivery import expected_card
 
     connections = Connections(load_settings())
     state = ApprovalClient(connections.redis, connections.store).get(args.request_id)
     shown = state.as_dict()
-    grant = (shown["decision"] or {}).get("grant")
-    if grant and not args.with_grant:
-        grant["signature"] = "hidden (countersign show --with-grant prints it)"
+    _hide_signature(shown["decision"], "show", args.with_grant)
     row = connections.store.get(state.request_id) if state.status == "pending" and not state.card else None
     if row is not None:
         shown["card"] = expected_card(connections.redis, row)

@@ -1,4 +1,5 @@
-"""The decision: what an agent's resume job receives when a request is decided (DESIGN.md, "Decision").
+"""The decision: what an agent's resume job receives, or its `wait`, when a request is decided
+(DESIGN.md, "Decision").
 
 The resume job gets it as JSON (`Decision.to_json()`, RQ's JSON serializer); `Decision.from_json`
 reads it back typed. `payload` is what may run: the frozen payload, or the reviewer's edit (then
@@ -52,6 +53,11 @@ class Decision(BaseModel):
     def may_run(self) -> bool:
         """True when the payload may run: approved, or expired with the policy's `on_timeout: allow`."""
         return may_run(self.outcome, self.timeout_result)
+
+    @property
+    def edited(self) -> bool:
+        """True when a reviewer edited the payload before approving (`edits` lists the changes)."""
+        return bool(self.edits)
 
     @classmethod
     def from_json(cls, data: Any) -> Decision:

@@ -87,9 +87,36 @@ class BadSlackBody(CountersignError, ValueError):
     (`bot.body.parse`); `str(err)` says what is wrong. Answered 400; nothing changes."""
 
 
+class UnknownToken(CountersignError, LookupError):
+    """No live API token has this id (or secret); `str(err)` says which and what to do."""
+
+
 class UsageError(CountersignError):
     """A command-line value is malformed (e.g. `--payload` is not JSON)."""
 
 
 class StackError(CountersignError):
     """A part of the local stack (`countersign run`) could not start; the message says which."""
+
+
+class WaitTimeout(CountersignError, TimeoutError):
+    """`wait` gave up after `seconds` with the request still undecided (pending, or queued for
+    intake). Nothing changed: the request stays pending, so the agent may wait again with the same
+    `request_id` or be resumed later. Also a built-in `TimeoutError`, as `Future.result(timeout)`
+    and `asyncio.wait_for` raise."""
+
+    def __init__(self, request_id: str, seconds: float) -> None:
+        super().__init__(f"request {request_id} is still undecided after {seconds:g} s; wait again later")
+        self.request_id = request_id
+        self.seconds = seconds
+
+
+class RequestDeadLettered(CountersignError):
+    """Intake refused the request (it never reached a reviewer and will not be decided): `reason` is
+    the dead letter's, e.g. an action class the policy does not name, or an intake limit. Sending it
+    again with the same idempotency key is allowed once the cause is fixed."""
+
+    def __init__(self, request_id: str, reason: str) -> None:
+        super().__init__(f"request {request_id} was refused at intake: {reason}")
+        self.request_id = request_id
+        self.reason = reason

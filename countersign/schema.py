@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
@@ -35,6 +36,8 @@ M = TypeVar("M", bound=BaseModel)
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_DEPTH = 32
 SLACK_USER_ID = r"^[UW][A-Z0-9]{2,31}$"
+ACTION_CLASS = re.compile(r"[a-z0-9_.-]{1,64}")
+"""What an action class may be (`ApprovalRequestV1.action`, a token's action classes)."""
 
 
 def payload_sha256(payload: dict[str, Any]) -> str:
@@ -220,11 +223,14 @@ class ApprovalRequestV1(BaseModel):
 
     The idempotency key is `idempotency_key` when given, else `requester:run_id:step` (both
     `run_id` and `step` are then required). `payload` is at most 64 KiB as canonical JSON.
+    `resume` (where the decision goes) may be left out: then nothing is enqueued or POSTed, and the
+    agent learns the decision by waiting for it in process (`ApprovalClient.wait`) or reading it
+    (`ApprovalClient.get`).
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    action: Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")]
+    action: Annotated[str, Field(pattern=f"^{ACTION_CLASS.pattern}$")]
     payload: dict[str, Any]
     summary: Annotated[str, Field(min_length=1, max_length=3000)]
     reason: Annotated[str, Field(max_length=20_000)] | None = None
@@ -235,7 +241,7 @@ class ApprovalRequestV1(BaseModel):
     step: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     idempotency_key: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     confidence: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
-    resume: Resume
+    resume: Resume | None = None
 
     @field_validator("summary", "reason", "requester", "run_id", "step", "idempotency_key")
     @classmethod

@@ -19,10 +19,12 @@ from countersign.agent import ApprovalClient
 from countersign.cli import main
 from countersign.config import ConfigError, load_settings
 from countersign.ports import free_port
+from countersign.router import relay
 from countersign.router.jobs import json_queue
+from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import README_REQUEST, drain, hold_channel
+from tests.helpers import README_REQUEST, anyone, drain, hold_channel
 from tests.helpers.builders import refund
 
 # Where the commands run unless a test says otherwise: a directory without a `.run/.env` (one left in
@@ -131,8 +133,8 @@ def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str,
 @pytest.mark.parametrize(
     ("left_out", "missing"),
     [
-        (["--resume-queue", "--resume-func"], "--resume-queue and --resume-func (or --resume-webhook)"),
         (["--resume-func"], "--resume-func"),
+        (["--resume-queue"], "--resume-queue"),
         (["--step"], "--step (or --idempotency-key)"),
         (["--run-id", "--step", "--summary"], "--summary, --run-id and --step (or --idempotency-key)"),
     ],
@@ -153,9 +155,8 @@ def test_request_with_no_flag_names_every_required_flag() -> None:
     result = cli("request")
     assert (result.returncode, result.stderr) == (
         1,
-        "countersign: error: missing --action, --payload, --summary, --requester, --resume-queue and "
-        "--resume-func (or --resume-webhook), --run-id and --step (or --idempotency-key): required, as "
-        "flags or as fields of --file\n",
+        "countersign: error: missing --action, --payload, --summary, --requester, --run-id and --step (or "
+        "--idempotency-key): required, as flags or as fields of --file\n",
     )
 
 
@@ -581,8 +582,9 @@ def test_help_of_run_and_request_names_their_settings_and_required_flags() -> No
     assert request.returncode == 0
     assert (
         "Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id "
-        "and\n--step (or --idempotency-key), --resume-queue and --resume-func (or --resume-webhook)."
-        in request.stdout
+        "and\n--step (or --idempotency-key). Where the decision goes: --resume-queue and --resume-func, or\n"
+        "--resume-webhook, or neither (then read it with --wait, `countersign wait ID` or "
+        "`countersign show ID`)." in request.stdout
     )
     for text in ("REDIS_URL", "DATABASE_URL", ".run/.env", "printed on stderr"):
         assert text in request.stdout, text
@@ -673,3 +675,34 @@ def test_show_prints_the_grant_signature_only_when_asked(
     assert grant["payload_sha256"] == event.body["grant"]["payload_sha256"]
     asked = cli("show", request_id, "--with-grant", env=env)
     assert json.loads(asked.stdout)["decision"]["grant"]["signature"] == signature
+
+
+def test_wait_prints_the_decision_and_exits_3_while_undecided_as_does_request_wait(
+    env: dict[str, str], redis: Redis, runtime: Runtime, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = README_REQUEST[: README_REQUEST.index("--resume-queue")]  # no resume target: the shell waits
+    assert main([*flags, "--wait", "0.2"]) == 3  # intake has not run: undecided
+    out, err = capsys.readouterr()
+    timed_out = re.search(
+        r"countersign: error: request (\w{26}) is still undecided after 0.2 s; wait again", err
+    )
+    assert out == "" and timed_out is not None
+    request_id = timed_out[1]
+    drain(redis)
+    waited = cli("wait", request_id, "--timeout", "0.2", env=env)
+    assert (waited.returncode, waited.stdout) == (3, "")
+    assert waited.stderr.endswith(f"request {request_id} is still undecided after 0.2 s; wait again later\n")
+
+    lead = {"slack_user_id": "U0LEAD", "name": "lee"}
+    decided = runtime.store.vote(request_id, lead, "approved", runtime.resume_event, refuse=anyone)
+    assert relay.try_publish(runtime.redis, decided.event)  # type: ignore[union-attr]  # as a click does
+    waited = cli("wait", request_id, "--timeout", "10", env=env)
+    assert waited.returncode == 0, waited.stderr
+    decision = json.loads(waited.stdout)
+    assert (decision["request_id"], decision["outcome"]) == (request_id, "approved")
+    assert decision["grant"]["signature"] == "hidden (countersign wait --with-grant prints it)"
+    assert main([*flags, "--wait", "10", "--with-grant"]) == 0  # same key and payload: the same request
+    again = json.loads(capsys.readouterr().out)
+    assert again["request_id"] == request_id and len(again["grant"]["signature"]) == 64
+    bad = cli("wait", request_id, "--timeout", "-1", env=env)
+    assert bad.returncode == 2 and "'-1' is not a number of seconds above 0" in bad.stderr

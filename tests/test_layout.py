@@ -64,7 +64,7 @@ GRAPH = {name: _imports(name, path, MODULES) for name, path in MODULES.items()}
 
 
 def _area(module: str) -> str:
-    """`store`, `agent`, `router`, `bot`, `sandbox`, or a top-level module's own name."""
+    """`store`, `agent`, `router`, `bot`, `api`, `sandbox`, or a top-level module's own name."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "countersign"
 
@@ -120,6 +120,12 @@ def test_shared_modules_import_only_the_store_and_each_other() -> None:
 def test_the_router_never_imports_the_bot_and_jobs_import_nothing_of_the_router() -> None:
     assert not {m for m in _edges("router") if _area(m) in ("bot", "sandbox", "agent")}
     assert not {m for m in GRAPH["countersign.router.jobs"] if _area(m) == "router"}
+
+
+def test_the_api_imports_agent_router_store_shared_and_only_the_web_entry_imports_it() -> None:
+    assert {_area(m) for m in _edges("api")} <= {"api", "agent", "router", "store", *SHARED}
+    importers = {m for m in MODULES if _area(m) != "api" and any(_area(i) == "api" for i in GRAPH[m])}
+    assert importers == {"countersign.bot.server"}
 
 
 def test_nothing_in_production_imports_the_sandbox_and_it_imports_none_of_ours() -> None:

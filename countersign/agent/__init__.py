@@ -12,15 +12,19 @@ from ..exceptions import (
     ExecutionRefused,
     IdempotencyConflict,
     InvalidRequest,
+    RequestDeadLettered,
     RouterUnavailable,
     UnknownRequest,
+    WaitTimeout,
 )
 from ..store import Outcome, TimeoutResult, Via
+from .async_client import AsyncApprovalClient
 from .client import ApprovalClient, RequestState
 from .execution import approved_action, execute_approved, report_outcome
 
 __all__ = [
     "ApprovalClient",
+    "AsyncApprovalClient",
     "CountersignError",
     "Decision",
     "ExecutionRefused",
@@ -28,11 +32,13 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidRequest",
     "Outcome",
+    "RequestDeadLettered",
     "RequestState",
     "RouterUnavailable",
     "TimeoutResult",
     "UnknownRequest",
     "Via",
+    "WaitTimeout",
     "approved_action",
     "execute_approved",
     "report_outcome",

@@ -1,7 +1,8 @@
-"""The agent side: ask for approval and exit; look a request up later.
+"""The agent side: ask for approval and exit, or wait for the decision in process; look a request up.
 
     client = ApprovalClient.from_env()
     request_id = client.request(action="issue_refund", payload={"amount": "120.00"}, ...)
+    decision = client.wait(request_id, timeout=600)   # or request_and_wait(..., timeout=600)
 
 `request()` answers before any worker has run: idempotency is decided at once in Redis
 (`countersign.idempotency`), the intake message is kept in the database's intake outbox (so the id
@@ -20,11 +21,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..config import Settings, load_settings
 from ..connections import Connections
+from ..decision import Decision
 from ..exceptions import RouterUnavailable, UnknownRequest
 from ..idempotency import claim_key
 from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue, webhook_id
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, iso, parse
 from ..store import ApprovalRequest, OutboxEvent, Store
+from . import waiting
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,8 @@ class RequestState:
     `status`: `queued` (accepted, intake not run yet) | `pending` | `approved` | `rejected` |
     `expired` | `dead_letter` (intake refused it: see `reason`). `decision` is the resume decision
     once decided, and `resume` its job: `{job_id, queue, func, published_at, problem}`, or for a
-    webhook `{webhook, webhook_id, attempts, next_attempt_at, delivered_at, problem}`, where
+    webhook `{webhook, webhook_id, attempts, next_attempt_at, delivered_at, problem}` (for a
+    request that named no resume target, the first shape with `queue` and `func` null), where
     `problem` says why the agent has not run it while that is so (`ResumeFailed`,
     `ResumeNotTaken`, `WebhookFailing`, `WebhookDeadLettered`), else null. `audit` lists the events
     in the order they happened (their sequence in the database), each `{at, event, actor,
@@ -98,6 +102,44 @@ class ApprovalClient:
             ) from exc
         return request_id
 
+    def wait(self, request_id: str, *, timeout: float) -> Decision:
+        """Block until `request_id` is decided, at most `timeout` seconds, and return its decision.
+
+        The `Decision` is the one a resume job gets: `outcome` `approved` (`payload` is what may run,
+        with its `grant`; `edits` lists a reviewer's changes, `edited` says so), `rejected`
+        (`reason`), or `expired` (`timeout_result`; `may_run` when the policy's `on_timeout:
+        allow` let it proceed). Run an approval through `execute_approved(decision, fn)`, as a
+        resume job would: once, only with a valid grant. A request not taken by intake yet is
+        waited for too.
+
+        The database is read once; while undecided, the wait blocks on the request's bell (a Redis
+        list the decision path rings after its commit: `countersign.bell`) and reads again when it
+        rings: no polling. A dropped Redis connection or a Redis restart is waited out until the
+        deadline, then the database is read again.
+
+        Raises `WaitTimeout` (a `TimeoutError`, as `concurrent.futures.Future.result(timeout)`
+        does; not None, which a caller could take for a decision) when it is still undecided at the
+        deadline: nothing changed, the request stays pending, and the agent may wait again or be
+        resumed later. Raises `RequestDeadLettered` when intake refused it (`reason`),
+        `UnknownRequest` for an id the router never saw, and `RouterUnavailable` when the database
+        cannot be read. The timeout is required: only the agent knows how long its process may
+        stay up.
+        """
+        wait = waiting.steps(request_id, timeout, waiting.longest_block(self._redis))
+        return waiting.run(wait, self._redis, self.read_decision)
+
+    def request_and_wait(
+        self, request: dict[str, Any] | ApprovalRequestV1 | None = None, *, timeout: float, **fields: Any
+    ) -> Decision:
+        """`request(...)`, then `wait(request_id, timeout=timeout)`: the decision. Raises what both
+        raise; a `WaitTimeout` carries the `request_id` to wait on again."""
+        return self.wait(self.request(request, **fields), timeout=timeout)
+
+    def read_decision(self, request_id: str) -> Decision | str:
+        """One read of `request_id` (`waiting.read`): its decision, or the id of the undecided
+        request to wait on."""
+        return waiting.read(self._store, self.get, request_id)
+
     def get(self, request_id: str) -> RequestState:
         """The current state of `request_id`. Raises `UnknownRequest` (a `LookupError`) if the router
         never saw it."""
@@ -152,11 +194,12 @@ def _request_view(row: ApprovalRequest) -> dict[str, Any]:
         "policy_version",
     )
     view = {name: getattr(row, name) for name in names}
-    view["resume"] = (
-        {"webhook": row.resume_webhook}
-        if row.resume_webhook
-        else {"queue": row.resume_queue, "func": row.resume_func}
-    )
+    if row.resume_webhook:
+        view["resume"] = {"webhook": row.resume_webhook}
+    elif row.resume_queue:
+        view["resume"] = {"queue": row.resume_queue, "func": row.resume_func}
+    else:
+        view["resume"] = None  # none named: the agent waits in process
     view["created_at"] = iso(row.created_at)
     return view
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from rq import Retry, get_current_job
 from slack_sdk.errors import SlackApiError
 
+from .. import bell
 from ..exceptions import IntakeLimitReached, InvalidRequest, PolicyError, RetryLater
 from ..idempotency import release_key, remember_key
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, QueueResume, WebhookResume, parse
@@ -107,6 +108,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             remember_key(runtime.redis, request.key, row.id, row.payload_sha256)  # the key is row's
             return _dead_letter(runtime, message, reason)
         runtime.store.record_duplicate(parsed.request_id, row.id)
+        bell.ring(runtime.redis, [parsed.request_id])  # its waiters read again and wait on row's bell
         remember_key(runtime.redis, request.key, row.id, row.payload_sha256)
         log.info(
             "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id
@@ -124,8 +126,11 @@ def _checks(runtime: Runtime) -> dict[str, Any]:
     return {ALLOW_HTTP: runtime.settings.COUNTERSIGN_WEBHOOK_ALLOW_HTTP}
 
 
-def _resume_columns(resume: QueueResume | WebhookResume) -> dict[str, str | None]:
-    """The request's columns that say where its decision goes: an RQ queue and function, or a webhook."""
+def _resume_columns(resume: QueueResume | WebhookResume | None) -> dict[str, str | None]:
+    """The request's columns that say where its decision goes: an RQ queue and function, a webhook,
+    or none of them (no resume target: the agent waits in process, `ApprovalClient.wait`)."""
+    if resume is None:
+        return {"resume_queue": None, "resume_func": None, "resume_webhook": None}
     if isinstance(resume, WebhookResume):
         return {"resume_queue": None, "resume_func": None, "resume_webhook": resume.webhook}
     return {"resume_queue": resume.queue, "resume_func": resume.func, "resume_webhook": None}
@@ -220,10 +225,12 @@ def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> Tak
 
 
 def _dead_letter(runtime: Runtime, message: Any, reason: str, key: str | None = None) -> Taken:
-    """Keep a message intake refused, with its reason; then free its idempotency `key` (if it
-    parsed), so the agent can send the request again with the same key."""
+    """Keep a message intake refused, with its reason, and ring its bell (an agent waiting on it
+    learns at once: `ApprovalClient.wait` raises `RequestDeadLettered`); then free its idempotency
+    `key` (if it parsed), so the agent can send the request again with the same key."""
     letter_id = _letter_id(message)
     runtime.store.dead_letter(letter_id, reason, message)
+    bell.ring(runtime.redis, [letter_id])
     log.error("dead-lettered intake message %s: %s", letter_id, reason)
     if key is not None:
         release_key(runtime.redis, key, letter_id)

@@ -61,9 +61,10 @@ def try_publish(redis: Redis, event: OutboxEvent) -> bool:
     unique enqueue finds the job (no second job) and which marks the events of that second published
     in one transaction: the decision path makes no second database transaction. Returns False, and
     leaves the event to the sweep, when Redis is unreachable. A webhook event has no job: the
-    sweep POSTs it (`webhooks.Deliverer`). Either way the request's bell is rung."""
+    sweep POSTs it (`webhooks.Deliverer`), and an event without a resume target (the agent waits in
+    process) has nothing to publish but the ring. Either way the request's bell is rung."""
     try:
-        if event.webhook is None:
+        if event.queue is not None:
             enqueue_resume(redis, event)
         bell.ring(redis, [event.request_id])
     except RedisError as exc:
@@ -80,15 +81,16 @@ def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> in
     (enqueued now or before), not counting those that ran. Raises
     the store's errors (those events are then published again by `sweep`; no job is enqueued
     twice). Webhook events are left to the webhook sweep (`webhooks.Deliverer`), which marks them
-    when delivered. The bells of all `events` are rung."""
-    jobs = [event for event in events if event.webhook is None]
+    when delivered. The bells of all `events` are rung, which is all an event without a resume
+    target needs (it is marked published with the jobs)."""
+    jobs = [event for event in events if event.queue is not None]
     try:
         waiting = enqueue_resumes(redis, jobs)
         bell.ring(redis, [event.request_id for event in events])
     except RedisError as exc:
-        log.warning("%d resume event(s) not published yet (%s); the relay sweep will retry", len(jobs), exc)
+        log.warning("%d resume event(s) not published yet (%s); the relay sweep will retry", len(events), exc)
         return 0
-    store.mark_all_published([event.id for event in jobs])
+    store.mark_all_published([event.id for event in events if event.webhook is None])
     return waiting
 
 

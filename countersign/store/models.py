@@ -414,3 +414,18 @@ class DeadLetter(Base):
     reason: Mapped[str] = mapped_column(Text)
     received: Mapped[Any] = mapped_column(JSONType)
     at: Mapped[datetime] = mapped_column(server_default=utcnow())
+
+
+class ApiToken(Base):
+    """A per-agent API token of the HTTP API (migration 0012): only the SHA-256 of its secret is
+    kept (`store/tokens.py` says why that suffices); it acts as `requester` for `actions` (action
+    classes) until `revoked_at`."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    requester: Mapped[str] = mapped_column(String(128))
+    actions: Mapped[list[Any]]
+    created_at: Mapped[datetime] = mapped_column(server_default=utcnow())
+    revoked_at: Mapped[datetime | None]

@@ -152,7 +152,7 @@ class Queries:
 
     def unpublished(self, limit: int = 100) -> list[OutboxEvent]:
         """Outbox events not yet on their RQ queue, oldest first, at most `limit` (not webhooks, which
-        `claim_webhooks` finds)."""
+        `claim_webhooks` finds; with those without a resume target, whose bell the relay rings)."""
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
@@ -182,8 +182,9 @@ class Queries:
         """Outbox events published in the last `window_seconds` (database clock) whose payload has not
         started running (no `execution` recorded on the request) and whose grant was not refused for
         expiry (an `execution_refused` with `why: grant_expired`, which every later delivery would get
-        too), newest first; RQ jobs only, not webhooks. Other refusals do not count: a forged or tampered
-        decision refused must not keep the genuine one from running."""
+        too), newest first; RQ jobs only, not webhooks nor events without a resume target. Other
+        refusals do not count: a forged or tampered decision refused must not keep the genuine one
+        from running."""
         expired_refusal = select(AuditEvent.id).where(
             AuditEvent.request_id == OutboxEvent.request_id,
             AuditEvent.event == "execution_refused",
@@ -195,7 +196,7 @@ class Queries:
                 .join(ApprovalRequest, ApprovalRequest.id == OutboxEvent.request_id)
                 .where(
                     OutboxEvent.published_at > utcnow_plus(-window_seconds),
-                    OutboxEvent.webhook.is_(None),
+                    OutboxEvent.queue.is_not(None),
                     ApprovalRequest.execution.is_(None),
                     ~expired_refusal.exists(),
                 )

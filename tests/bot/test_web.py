@@ -191,7 +191,7 @@ def test_countersign_web_asks_slack_once_before_its_workers_boot_and_starts_quie
 ) -> None:
     """`countersign web` under gunicorn: the installation is asked of Slack (auth.test, bots.info) once,
     in the master before the workers boot (a failure there is one line: tests/test_cli.py), not by each
-    worker; and no worker logs Bolt's warning about a token given with a client."""
+    worker; no worker logs Bolt's warning about a token given with a client; and the stop logs no error."""
     sb, _ = sandbox
     port = free_port()
     log = tmp_path / "web.log"
@@ -212,6 +212,7 @@ def test_countersign_web_asks_slack_once_before_its_workers_boot_and_starts_quie
         web.wait(timeout=30)
     text = log.read_text()
     assert "token` will be unused" not in text and "Traceback" not in text, text
+    assert "[ERROR]" not in text, text  # e.g. "Worker (pid:…) was sent SIGTERM!" at the stop
 
 
 def _healthy(port: int) -> bool:

@@ -7,7 +7,8 @@ and a job RQ scheduled for later now (`run_scheduled`), a channel busy with earl
 (`README_REQUEST`), an empty outbox row (`empty_resume`), a reviewer check that refuses nobody
 (`anyone`), and a process's children and whether one is alive (`children`, `alive`). Beside it:
 `agent` (the test agent whose resume jobs record what they were given), `builders` (requests,
-cards and what became of them), `receiver` (a webhook receiver on a local port), `redis_server` (a
+cards and what became of them), `api` (the web app served by uvicorn), `receiver` (a webhook
+receiver on a local port), `stack` (`countersign run` as a user runs it), `redis_server` (a
 redis-server of the tests' own) and `strategies` (hypothesis strategies).
 """
 

@@ -1,0 +1,179 @@
+"""The `/v1` endpoints. Each reads or writes through the same domain functions as the Python SDK
+(`ApprovalClient.request` and `.get`, `report_outcome`, `verify_grant`), so the HTTP API keeps the
+SDK's idempotency rules, audit trail and checks.
+
+The long poll (`GET /v1/requests/{id}/decision?wait=N`) reads the database, then, if undecided,
+blocks on the request's decision bell (`countersign.bell`, redis.asyncio: no worker thread is held
+while it waits) for up to `wait` seconds, capped at `MAX_WAIT_SECONDS` as RFC 7240's `wait`
+preference lets a server cap it, and reads the database again: no database polling loop. It is
+`ApprovalClient.wait`'s wait (`agent/waiting.py`), so a Redis restart meanwhile is waited out and the
+database read again when Redis answers (a ring lost with Redis costs nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from ..agent import ApprovalClient, waiting
+from ..agent.client import RequestState
+from ..agent.execution import report_outcome
+from ..decision import Decision
+from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest, WaitTimeout
+from ..grant import verify_grant
+from ..router.runtime import Runtime
+from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, parse
+from ..store.models import ApiToken
+from .auth import Token, may_create, must_own, requester_of, runtime
+from .models import Accepted, OutcomeReport, Problem, Recorded, Verification
+
+MAX_WAIT_SECONDS = 60.0
+"""The longest one long poll blocks; a longer `wait` is served as this (the agent polls again)."""
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem} for status in (401, 403, 404, 409, 413, 422, 503)
+}
+REQUEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApprovalRequestV1"}}},
+    }
+}
+
+router = APIRouter(prefix="/v1", responses=ERRORS)
+
+
+def _client(request: Request) -> ApprovalClient:
+    client: ApprovalClient = request.app.state.client
+    return client
+
+
+@router.post("/requests", status_code=202, response_model=Accepted, openapi_extra=REQUEST_BODY)
+async def create_request(
+    request: Request,
+    holder: Token,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> JSONResponse:
+    """Accept an approval request (schema v1) for intake. The idempotency key is the
+    `Idempotency-Key` header, else the body's `idempotency_key`, else `requester:run_id:step`. The
+    same key with the same payload answers what the first call answered (202, the same
+    `request_id`), as Stripe's idempotent replays do; with another payload, 409."""
+    data = _json_object(await request.body())
+    if idempotency_key is not None and data.setdefault("idempotency_key", idempotency_key) != idempotency_key:
+        raise HTTPException(422, "the Idempotency-Key header and the body's idempotency_key differ")
+    request_id = await run_in_threadpool(_create, request, holder, data)
+    return JSONResponse(
+        Accepted(request_id=request_id).model_dump(), 202, {"Location": f"/v1/requests/{request_id}"}
+    )
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        raise HTTPException(
+            422, "the body is not JSON (send the approval request as a JSON object)"
+        ) from None
+    if not isinstance(data, dict):
+        raise HTTPException(422, "request: should be a JSON object")
+    return data
+
+
+def _create(request: Request, holder: ApiToken, data: dict[str, Any]) -> str:
+    rt = runtime(request)
+    checked = parse(ApprovalRequestV1, data, {ALLOW_HTTP: rt.settings.COUNTERSIGN_WEBHOOK_ALLOW_HTTP})
+    may_create(holder, checked)
+    if rt.settings.COUNTERSIGN_POLICY is not None:  # refused now rather than dead-lettered at intake
+        rt.policy.admit(checked.action, checked.payload)
+    return _client(request).request(checked)
+
+
+def _owned(request: Request, holder: ApiToken, request_id: str) -> RequestState:
+    """The state of `holder`'s request `request_id`; 404 when there is none."""
+    try:
+        state = _client(request).get(request_id)
+    except UnknownRequest:
+        raise HTTPException(404, f"no approval request {request_id!r} for this token") from None
+    sent = state.request
+    if sent is None:  # queued: its intake message says who sent it
+        message = runtime(request).store.intake_message(request_id)
+        sent = message.message if message is not None else None
+    must_own(holder, request_id, requester_of(sent))
+    return state
+
+
+@router.get("/requests/{request_id}", response_model=RequestState)
+def get_request(request_id: str, request: Request, holder: Token) -> dict[str, Any]:
+    """The request, its status, card, decision (its grant's signature left out) and audit trail,
+    as `countersign show` prints them."""
+    shown = _owned(request, holder, request_id).as_dict()
+    grant = (shown["decision"] or {}).get("grant")
+    if grant:
+        grant["signature"] = f"hidden (GET /v1/requests/{request_id}/decision gives it)"
+    return shown
+
+
+@router.get(
+    "/requests/{request_id}/decision",
+    response_model=Decision,
+    responses={204: {"description": "Not decided within `wait` seconds: ask again."}},
+)
+async def get_decision(
+    request_id: str,
+    request: Request,
+    holder: Token,
+    wait: Annotated[float, Query(ge=0, description="seconds to wait for the decision (at most 60)")] = 0,
+) -> Response:
+    """The decision (200), with its grant when the payload may run, or 204 when there is none after
+    waiting up to `wait` seconds. 409 when intake refused the request (it will never be decided).
+    The wait is `ApprovalClient.wait`'s (`agent/waiting.py`) on an asyncio Redis client: a Redis
+    restart during it is waited out, and the database read again once Redis answers."""
+    state = await run_in_threadpool(_owned, request, holder, request_id)
+    if state.decision is None and state.status != "dead_letter" and wait > 0:
+        bell = request.app.state.bell
+        steps = waiting.steps(request_id, min(wait, MAX_WAIT_SECONDS), waiting.longest_block(bell))
+        with suppress(WaitTimeout, RequestDeadLettered):
+            await waiting.run_async(steps, bell, _client(request).read_decision)
+            state = await run_in_threadpool(_owned, request, holder, request_id)
+    if state.status == "dead_letter":
+        raise HTTPException(409, f"intake refused the request; it will never be decided: {state.reason}")
+    if state.decision is None:
+        return Response(status_code=204)
+    return JSONResponse(state.decision)
+
+
+@router.post("/requests/{request_id}/outcome", response_model=Recorded)
+def post_outcome(request_id: str, report: OutcomeReport, request: Request, holder: Token) -> Recorded:
+    """Record how the approved action went, once (audited, shown on the card), as
+    `report_outcome` does. 409 when it was already recorded or the request is not approved."""
+    _owned(request, holder, request_id)
+    if not report_outcome(request_id, report.ok, report.detail, runtime(request)):
+        raise HTTPException(409, "the outcome is already recorded, or the request is not approved")
+    return Recorded(recorded=True)
+
+
+@router.post("/grants/verify", response_model=Verification)
+def verify(
+    decision: Annotated[dict[str, Any], Body(description="a decision as GET …/decision gives it")],
+    request: Request,
+    holder: Token,
+) -> Verification:
+    """Whether the decision's grant lets its payload run now: signed by this router
+    (`COUNTERSIGN_SECRET`), for exactly this payload (RFC 8785 hash), not expired (database clock).
+    It does not claim the single execution: report the outcome once the action ran."""
+    rt: Runtime = runtime(request)
+    request_id = decision.get("request_id")
+    shown = request_id if isinstance(request_id, str) else None
+    try:
+        verify_grant(rt.settings.COUNTERSIGN_SECRET or "", decision)
+    except ExecutionRefused as refused:
+        return Verification(valid=False, request_id=shown, why=refused.why)
+    expires_at = str(decision["grant"]["expires_at"])
+    now = iso(request.app.state.tokens.clock())
+    if now is None or expires_at <= now:
+        return Verification(valid=False, request_id=shown, why="grant_expired", expires_at=expires_at)
+    return Verification(valid=True, request_id=shown, expires_at=expires_at)

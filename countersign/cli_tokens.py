@@ -1,0 +1,84 @@
+"""`countersign token create | list | revoke`: the per-agent API tokens of the HTTP API (`/v1`).
+
+A token's secret is printed once, by `create`; the database keeps its SHA-256 (`store/tokens.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .config import load_settings
+from .connections import Connections
+from .exceptions import UnknownToken, UsageError
+from .schema import ACTION_CLASS, iso
+from .store.tokens import Tokens
+
+
+def add_parsers(commands: Any) -> None:
+    """Add `token create`, `token list` and `token revoke` to the subcommands `commands`."""
+    token = commands.add_parser("token", help="API tokens of the HTTP API (/v1)").add_subparsers(
+        required=True, metavar="ACTION"
+    )
+    create = token.add_parser(
+        "create", help="create a token; prints its secret once on stdout (only its SHA-256 is kept)"
+    )
+    create.add_argument("--requester", required=True, help="the agent's identity: its requests' requester")
+    create.add_argument(
+        "--actions", required=True, help="the action classes it may request, comma-separated, e.g. a,b"
+    )
+    create.set_defaults(handler=_token_create)
+    token.add_parser("list", help="print every token (never its secret) as JSON").set_defaults(
+        handler=_token_list
+    )
+    revoke = token.add_parser("revoke", help="revoke a token: its next API call gets 401")
+    revoke.add_argument("token_id", help="the token's id, as `token list` prints it")
+    revoke.set_defaults(handler=_token_revoke)
+
+
+def _tokens() -> Tokens:
+    connections = Connections(load_settings())
+    connections.check()
+    return Tokens(connections.store.engine)
+
+
+def _token_create(args: argparse.Namespace) -> None:
+    """Print the new token's secret on stdout, and on stderr its id and scope."""
+    requester = args.requester
+    actions = [action.strip() for action in args.actions.split(",") if action.strip()]
+    if not 1 <= len(requester) <= 128 or "\x00" in requester:
+        raise UsageError("--requester must be 1 to 128 characters")
+    bad = [action for action in actions if not ACTION_CLASS.fullmatch(action)]
+    if bad or not actions:
+        raise UsageError(f"--actions must name action classes ([a-z0-9_.-]{{1,64}}), got {args.actions!r}")
+    token = _tokens().create_token(requester, actions)
+    print(token.secret)
+    scope = ", ".join(sorted(set(actions)))
+    print(
+        f"countersign token: {token.id} acts as requester {requester!r} for {scope}; "
+        "the secret above is shown once (only its SHA-256 is kept)",
+        file=sys.stderr,
+    )
+
+
+def _token_list(_args: argparse.Namespace) -> None:
+    """Print `[{id, requester, actions, created_at, revoked_at}]`, oldest first (times ISO 8601 UTC)."""
+    listing = [
+        {
+            "id": row.id,
+            "requester": row.requester,
+            "actions": row.actions,
+            "created_at": iso(row.created_at),
+            "revoked_at": iso(row.revoked_at),
+        }
+        for row in _tokens().tokens()
+    ]
+    print(json.dumps(listing, indent=2, ensure_ascii=False))
+
+
+def _token_revoke(args: argparse.Namespace) -> None:
+    if not _tokens().revoke_token(args.token_id):
+        raise UnknownToken(f"no live token {args.token_id!r} (`countersign token list` lists them)")
+    print(f"token {args.token_id} revoked")

@@ -1,0 +1,50 @@
+#!/bin/sh
+# An agent with curl alone (no Python): ask for approval over countersign's HTTP API, long-poll the
+# decision, run the refund when approved, report the outcome. README, "HTTP API".
+#
+#   COUNTERSIGN_TOKEN=$(countersign token create --requester refund-agent --actions issue_refund) \
+#     sh examples/curl_agent.sh
+#
+# COUNTERSIGN_URL (default http://127.0.0.1:3000) is `countersign web`; RUN_ID (default: the time)
+# makes the idempotency key, so running it again with the same RUN_ID gets the same request back.
+set -eu
+URL=${COUNTERSIGN_URL:-http://127.0.0.1:3000}
+TOKEN=${COUNTERSIGN_TOKEN:?set COUNTERSIGN_TOKEN (countersign token create --requester refund-agent --actions issue_refund)}
+RUN_ID=${RUN_ID:-$(date +%s)}
+AUTH="Authorization: Bearer $TOKEN"
+answer=$(mktemp)
+trap 'rm -f "$answer"' EXIT
+
+# 1. Create the approval request (202 with its id; the same key and payload again: the same id).
+# No `resume`: this agent takes its decision by long poll.
+curl -sS --fail-with-body -o "$answer" -X POST "$URL/v1/requests" \
+  -H "$AUTH" -H "Content-Type: application/json" -H "Idempotency-Key: refund-agent:$RUN_ID:refund" \
+  -d '{"action": "issue_refund", "requester": "refund-agent",
+       "payload": {"amount": "120.00", "currency": "USD", "customer": "ACME"},
+       "summary": "Refund ACME", "reason": "duplicate charge"}'
+request_id=$(sed -n 's/.*"request_id":"\([0-9A-Z]*\)".*/\1/p' "$answer")
+echo "request $request_id: waiting for a reviewer" >&2
+
+# 2. Long-poll the decision: 204 means not yet (after up to 30 s), 200 carries it.
+while :; do
+  status=$(curl -sS -o "$answer" -w '%{http_code}' -H "$AUTH" "$URL/v1/requests/$request_id/decision?wait=30")
+  [ "$status" = 200 ] && break
+  [ "$status" = 204 ] || { echo "countersign answered $status: $(cat "$answer")" >&2; exit 1; }
+done
+outcome=$(sed -n 's/.*"outcome":"\([a-z]*\)".*/\1/p' "$answer")
+if [ "$outcome" != approved ]; then
+  echo "request $request_id was $outcome; nothing to run" >&2
+  exit 0
+fi
+
+# 3. Check the grant (signed for exactly this payload, not expired), run what was approved (the
+# decision's "payload": a reviewer may have lowered the amount), then report the outcome: it closes
+# the audit record and shows on the card.
+verdict=$(curl -sS --fail-with-body -X POST "$URL/v1/grants/verify" \
+  -H "$AUTH" -H "Content-Type: application/json" --data-binary @"$answer")
+case $verdict in *'"valid":true'*) ;; *) echo "grant refused: $verdict" >&2; exit 1 ;; esac
+payload=$(sed -n 's/.*"payload":\({[^}]*}\).*/\1/p' "$answer")
+echo "REFUND EXECUTED: $payload"
+curl -sS --fail-with-body -X POST "$URL/v1/requests/$request_id/outcome" \
+  -H "$AUTH" -H "Content-Type: application/json" -d '{"ok": true, "detail": "refunded by curl_agent.sh"}'
+echo

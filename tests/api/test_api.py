@@ -1,0 +1,270 @@
+"""The `/v1` HTTP API over real HTTP (uvicorn, httpx), on real Redis, SQLite and PostgreSQL, with
+the sandbox as Slack: creation and its idempotency under concurrent POSTs, token scope, the JSON
+refusals, the long poll woken by the decision bell, the outcome report, grant verification, the
+OpenAPI document, and the Slack app still served beside it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+from redis import Redis
+
+from countersign.api.app import MAX_BODY_BYTES
+from countersign.config import load_settings
+from countersign.router.cards import APPROVE_ACTION
+from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
+from countersign.store.tokens import Tokens
+from tests.helpers import drain, wait_for
+from tests.helpers.api import served
+from tests.helpers.builders import refund
+from tests.helpers.redis_server import RedisServer
+
+log = logging.getLogger(__name__)
+
+
+def _create(agent: httpx.Client, **overrides: Any) -> str:
+    answer = agent.post("/v1/requests", json=refund(**overrides))
+    assert answer.status_code == 202, answer.text
+    assert answer.headers["Location"] == f"/v1/requests/{answer.json()['request_id']}"
+    return str(answer.json()["request_id"])
+
+
+def _card(sb: Sandbox, request_id: str) -> dict[str, Any]:
+    return next(m for m in sb.messages("C0FINANCE") if request_id in json.dumps(m["blocks"]))
+
+
+def _problem(answer: httpx.Response, status: int) -> str:
+    """The one-line message of a refusal, after checking its status and JSON shape."""
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == "application/json"
+    body = answer.json()
+    assert list(body) == ["error"] and isinstance(body["error"], str) and "\n" not in body["error"]
+    return str(body["error"])
+
+
+def test_create_long_poll_a_click_and_report_the_outcome(
+    agent: httpx.Client, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    sb, _ = sandbox
+    request_id = _create(agent)
+    assert agent.get(f"/v1/requests/{request_id}").json()["status"] == "queued"
+    drain(redis)
+    shown = agent.get(f"/v1/requests/{request_id}").json()
+    assert shown["status"] == "pending"
+
+    with ThreadPoolExecutor(1) as pool:
+        polled = pool.submit(lambda: (agent.get(f"/v1/requests/{request_id}/decision?wait=30"), time.time()))
+        wait_for(lambda: _blocked(redis), what="the long poll to block on the bell")
+        click = sb.click_payload("C0FINANCE", _card(sb, request_id)["ts"], APPROVE_ACTION, "U0LEAD")
+        assert sb.send_signed(click)[0] == 200  # through the Slack app mounted in the same server
+        answer, answered_at = polled.result(timeout=30)
+    assert answer.status_code == 200, answer.text
+    decision = answer.json()
+    woken = answered_at - datetime.fromisoformat(decision["decided_at"]).timestamp()
+    log.info("long poll answered %.1f ms after the decision committed", woken * 1000)
+    assert woken < 2.0  # loosely: the figure is in BENCHMARKS.md
+    assert decision["outcome"] == "approved" and decision["grant"]["signature"]
+
+    assert agent.post("/v1/grants/verify", json=decision).json() == {
+        "valid": True,
+        "request_id": request_id,
+        "why": None,
+        "expires_at": decision["grant"]["expires_at"],
+    }
+    forged = {**decision, "payload": {"amount": "9999.00", "currency": "USD"}}
+    assert agent.post("/v1/grants/verify", json=forged).json()["why"] == "payload_mismatch"
+    hidden = agent.get(f"/v1/requests/{request_id}").json()["decision"]["grant"]["signature"]
+    assert hidden.startswith("hidden")
+
+    reported = agent.post(f"/v1/requests/{request_id}/outcome", json={"ok": True, "detail": "refund r_1"})
+    assert reported.status_code == 200 and reported.json() == {"recorded": True}
+    audit = runtime.store.audit_trail(request_id)
+    assert (audit[-1].event, audit[-1].actor, audit[-1].detail) == (
+        "executed",
+        "agent",
+        {"detail": "refund r_1"},
+    )
+    assert "already" in _problem(agent.post(f"/v1/requests/{request_id}/outcome", json={"ok": False}), 409)
+
+
+def _blocked(redis: Redis) -> bool:
+    clients = redis.client_list()
+    return any(client.get("cmd") == "blmove" for client in clients)
+
+
+def test_a_long_poll_without_a_decision_answers_204_and_wait_is_checked(
+    agent: httpx.Client, redis: Redis
+) -> None:
+    request_id = _create(agent)
+    drain(redis)
+    started = time.monotonic()
+    assert agent.get(f"/v1/requests/{request_id}/decision?wait=0.3").status_code == 204
+    assert time.monotonic() - started >= 0.25
+    assert agent.get(f"/v1/requests/{request_id}/decision").status_code == 204  # no wait: at once
+    assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=-1"), 422).startswith("wait: ")
+    assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=soon"), 422).startswith("wait: ")
+
+
+def test_a_long_poll_survives_a_redis_restart_and_answers_a_decision_whose_ring_was_lost(
+    agent: httpx.Client, redis: Redis, redis_server: RedisServer, runtime: Runtime
+) -> None:
+    request_id = _create(agent)
+    drain(redis)
+    with ThreadPoolExecutor(1) as pool:
+        polled = pool.submit(agent.get, f"/v1/requests/{request_id}/decision?wait=30")
+        wait_for(lambda: _blocked(redis), what="the long poll to block on the bell")
+        redis_server.stop()
+        lead = {"slack_user_id": "U0LEAD", "name": "lee"}
+        runtime.store.vote(request_id, lead, "approved", runtime.resume_event)  # nothing rings
+        redis_server.start()
+        restarted = time.monotonic()
+        answer = polled.result(timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["outcome"] == "approved"
+    assert time.monotonic() - restarted < 15  # read again at the reconnect, not at the 30 s deadline
+
+
+def test_a_request_intake_refused_answers_409_at_once(agent: httpx.Client, redis: Redis) -> None:
+    """This router has no webhook secret, so intake dead-letters a webhook request: the long poll
+    says so at once, and the request stays readable as the token's own."""
+    request_id = _create(agent, resume={"webhook": "https://agent.example.com/decisions"})
+    drain(redis)
+    started = time.monotonic()
+    refused = _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=30"), 409)
+    assert time.monotonic() - started < 10
+    assert refused.startswith("intake refused the request") and "COUNTERSIGN_WEBHOOK_SECRET" in refused
+    assert agent.get(f"/v1/requests/{request_id}").json()["status"] == "dead_letter"
+
+
+def test_concurrent_posts_of_one_request_get_one_id_and_another_payload_409(agent: httpx.Client) -> None:
+    body = refund()
+    barrier = threading.Barrier(8)
+
+    def post(_: int) -> httpx.Response:
+        barrier.wait(10)
+        return agent.post("/v1/requests", json=body, headers={"Idempotency-Key": "refund-acme-1"})
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(post, range(8)))
+    assert {a.status_code for a in answers} == {202}
+    assert len({a.json()["request_id"] for a in answers}) == 1
+    other = {**body, "payload": {"amount": "1.00", "currency": "USD"}}
+    message = _problem(
+        agent.post("/v1/requests", json=other, headers={"Idempotency-Key": "refund-acme-1"}), 409
+    )
+    assert "already used with a different payload" in message
+    mismatch = agent.post(
+        "/v1/requests", json={**body, "idempotency_key": "x"}, headers={"Idempotency-Key": "y"}
+    )
+    assert "differ" in _problem(mismatch, 422)
+
+
+def test_tokens_act_only_as_their_requester_for_their_action_classes(
+    agent: httpx.Client, web: str, tokens: Tokens
+) -> None:
+    assert _problem(httpx.post(f"{web}/v1/requests", json=refund()), 401).startswith("send a token")
+    assert httpx.get(f"{web}/v1/requests/x").headers["WWW-Authenticate"] == "Bearer"
+    forged = httpx.get(f"{web}/v1/requests/x", headers={"Authorization": "Bearer cst_forged"})
+    assert _problem(forged, 401) == "the token is unknown or revoked"
+
+    other_requester = agent.post("/v1/requests", json=refund(requester="mail-agent"))
+    assert "acts as requester 'refund-agent', not 'mail-agent'" in _problem(other_requester, 403)
+    other_action = agent.post("/v1/requests", json=refund(action="send_email"))
+    assert "may not request action class 'send_email'" in _problem(other_action, 403)
+
+    request_id = _create(agent)
+    mail = tokens.create_token("mail-agent", ["send_email"])
+    with httpx.Client(base_url=web, headers={"Authorization": f"Bearer {mail.secret}"}) as stranger:
+        for answer in (
+            stranger.get(f"/v1/requests/{request_id}"),
+            stranger.get(f"/v1/requests/{request_id}/decision"),
+            stranger.post(f"/v1/requests/{request_id}/outcome", json={"ok": True}),
+        ):
+            assert _problem(answer, 404) == f"no approval request {request_id!r} for this token"
+        assert tokens.revoke_token(mail.id)
+        assert _problem(stranger.get(f"/v1/requests/{request_id}"), 401) == "the token is unknown or revoked"
+
+
+def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
+    huge = agent.post(
+        "/v1/requests",
+        content=b"{" + b" " * MAX_BODY_BYTES + b"}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert _problem(huge, 413) == f"the body is over {MAX_BODY_BYTES} bytes"
+    assert _problem(agent.post("/v1/requests", content=b"{nope"), 422).startswith("the body is not JSON")
+    missing = _problem(agent.post("/v1/requests", json={**refund(), "summary": 7, "confidence": "high"}), 422)
+    assert missing.startswith("summary: ") and "; confidence: " in missing
+    insecure = refund(resume={"webhook": "http://agent.example.com/d"})
+    assert "should use https://" in _problem(agent.post("/v1/requests", json=insecure), 422)
+    unknown = _problem(agent.post("/v1/requests/01X/outcome", json={"ok": "yes"}), 422)
+    assert unknown.startswith("ok: ")
+
+
+def test_an_action_class_the_policy_does_not_name_is_refused_before_intake(web: str, tokens: Tokens) -> None:
+    secret = tokens.create_token("refund-agent", ["wire_money"]).secret
+    answer = httpx.post(
+        f"{web}/v1/requests", json=refund(action="wire_money"), headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert "wire_money" in _problem(answer, 422)
+
+
+def test_http_webhooks_beyond_loopback_follow_the_routers_setting(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tokens: Tokens
+) -> None:
+    """The API checks a webhook with `COUNTERSIGN_WEBHOOK_ALLOW_HTTP` as the client does."""
+    secret = tokens.create_token("refund-agent", ["issue_refund"]).secret
+    body = refund(resume={"webhook": "http://agent.internal:8080/decisions"})
+    for allowed, status in (("false", 422), ("true", 202)):
+        monkeypatch.setenv("COUNTERSIGN_WEBHOOK_ALLOW_HTTP", allowed)
+        with served(Runtime(load_settings())) as url:
+            answer = httpx.post(
+                f"{url}/v1/requests", json=body, headers={"Authorization": f"Bearer {secret}"}
+            )
+        assert answer.status_code == status, answer.text
+
+
+def test_what_an_agent_sends_reaches_slack_escaped(
+    agent: httpx.Client, redis: Redis, sandbox: tuple[Sandbox, str]
+) -> None:
+    request_id = _create(agent, summary="<!channel> *bold* refund", reason="<!here> <@U0LEAD> ok?")
+    drain(redis)
+    card = _card(sandbox[0], request_id)
+    mrkdwn = [card["text"], *_texts(card["blocks"], "mrkdwn")]
+    assert not [text for text in mrkdwn if "<!channel>" in text or "<!here>" in text]
+    assert any("&lt;!channel&gt;" in text for text in mrkdwn)
+    assert "<!channel> *bold* refund" in _texts(card["blocks"], "plain_text")  # the header: never parsed
+
+
+def _texts(value: Any, kind: str) -> list[str]:
+    if isinstance(value, dict):
+        own = [value["text"]] if value.get("type") == kind and isinstance(value.get("text"), str) else []
+        return own + [t for child in value.values() for t in _texts(child, kind)]
+    if isinstance(value, list):
+        return [t for child in value for t in _texts(child, kind)]
+    return []
+
+
+def test_the_openapi_document_lists_the_api_and_slack_is_served_beside_it(web: str) -> None:
+    document = httpx.get(f"{web}/v1/openapi.json").json()
+    assert set(document["paths"]) == {
+        "/v1/requests",
+        "/v1/requests/{request_id}",
+        "/v1/requests/{request_id}/decision",
+        "/v1/requests/{request_id}/outcome",
+        "/v1/grants/verify",
+    }
+    schemas = document["components"]["schemas"]
+    assert {"ApprovalRequestV1", "Decision", "Problem", "OutcomeReport"} <= set(schemas)
+    assert "payload" in schemas["ApprovalRequestV1"]["properties"]
+    assert httpx.get(f"{web}/healthz").json() == {"ok": True, "database": "ok", "redis": "ok"}
+    assert httpx.post(f"{web}/slack/events", content=b"payload=%7B%7D").status_code == 401  # unsigned

@@ -1,0 +1,54 @@
+"""`examples/curl_agent.sh` against a live `countersign run` (real web, router worker, sandbox):
+curl alone creates a request, long-polls while a reviewer approves it in the sandbox, verifies the
+grant, and reports the outcome, which closes the audit record."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.helpers import wait_for
+from tests.helpers.stack import ROOT, http_json, second_terminal, stack_env, start_stack, stop_stack
+
+
+def test_the_curl_agent_creates_long_polls_and_reports_the_outcome(tmp_path: Path) -> None:
+    env = stack_env(tmp_path)
+    process, output, page = start_stack(tmp_path, env)
+    try:
+        token = second_terminal(
+            tmp_path, "token", "create", "--requester", "refund-agent", "--actions", "issue_refund"
+        ).stdout.strip()
+        agent = subprocess.Popen(
+            ["sh", str(ROOT / "examples/curl_agent.sh")],
+            env={
+                "PATH": os.environ["PATH"],
+                "COUNTERSIGN_URL": f"http://127.0.0.1:{env['PORT']}",
+                "COUNTERSIGN_TOKEN": token,
+                "RUN_ID": "curl-1",
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        card = wait_for(
+            lambda: http_json(f"{page}/_sandbox/messages?channel=C0FINANCE"), timeout=30, what="card"
+        )[0]
+        pressed = http_json(
+            f"{page}/_sandbox/click",
+            {"channel": "C0FINANCE", "ts": card["ts"], "action_id": "countersign_approve", "user": "U0LEAD"},
+        )
+        assert pressed["status"] == 200, pressed
+        stdout, stderr = agent.communicate(timeout=60)
+        assert agent.returncode == 0, stderr
+        request_id = stderr.split()[1].rstrip(":")
+        shown = json.loads(second_terminal(tmp_path, "show", request_id).stdout)
+    finally:
+        stop_stack(process, output)
+    assert 'REFUND EXECUTED: {"amount":"120.00","currency":"USD","customer":"ACME"}' in stdout
+    assert '{"recorded":true}' in stdout
+    assert shown["status"] == "approved" and shown["request"]["requester"] == "refund-agent"
+    executed = shown["audit"][-1]
+    assert (executed["event"], executed["actor"]) == ("executed", "agent")
+    assert executed["detail"] == {"detail": "refunded by curl_agent.sh"}
