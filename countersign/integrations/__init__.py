@@ -1,0 +1,6 @@
+"""Drop-in approval for agent frameworks, each in a module of its own that the core never imports.
+
+- `decorator`: `@requires_approval` for code without a framework (no extra package);
+- `langgraph`: a tool call gated by countersign inside a LangGraph graph (`pip install
+  'countersign[langgraph]'`).
+"""

@@ -1,0 +1,30 @@
+"""A reviewer deciding a card through the sandbox (real clicks and modal submits to the bot): approve
+as lee (U0LEAD), edit the amount as lee, reject as alice (U0ALICE) with a reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REASON_BLOCK, REJECT_ACTION
+from countersign.sandbox import Sandbox
+
+from .modals import open_view
+
+REJECT_REASON = "wrong customer"
+
+
+def approve(sb: Sandbox, card: dict[str, Any]) -> None:
+    """Press Approve on `card` as U0LEAD."""
+    assert sb.click(card["channel"], card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200
+
+
+def edit(sb: Sandbox, card: dict[str, Any], amount: str = "400") -> None:
+    """Edit `card`'s amount to `amount` as U0LEAD (which approves it)."""
+    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-amount")
+    assert sb.submit_view(view["id"], "U0LEAD", {"edit-amount": amount})[0] == 200
+
+
+def reject(sb: Sandbox, card: dict[str, Any]) -> None:
+    """Reject `card` as U0ALICE, giving `REJECT_REASON`."""
+    view = open_view(sb, card, REJECT_ACTION, "U0ALICE", REASON_BLOCK)
+    assert sb.submit_view(view["id"], "U0ALICE", {REASON_BLOCK: REJECT_REASON})[0] == 200
