@@ -30,6 +30,9 @@ test: install
 example-decorator: install
 	$(BIN)/python -m examples.decorator_refund 120.00 --approve
 
+example-langgraph: install
+	$(BIN)/python -m examples.langgraph_refund 120.00 --approve
+
 lint: install
 	$(BIN)/ruff check countersign tests examples bench
 	$(BIN)/ruff format --check countersign tests examples bench
