@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint format clean example-decorator example-langgraph bench-install bench-intake bench-latency bench-pause bench-langgraph \
+.PHONY: install run test lint format clean example-decorator example-langgraph example-openai-agents bench-install bench-intake bench-latency bench-pause bench-langgraph \
 	bench-channel bench-chaos bench-durability
 
 $(STAMP): pyproject.toml
@@ -32,6 +32,9 @@ example-decorator: install
 
 example-langgraph: install
 	$(BIN)/python -m examples.langgraph_refund 120.00 --approve
+
+example-openai-agents: install
+	$(BIN)/python -m examples.openai_agents_refund 120.00 --approve
 
 lint: install
 	$(BIN)/ruff check countersign tests examples bench

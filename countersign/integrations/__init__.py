@@ -2,5 +2,7 @@
 
 - `decorator`: `@requires_approval` for code without a framework (no extra package);
 - `langgraph`: a tool call gated by countersign inside a LangGraph graph (`pip install
-  'countersign[langgraph]'`).
+  'countersign[langgraph]'`);
+- `openai_agents`: tools with `needs_approval` decided by countersign, the paused run kept with the
+  request (`pip install 'countersign[openai-agents]'`).
 """

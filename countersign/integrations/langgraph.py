@@ -36,6 +36,7 @@ from langgraph.types import Command, Interrupt, interrupt
 
 from ..agent import ApprovalClient, Decision, ExecutionRefused, execute_approved
 from ..connections import current
+from .answers import not_run
 
 REQUEST_ID = "countersign_request_id"
 """The key of the request id in the interrupt's value."""
@@ -91,7 +92,7 @@ class CountersignGate:
         if decision.request_id != request_id:
             raise ValueError(f"resumed with the decision of {decision.request_id}, not of {request_id}")
         if not decision.may_run:
-            return _answer(request, _not_run(decision))
+            return _answer(request, not_run(decision))
         return _execute(request, handler, decision)
 
     def _ask(self, request: ToolCallRequest, summary: str) -> str:
@@ -125,12 +126,6 @@ def _execute(request: ToolCallRequest, handler: Handler, decision: Decision) -> 
         return failed.message
     except ExecutionRefused as refused:
         return _answer(request, f"Not executed: {refused}")
-
-
-def _not_run(decision: Decision) -> str:
-    if decision.outcome == "rejected":
-        return f"A reviewer rejected this call: {decision.reason or 'no reason given'}. It was not run."
-    return "Nobody approved this call in time, and the policy denied it. It was not run."
 
 
 def _answer(request: ToolCallRequest, text: str) -> ToolMessage:
