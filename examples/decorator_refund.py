@@ -16,16 +16,14 @@ import json
 
 from countersign import ApprovalClient
 from countersign.integrations.decorator import requires_approval
+from examples import payments
 from examples.sandbox_review import approve_in_sandbox
 
 
-@requires_approval(
-    action="issue_refund", summary="Refund {amount} {currency} to {customer}", queue="refund-agent"
-)
+@requires_approval(action="issue_refund", summary=payments.SUMMARY, queue="refund-agent")
 def issue_refund(amount: str, currency: str, customer: str) -> str:
     """Stands in for the payment provider; runs on the worker, with the approved arguments only."""
-    print(f"REFUND EXECUTED: {json.dumps({'amount': amount, 'currency': currency, 'customer': customer})}")
-    return f"refunded {amount} {currency} to {customer}"
+    return payments.refund(amount, currency, customer)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ one; give the graph a `PostgresSaver` (langgraph-checkpoint-postgres) to resume 
 from __future__ import annotations
 
 import argparse
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -31,16 +30,16 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from countersign import ApprovalClient
 from countersign.integrations.langgraph import CountersignGate, pending, resume_graph
+from examples import payments
 from examples.sandbox_review import approve_in_sandbox
 
-GATE = CountersignGate({"issue_refund": "Refund {amount} {currency} to {customer}"})
+GATE = CountersignGate({"issue_refund": payments.SUMMARY})
 
 
 @tool
 def issue_refund(amount: str, currency: str, customer: str) -> str:
     """Refund `amount` (a decimal string) in `currency` to `customer`."""
-    print(f"REFUND EXECUTED: {json.dumps({'amount': amount, 'currency': currency, 'customer': customer})}")
-    return f"refunded {amount} {currency} to {customer}"
+    return payments.refund(amount, currency, customer)
 
 
 class ScriptedRefundModel(BaseChatModel):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -34,16 +33,16 @@ from agents.testing import assistant_message, function_call
 
 from countersign import ApprovalClient
 from countersign.integrations.openai_agents import CountersignApprovals
+from examples import payments
 from examples.sandbox_review import approve_in_sandbox
 
-APPROVALS = CountersignApprovals({"issue_refund": "Refund {amount} {currency} to {customer}"})
+APPROVALS = CountersignApprovals({"issue_refund": payments.SUMMARY})
 
 
 @function_tool
 def issue_refund(amount: str, currency: str, customer: str) -> str:
     """Refund `amount` (a decimal string) in `currency` to `customer`."""
-    print(f"REFUND EXECUTED: {json.dumps({'amount': amount, 'currency': currency, 'customer': customer})}")
-    return f"refunded {amount} {currency} to {customer}"
+    return payments.refund(amount, currency, customer)
 
 
 class ScriptedRefundModel(Model):

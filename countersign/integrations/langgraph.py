@@ -36,7 +36,7 @@ from langgraph.types import Command, Interrupt, interrupt
 
 from ..agent import ApprovalClient, Decision, ExecutionRefused, execute_approved
 from ..connections import current
-from .answers import not_run
+from .gates import ToolGate, not_run
 
 REQUEST_ID = "countersign_request_id"
 """The key of the request id in the interrupt's value."""
@@ -61,32 +61,21 @@ class Ran:
         return str(self.result.content) if isinstance(self.result, ToolMessage) else repr(self.result)
 
 
-class CountersignGate:
+class CountersignGate(ToolGate):
     """A `ToolNode(wrap_tool_call=...)` interceptor that sends the calls of the tools in
-    `interrupt_on` (tool name → card summary, a `str.format` template of the arguments by name) to
-    countersign and runs them only as decided. `resume` is the request's resume target (`{"queue",
-    "func"}` or `{"webhook"}`, schema v1), or None when the agent waits (`run_until_decided`).
-    Other tools run at once. Raises `InvalidRequest` for a call countersign refuses (e.g. arguments
-    the policy's action class does not take) and `KeyError` outside a thread (no `thread_id`)."""
+    `interrupt_on` to countersign and runs them only as decided (`ToolGate`: `interrupt_on`,
+    `resume`, `requester`); `resume=None` suits `run_until_decided`. Other tools run at once.
+    Raises `InvalidRequest` for a call countersign refuses (e.g. arguments the policy's action class
+    does not take) and `KeyError` outside a thread (no `thread_id`)."""
 
-    def __init__(
-        self,
-        interrupt_on: dict[str, str],
-        *,
-        resume: dict[str, str] | None = None,
-        requester: str = "langgraph",
-    ) -> None:
-        self.interrupt_on = interrupt_on
-        self.resume = resume
-        self.requester = requester
+    REQUESTER = "langgraph"
 
     def __call__(self, request: ToolCallRequest, handler: Handler) -> ToolMessage | Command[Any]:
         """Run the tool call as decided, pausing the graph until it is."""
         call = request.tool_call
-        summary = self.interrupt_on.get(call["name"])
-        if summary is None:
+        if call["name"] not in self.interrupt_on:
             return handler(request)
-        request_id = self._ask(request, summary)
+        request_id = self._ask(request)
         answer = interrupt({REQUEST_ID: request_id, "action": call["name"], "args": call["args"]})
         decision = Decision.from_json(answer)
         if decision.request_id != request_id:
@@ -95,19 +84,13 @@ class CountersignGate:
             return _answer(request, not_run(decision))
         return _execute(request, handler, decision)
 
-    def _ask(self, request: ToolCallRequest, summary: str) -> str:
+    def _ask(self, request: ToolCallRequest) -> str:
         call, config = request.tool_call, request.runtime.config
         thread_id = str(config["configurable"]["thread_id"])
         node = config.get("metadata", {}).get("langgraph_node", "tools")
-        return ApprovalClient.on(current()).request(
-            action=call["name"],
-            payload=call["args"],
-            summary=summary.format(**call["args"]),
-            requester=self.requester,
-            idempotency_key=f"langgraph:{thread_id}:{node}:{call['id']}",
-            context={"langgraph": {"thread_id": thread_id, "node": node, "tool_call_id": call["id"]}},
-            resume=self.resume,
-        )
+        key = f"langgraph:{thread_id}:{node}:{call['id']}"
+        context = {"langgraph": {"thread_id": thread_id, "node": node, "tool_call_id": call["id"]}}
+        return ApprovalClient.on(current()).request(self.request(call["name"], call["args"], key, context))
 
 
 def _execute(request: ToolCallRequest, handler: Handler, decision: Decision) -> ToolMessage | Command[Any]:

@@ -39,28 +39,18 @@ from agents.tool_context import ToolContext
 
 from ..agent import ApprovalClient, Decision, ExecutionRefused, execute_approved
 from ..connections import current
-from .answers import not_run
+from .gates import ToolGate, not_run
 
 CONTEXT_KEY = "openai_agents"
 _DECISIONS: contextvars.ContextVar[dict[str, Decision]] = contextvars.ContextVar("countersign_decisions")
 """The decisions a `resume` applies, by tool call id: what a gated tool runs with."""
 
 
-class CountersignApprovals:
-    """The countersign side of the tools in `interrupt_on` (tool name → card summary, a `str.format`
-    template of the arguments by name). `resume` is the requests' resume target (`{"queue",
-    "func"}` or `{"webhook"}`, schema v1), or None when the agent waits (`run_until_decided`)."""
+class CountersignApprovals(ToolGate):
+    """The countersign side of the tools in `interrupt_on` (`ToolGate`: `interrupt_on`, `resume`,
+    `requester`); `resume=None` suits `run_until_decided`."""
 
-    def __init__(
-        self,
-        interrupt_on: dict[str, str],
-        *,
-        resume: dict[str, str] | None = None,
-        requester: str = "openai-agents",
-    ) -> None:
-        self.interrupt_on = interrupt_on
-        self.resume_target = resume
-        self.requester = requester
+    REQUESTER = "openai-agents"
 
     def tool(self, tool: FunctionTool) -> FunctionTool:
         """`tool`, marked `needs_approval`, running only with its countersign decision's payload.
@@ -98,17 +88,10 @@ class CountersignApprovals:
         return [await asyncio.to_thread(client.request, request) for request in asked]
 
     def _request(self, item: ToolApprovalItem, run_id: str, state: str) -> dict[str, Any]:
-        name, call_id = str(item.tool_name), _call_id(item)
-        args = json.loads(item.arguments or "{}")
-        return {
-            "action": name,
-            "payload": args,
-            "summary": self.interrupt_on[name].format(**args),
-            "requester": self.requester,
-            "idempotency_key": f"openai-agents:{run_id}:{call_id}",
-            "context": {CONTEXT_KEY: {"run_id": run_id, "call_id": call_id, "run_state": state}},
-            "resume": self.resume_target,
-        }
+        call_id = _call_id(item)
+        context = {CONTEXT_KEY: {"run_id": run_id, "call_id": call_id, "run_state": state}}
+        key = f"openai-agents:{run_id}:{call_id}"
+        return self.request(str(item.tool_name), json.loads(item.arguments or "{}"), key, context)
 
     async def resume(self, agent: Agent[Any], decision: Decision | dict[str, Any]) -> RunResult:
         """Restore the run paused for `decision` from its request, apply the decision, and run on:

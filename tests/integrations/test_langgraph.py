@@ -25,7 +25,7 @@ from countersign.store import TimeoutResult
 from examples.langgraph_refund import GATE, build_graph
 from tests.helpers import agent, drain, graph_agent, wait_for
 from tests.helpers.builders import age
-from tests.helpers.review import REJECT_REASON, approve, edit, reject
+from tests.helpers.review import REVIEWS, answer_for, approve, edit
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
 ASK = {"messages": [("user", "refund 120.00 USD to cus_ACME")]}
@@ -79,15 +79,7 @@ def tool_answer(result: dict[str, Any]) -> ToolMessage:
 
 
 @SQLITE
-@pytest.mark.parametrize(
-    ("review", "ran", "said"),
-    [
-        (approve, ["120.00"], "refunded 120.00 USD to cus_ACME"),
-        (lambda sb, card: edit(sb, card, "100"), ["100.00"], "refunded 100.00 USD to cus_ACME"),
-        (reject, [], f"A reviewer rejected this call: {REJECT_REASON}. It was not run."),
-    ],
-    ids=["approve", "edit", "reject"],
-)
+@pytest.mark.parametrize(("review", "ran"), REVIEWS)
 def test_the_tool_runs_as_the_reviewer_decided_and_the_model_sees_the_answer(
     client: ApprovalClient,
     redis: Redis,
@@ -97,8 +89,7 @@ def test_the_tool_runs_as_the_reviewer_decided_and_the_model_sees_the_answer(
     checkpointer: InMemorySaver,
     config: dict[str, Any],
     review: Callable[[Sandbox, dict[str, Any]], None],
-    ran: list[str],
-    said: str,
+    ran: str | None,
 ) -> None:
     sb, _ = sandbox
     graph = build_graph(checkpointer, tools=[refunds.tool])
@@ -107,7 +98,8 @@ def test_the_tool_runs_as_the_reviewer_decided_and_the_model_sees_the_answer(
     review(sb, card)
     result = resume_graph(graph, client.wait(request_id, timeout=10), config)
 
-    assert [run["amount"] for run in refunds.runs] == ran
+    assert [run["amount"] for run in refunds.runs] == ([ran] if ran else [])
+    said = answer_for(ran)
     assert tool_answer(result).content == said
     assert result["messages"][-1].content == f"The refund tool said: {said}"  # the model's next turn
     assert client.get(request_id).request["idempotency_key"] == (  # type: ignore[index]

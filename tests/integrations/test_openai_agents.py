@@ -23,7 +23,7 @@ from countersign.store import TimeoutResult
 from examples.openai_agents_refund import APPROVALS, build_agent
 from tests.helpers import drain
 from tests.helpers.builders import age
-from tests.helpers.review import REJECT_REASON, approve, edit, reject
+from tests.helpers.review import REVIEWS, answer_for, approve
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
 ASK = "refund 120.00 USD to cus_ACME"
@@ -68,23 +68,14 @@ def tool_output(result: RunResult) -> str:
 
 
 @SQLITE
-@pytest.mark.parametrize(
-    ("review", "ran", "said"),
-    [
-        (approve, ["120.00"], "refunded 120.00 USD to cus_ACME"),
-        (lambda sb, card: edit(sb, card, "100"), ["100.00"], "refunded 100.00 USD to cus_ACME"),
-        (reject, [], f"A reviewer rejected this call: {REJECT_REASON}. It was not run."),
-    ],
-    ids=["approve", "edit", "reject"],
-)
+@pytest.mark.parametrize(("review", "ran"), REVIEWS)
 def test_the_restored_run_goes_on_as_the_reviewer_decided(
     client: ApprovalClient,
     redis: Redis,
     sandbox: tuple[Sandbox, str],
     bot: str,
     review: Callable[[Sandbox, dict[str, Any]], None],
-    ran: list[str],
-    said: str,
+    ran: str | None,
 ) -> None:
     sb, _ = sandbox
     refunds = Refunds()
@@ -97,7 +88,8 @@ def test_the_restored_run_goes_on_as_the_reviewer_decided(
     decision = client.wait(request_id, timeout=10)
 
     result = asyncio.run(APPROVALS.resume(refunds.agent(), decision))  # a new process's agent
-    assert [run["amount"] for run in refunds.runs] == ran
+    assert [run["amount"] for run in refunds.runs] == ([ran] if ran else [])
+    said = answer_for(ran)
     assert tool_output(result) == said
     assert result.final_output == f"The refund tool said: {said}"
 
