@@ -17,13 +17,14 @@ from redis import Redis
 
 from countersign.agent import ApprovalClient
 from countersign.integrations.openai_agents import CountersignApprovals
+from countersign.router import relay
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import TimeoutResult
 from examples.openai_agents_refund import APPROVALS, build_agent
-from tests.helpers import drain
+from tests.helpers import agent, drain, run_agent, wait_for
 from tests.helpers.builders import age
-from tests.helpers.review import REVIEWS, answer_for, approve
+from tests.helpers.review import REVIEWS, answer_for, approve, edit
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
 ASK = "refund 120.00 USD to cus_ACME"
@@ -48,13 +49,15 @@ class Refunds:
         return build_agent(CountersignApprovals(dict(APPROVALS.interrupt_on)), [self.tool])
 
 
-def paused(refunds: Refunds, redis: Redis, sb: Sandbox, run_id: str) -> tuple[str, dict[str, Any]]:
-    """Run the agent until it pauses, ask, and run intake: the request id and its card."""
+def paused(
+    agent_: Any, redis: Redis, sb: Sandbox, run_id: str, approvals: CountersignApprovals = APPROVALS
+) -> tuple[str, dict[str, Any]]:
+    """Run `agent_` until it pauses, ask through `approvals`, and run intake: the request id and its card."""
 
     async def start() -> list[str]:
-        result = await Runner.run(refunds.agent(), ASK)
+        result = await Runner.run(agent_, ASK)
         assert result.interruptions and result.final_output is None
-        return await APPROVALS.ask(result, run_id)
+        return await approvals.ask(result, run_id)
 
     [request_id] = asyncio.run(start())
     drain(redis)
@@ -79,7 +82,7 @@ def test_the_restored_run_goes_on_as_the_reviewer_decided(
 ) -> None:
     sb, _ = sandbox
     refunds = Refunds()
-    request_id, card = paused(refunds, redis, sb, "run-1")
+    request_id, card = paused(refunds.agent(), redis, sb, "run-1")
     assert refunds.runs == []
     kept = client.get(request_id).request
     assert kept is not None and kept["idempotency_key"] == "openai-agents:run-1:call_refund"
@@ -99,7 +102,7 @@ def test_an_expired_request_runs_nothing_and_tells_the_model(
     client: ApprovalClient, runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str]
 ) -> None:
     refunds = Refunds()
-    request_id, _ = paused(refunds, redis, sandbox[0], "run-expired")
+    request_id, _ = paused(refunds.agent(), redis, sandbox[0], "run-expired")
     age(runtime.store, request_id, expires_at=-1)
     runtime.store.expire([(runtime.store.get(request_id), TimeoutResult.DENY)], runtime.resume_event)  # type: ignore[list-item]
 
@@ -114,7 +117,7 @@ def test_a_decision_delivered_twice_runs_the_tool_once(
 ) -> None:
     sb, _ = sandbox
     refunds = Refunds()
-    request_id, card = paused(refunds, redis, sb, "run-twice")
+    request_id, card = paused(refunds.agent(), redis, sb, "run-twice")
     approve(sb, card)
     decision = client.wait(request_id, timeout=10)
 
@@ -133,3 +136,17 @@ def test_a_tool_without_a_summary_is_refused_and_a_call_without_a_decision_runs_
     call = ToolContext(context=None, tool_name=gated.name, tool_call_id="c1", tool_arguments="{}")
     answer = asyncio.run(gated.on_invoke_tool(call, '{"amount": "1.00", "currency": "USD", "customer": "c"}'))
     assert (answer, refunds.runs) == ("Not executed: this call was not approved through countersign.", [])
+
+
+@SQLITE
+def test_a_resume_job_restores_the_run_on_the_agents_worker(
+    runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    run_agent.RUNS.clear()
+    agent_ = build_agent(run_agent.APPROVALS, [run_agent.issue_refund])
+    _, card = paused(agent_, redis, sb, "run-job", run_agent.APPROVALS)
+    edit(sb, card, "90")
+    wait_for(lambda: relay.sweep(runtime.store, redis), what="the decision published")
+    drain(redis, agent.QUEUE)
+    assert run_agent.RUNS == [{"amount": "90.00", "currency": "USD", "customer": "cus_ACME"}]
