@@ -8,20 +8,27 @@ The scripted chat model (no network, no API key) calls `issue_refund`; the gate 
 an approval request and the graph `interrupt()`s. `--approve` presses Approve on the sandbox card as
 lee.lead (else press Approve, Edit or Reject on the sandbox page yourself); the agent waits for the
 decision, resumes the graph with it, and the tool runs here with the approved (or edited) arguments:
-`REFUND EXECUTED: {...}`, then the model's last message. The checkpointer is LangGraph's in-memory
-one; give the graph a `PostgresSaver` (langgraph-checkpoint-postgres) to resume in another process.
+`REFUND EXECUTED: {...}`, then the model's last message.
+
+The checkpointer is LangGraph's in-memory one, or with `--checkpoint-url postgresql://…` its
+PostgreSQL one (langgraph-checkpoint-postgres), which lets another process resume the thread:
+
+    python -m examples.langgraph_refund 120.00 --checkpoint-url $PG --no-wait   # pauses, exits
+    python -m examples.langgraph_refund --resume REQUEST_ID --checkpoint-url $PG  # after a restart
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -88,20 +95,59 @@ def build_graph(
     return builder.compile(checkpointer=checkpointer)
 
 
+@contextlib.contextmanager
+def checkpointer(url: str | None) -> Iterator[BaseCheckpointSaver[Any]]:
+    """LangGraph's PostgreSQL checkpointer on `url` (its tables made on first use), else its in-memory one."""
+    if url is None:
+        yield InMemorySaver()
+        return
+    from langgraph.checkpoint.postgres import PostgresSaver  # langgraph-checkpoint-postgres
+
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        yield saver
+
+
+def start(graph: Any, amount: str, customer: str, thread: str) -> str:
+    """Run the agent on a new thread until it pauses: the approval request's id."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    graph.invoke({"messages": [("user", f"refund {amount} USD to {customer}")]}, config)
+    [paused] = pending(graph, config)
+    return str(paused.value["countersign_request_id"])
+
+
+def main(options: argparse.Namespace) -> None:
+    """Start and pause (unless `--resume`), approve (`--approve`), wait, resume (unless `--no-wait`)."""
+    client = ApprovalClient.from_env()
+    with checkpointer(options.checkpoint_url) as saver:
+        graph = build_graph(saver)
+        request_id = options.resume or start(graph, options.amount, options.customer, options.thread)
+        print(f"{'resuming' if options.resume else 'paused for'} approval request {request_id}", flush=True)
+        if options.approve:
+            approve_in_sandbox(client, request_id)
+        if options.no_wait:
+            return
+        result = resume_graph(
+            graph, client.wait(request_id, timeout=600)
+        )  # the thread found from the request
+        print(
+            result["messages"][-1].content if result else "already resumed: nothing waits for this decision"
+        )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="A LangGraph agent asks a human before it refunds.")
-    parser.add_argument("amount", help="decimal string, e.g. 120.00")
+    parser.add_argument("amount", nargs="?", default="120.00", help="decimal string (default 120.00)")
     parser.add_argument("--customer", default="cus_ACME")
     parser.add_argument("--thread", default=f"refund-{uuid.uuid4()}", help="the LangGraph thread id")
     parser.add_argument("--approve", action="store_true", help="approve the card in the sandbox as lee.lead")
-    options = parser.parse_args()
-    graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": options.thread}}
-    graph.invoke({"messages": [("user", f"refund {options.amount} USD to {options.customer}")]}, config)
-    [paused] = pending(graph, config)
-    client = ApprovalClient.from_env()
-    print(f"paused for approval request {paused.value['countersign_request_id']}", flush=True)
-    if options.approve:
-        approve_in_sandbox(client, paused.value["countersign_request_id"])
-    decision = client.wait(paused.value["countersign_request_id"], timeout=600)
-    result = resume_graph(graph, decision, config)
-    print(result["messages"][-1].content)
+    parser.add_argument(
+        "--checkpoint-url", help="PostgreSQL URL for LangGraph's checkpoints (default: in memory)"
+    )
+    parser.add_argument(
+        "--no-wait", action="store_true", help="stop once paused (resume later with --resume)"
+    )
+    parser.add_argument(
+        "--resume", metavar="REQUEST_ID", help="wait for this request's decision and resume its thread"
+    )
+    main(parser.parse_args())

@@ -5,8 +5,12 @@ LangGraph's in-memory checkpointer, a new graph object standing in for a restart
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,17 +19,20 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from redis import Redis
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from countersign.agent import ApprovalClient
 from countersign.integrations.langgraph import CountersignGate, pending, resume_graph, run_until_decided
 from countersign.router import relay
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import TimeoutResult
+from countersign.store import TimeoutResult, create_db_engine
 from examples.langgraph_refund import GATE, build_graph
 from tests.helpers import agent, drain, graph_agent, wait_for
 from tests.helpers.builders import age
 from tests.helpers.review import REVIEWS, answer_for, approve, edit
+from tests.helpers.stack import ROOT
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
 ASK = {"messages": [("user", "refund 120.00 USD to cus_ACME")]}
@@ -224,3 +231,56 @@ def test_a_resume_job_resumes_the_thread_on_the_agents_worker_once(
     decision = runtime.store.outbox_event(request_id)
     assert decision is not None and graph_agent.resume(decision.body) is None  # delivered twice
     assert len(graph_agent.RUNS) == 1
+
+
+@pytest.fixture
+def checkpoint_url(postgres_url: str) -> Iterator[str]:
+    """A PostgreSQL database of its own for LangGraph's checkpoint tables, dropped afterwards."""
+    admin = create_db_engine(postgres_url).execution_options(isolation_level="AUTOCOMMIT")
+    name = f"langgraph_checkpoints_{os.getpid()}"
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def example(cwd: Path, *args: str) -> list[str]:
+    """`python -m examples.langgraph_refund ARGS` in a process of its own, with the tests' settings."""
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.langgraph_refund", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@SQLITE
+def test_another_process_resumes_the_thread_from_langgraphs_postgresql_checkpointer_once(
+    env: dict[str, str],
+    redis: Redis,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    checkpoint_url: str,
+    tmp_path: Path,
+) -> None:
+    sb, _ = sandbox
+    [asked] = example(tmp_path, "120.00", "--checkpoint-url", checkpoint_url, "--no-wait")  # then it exits
+    request_id = asked.rsplit(" ", 1)[1]
+    drain(redis)
+    [card] = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
+    edit(sb, card, "80")
+
+    resumed = example(tmp_path, "--resume", request_id, "--checkpoint-url", checkpoint_url)
+    assert resumed[1:] == [
+        'REFUND EXECUTED: {"amount": "80.00", "currency": "USD", "customer": "cus_ACME"}',
+        "The refund tool said: refunded 80.00 USD to cus_ACME",
+    ]
+    again = example(tmp_path, "--resume", request_id, "--checkpoint-url", checkpoint_url)  # delivered twice
+    assert again[1:] == ["already resumed: nothing waits for this decision"]
