@@ -15,6 +15,12 @@ from .modals import open_view
 REJECT_REASON = "wrong customer"
 
 
+def card_of(sb: Sandbox, request_id: str) -> dict[str, Any]:
+    """The one card of `request_id` in #C0FINANCE (where the tests' policy sends refunds)."""
+    [card] = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
+    return card
+
+
 def approve(sb: Sandbox, card: dict[str, Any]) -> None:
     """Press Approve on `card` as U0LEAD."""
     assert sb.click(card["channel"], card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200

@@ -15,14 +15,9 @@ from countersign.router.jobs import INTAKE_QUEUE, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from tests.helpers import agent, drain
-from tests.helpers.review import REJECT_REASON, REVIEWS
+from tests.helpers.review import REJECT_REASON, REVIEWS, card_of
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
-
-
-def card_of(sb: Sandbox, request_id: str) -> dict[str, Any]:
-    [card] = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
-    return card
 
 
 def run_resume_jobs(runtime: Runtime, redis: Redis) -> None:

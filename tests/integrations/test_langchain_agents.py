@@ -20,7 +20,7 @@ from countersign.integrations.langgraph import pending, resume_graph
 from countersign.sandbox import Sandbox
 from examples.langgraph_refund import ScriptedRefundModel
 from tests.helpers import drain
-from tests.helpers.review import REVIEWS, answer_for
+from tests.helpers.review import REVIEWS, answer_for, card_of
 
 RUNS: list[str] = []
 
@@ -53,7 +53,7 @@ def test_the_middleware_pauses_the_agent_and_runs_what_the_reviewer_decided(
     [waiting] = pending(agent, config)
     request_id = waiting.value["countersign_request_id"]
     drain(redis)
-    [card] = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
+    card = card_of(sb, request_id)
     assert RUNS == []
 
     review(sb, card)

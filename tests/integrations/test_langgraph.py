@@ -31,7 +31,7 @@ from countersign.store import TimeoutResult, create_db_engine
 from examples.langgraph_refund import GATE, build_graph
 from tests.helpers import agent, drain, graph_agent, wait_for
 from tests.helpers.builders import age
-from tests.helpers.review import REVIEWS, answer_for, approve, edit
+from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit
 from tests.helpers.stack import ROOT
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
@@ -76,7 +76,7 @@ def paused(graph: Any, config: dict[str, Any], redis: Redis, sb: Sandbox) -> tup
     [waiting] = pending(graph, config)
     request_id = waiting.value["countersign_request_id"]
     drain(redis)
-    [card] = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
+    card = card_of(sb, request_id)
     return request_id, card
 
 
@@ -274,7 +274,7 @@ def test_another_process_resumes_the_thread_from_langgraphs_postgresql_checkpoin
     [asked] = example(tmp_path, "120.00", "--checkpoint-url", checkpoint_url, "--no-wait")  # then it exits
     request_id = asked.rsplit(" ", 1)[1]
     drain(redis)
-    [card] = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
+    card = card_of(sb, request_id)
     edit(sb, card, "80")
 
     resumed = example(tmp_path, "--resume", request_id, "--checkpoint-url", checkpoint_url)

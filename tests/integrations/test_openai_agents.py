@@ -24,7 +24,7 @@ from countersign.store import TimeoutResult
 from examples.openai_agents_refund import APPROVALS, build_agent
 from tests.helpers import agent, drain, run_agent, wait_for
 from tests.helpers.builders import age
-from tests.helpers.review import REVIEWS, answer_for, approve, edit
+from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
 ASK = "refund 120.00 USD to cus_ACME"
@@ -61,7 +61,7 @@ def paused(
 
     [request_id] = asyncio.run(start())
     drain(redis)
-    [card] = [m for m in sb.messages("C0FINANCE") if request_id in str(m["blocks"])]
+    card = card_of(sb, request_id)
     return request_id, card
 
 
