@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint format clean bench-install bench-intake bench-latency bench-pause bench-langgraph \
+.PHONY: install run test lint format clean example-decorator example-langgraph example-openai-agents bench-install bench-intake bench-latency bench-pause bench-langgraph \
 	bench-channel bench-chaos bench-durability
 
 $(STAMP): pyproject.toml
@@ -27,6 +27,17 @@ test: install
 	$(BIN)/ruff format --check countersign tests examples bench
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+# The integrations' examples (README, "Agent frameworks"): each asks for a refund on the stack `make run`
+# started (in another terminal), approves its card in the sandbox as lee.lead, and prints the refund run.
+example-decorator: install
+	$(BIN)/python -m examples.decorator_refund 120.00 --approve
+
+example-langgraph: install
+	$(BIN)/python -m examples.langgraph_refund 120.00 --approve
+
+example-openai-agents: install
+	$(BIN)/python -m examples.openai_agents_refund 120.00 --approve
 
 lint: install
 	$(BIN)/ruff check countersign tests examples bench

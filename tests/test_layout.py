@@ -64,7 +64,7 @@ GRAPH = {name: _imports(name, path, MODULES) for name, path in MODULES.items()}
 
 
 def _area(module: str) -> str:
-    """`store`, `agent`, `router`, `bot`, `api`, `sandbox`, or a top-level module's own name."""
+    """`store`, `agent`, `router`, `bot`, `api`, `integrations`, `sandbox`, or a top-level module."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "countersign"
 
@@ -126,6 +126,13 @@ def test_the_api_imports_agent_router_store_shared_and_only_the_web_entry_import
     assert {_area(m) for m in _edges("api")} <= {"api", "agent", "router", "store", *SHARED}
     importers = {m for m in MODULES if _area(m) != "api" and any(_area(i) == "api" for i in GRAPH[m])}
     assert importers == {"countersign.bot.server"}
+
+
+def test_integrations_import_the_agent_and_shared_modules_and_nothing_of_ours_imports_them() -> None:
+    assert {_area(m) for m in _edges("integrations")} <= {"integrations", "agent", *SHARED}
+    assert not {
+        m for m in MODULES if _area(m) != "integrations" and any(_area(i) == "integrations" for i in GRAPH[m])
+    }
 
 
 def test_nothing_in_production_imports_the_sandbox_and_it_imports_none_of_ours() -> None:

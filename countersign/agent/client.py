@@ -72,9 +72,13 @@ class ApprovalClient:
     def from_env(cls, settings: Settings | None = None) -> ApprovalClient:
         """A client on `REDIS_URL` and `DATABASE_URL` from the environment (or `settings`), taking
         `http://` webhooks on any host when `COUNTERSIGN_WEBHOOK_ALLOW_HTTP` is set."""
-        settings = settings or load_settings()
-        connections = Connections(settings)
-        allow_http = settings.COUNTERSIGN_WEBHOOK_ALLOW_HTTP
+        return cls.on(Connections(settings or load_settings()))
+
+    @classmethod
+    def on(cls, connections: Connections) -> ApprovalClient:
+        """A client on a process's `connections` (e.g. `connections.current()`, which a resume job
+        shares), with `COUNTERSIGN_WEBHOOK_ALLOW_HTTP` from its settings."""
+        allow_http = connections.settings.COUNTERSIGN_WEBHOOK_ALLOW_HTTP
         return cls(connections.redis, connections.store, allow_http_webhooks=allow_http)
 
     def request(self, request: dict[str, Any] | ApprovalRequestV1 | None = None, **fields: Any) -> str:

@@ -27,15 +27,14 @@ from countersign.agent import (
     execute_approved,
 )
 from countersign.router import relay, timeouts
-from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REASON_BLOCK, REJECT_ACTION
 from countersign.router.jobs import INTAKE_QUEUE, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import anyone, drain, wait_for
 from tests.helpers.builders import age, refund, status
-from tests.helpers.modals import open_view
 from tests.helpers.redis_server import RedisServer
+from tests.helpers.review import approve, edit, reject
 
 TIMED_AND_AUTOMATIC = """\
     reject_reason: required
@@ -157,20 +156,6 @@ def report_wake(how: str, waiter: Waiter, commits: DecisionCommits) -> float:
     latency = waiter.returned_at - committed
     print(f"wait woken by {how}: {latency * 1000:.1f} ms after the decision's commit")
     return latency
-
-
-def approve(sb: Sandbox, card: dict[str, Any]) -> None:
-    assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200
-
-
-def edit(sb: Sandbox, card: dict[str, Any]) -> None:
-    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-amount")
-    assert sb.submit_view(view["id"], "U0LEAD", {"edit-amount": "400"})[0] == 200
-
-
-def reject(sb: Sandbox, card: dict[str, Any]) -> None:
-    view = open_view(sb, card, REJECT_ACTION, "U0ALICE", REASON_BLOCK)
-    assert sb.submit_view(view["id"], "U0ALICE", {REASON_BLOCK: "wrong customer"})[0] == 200
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from typing import Any
 from rq import get_current_job
 
 from countersign import approved_action, execute_approved
+from countersign.integrations.decorator import requires_approval
 
 RESUMED_KEY = "test-agent:resumed"
 QUEUE = "test-agent"
@@ -127,3 +128,13 @@ def hang() -> None:
     assert job is not None
     job.connection.set(HANGING_KEY, job.id)
     time.sleep(600)
+
+
+@requires_approval(action="issue_refund", summary="Refund {amount} {currency}", queue=QUEUE)
+def gated_refund(amount: str, currency: str = "USD") -> str:
+    """A function behind `requires_approval`: on the worker, appends the arguments it ran with to
+    `EXECUTED_KEY`."""
+    job = get_current_job()
+    assert job is not None
+    job.connection.rpush(EXECUTED_KEY, json.dumps({"amount": amount, "currency": currency}))
+    return f"refunded {amount} {currency}"

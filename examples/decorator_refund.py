@@ -1,0 +1,40 @@
+"""A refund behind `@requires_approval`: calling it asks a human; it runs on the agent's worker once approved.
+
+With `make run` in another terminal (its agent worker takes the `refund-agent` queue):
+
+    make example-decorator          # python -m examples.decorator_refund 120.00 --approve
+
+The call prints the request id; `--approve` presses Approve on the sandbox card as lee.lead (else
+press it on the sandbox page yourself); the `make run` terminal then shows the worker's
+`REFUND EXECUTED: {...}` line, and this command prints the decision it waited for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from countersign import ApprovalClient
+from countersign.integrations.decorator import requires_approval
+from examples import payments
+from examples.sandbox_review import approve_in_sandbox
+
+
+@requires_approval(action="issue_refund", summary=payments.SUMMARY, queue="refund-agent")
+def issue_refund(amount: str, currency: str, customer: str) -> str:
+    """Stands in for the payment provider; runs on the worker, with the approved arguments only."""
+    return payments.refund(amount, currency, customer)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Ask a human to approve a refund, then run it.")
+    parser.add_argument("amount", help="decimal string, e.g. 120.00")
+    parser.add_argument("--customer", default="cus_ACME")
+    parser.add_argument("--approve", action="store_true", help="approve the card in the sandbox as lee.lead")
+    options = parser.parse_args()
+    handle = issue_refund(options.amount, "USD", options.customer)  # enqueues; nothing runs here
+    print(f"approval request {handle.request_id}", flush=True)
+    if options.approve:
+        approve_in_sandbox(ApprovalClient.from_env(), handle.request_id)
+    decision = handle.wait(timeout=600)
+    print(f"{decision.outcome}: {json.dumps(decision.payload)}; the worker runs it")

@@ -1,0 +1,55 @@
+"""The integrations' examples as the README runs them: `make run` in one terminal, then each example's
+command in a second one (from the same directory, no countersign variable set), which asks, approves
+its card in the sandbox as lee.lead, and prints (or has the worker print) the executed refund."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from countersign.ports import free_port
+from tests.helpers import wait_for
+from tests.helpers.stack import ROOT, remember_sandbox_port, stack_env, start_stack, stop_stack
+
+EXECUTED = 'REFUND EXECUTED: {"amount": "120.00", "currency": "USD", "customer": "cus_%s"}'
+
+
+def example(cwd: Path, module: str, customer: str) -> list[str]:
+    """`python -m examples.MODULE 120.00 --customer cus_CUSTOMER --approve` in a second terminal."""
+    done = subprocess.run(
+        [sys.executable, "-m", f"examples.{module}", "120.00", "--customer", f"cus_{customer}", "--approve"],
+        cwd=cwd,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.timeout(300)
+def test_each_example_asks_is_approved_in_the_sandbox_and_runs_the_refund(tmp_path: Path) -> None:
+    remember_sandbox_port(tmp_path, free_port())
+    process, output, _ = start_stack(tmp_path, stack_env(tmp_path))
+    try:
+        lines = example(tmp_path, "decorator_refund", "DECO")
+        assert lines[1:] == [
+            "approved in the sandbox as U0LEAD",
+            'approved: {"amount": "120.00", "currency": "USD", "customer": "cus_DECO"}; the worker runs it',
+        ]
+        wait_for(lambda: output.find(EXECUTED % "DECO"), timeout=30, what="the worker's refund")
+
+        for module, customer in (("langgraph_refund", "GRAPH"), ("openai_agents_refund", "AGENTS")):
+            lines = example(tmp_path, module, customer)
+            assert lines[1:] == [
+                "approved in the sandbox as U0LEAD",
+                EXECUTED % customer,
+                f"The refund tool said: refunded 120.00 USD to cus_{customer}",
+            ]
+    finally:
+        stop_stack(process, output)

@@ -1,0 +1,152 @@
+"""OpenAI Agents SDK (`CountersignApprovals`): a scripted model calls the refund tool, which needs approval;
+the paused run is kept with the countersign request; a reviewer decides on the sandbox card; a new agent
+object (a restarted process) restores the run from the request, and the tool runs the approved (or
+edited) arguments once; a rejection or an expiry reaches the model as the tool's output."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from agents import FunctionTool, Runner, RunResult, function_tool
+from agents.tool_context import ToolContext
+from redis import Redis
+
+from countersign.agent import ApprovalClient
+from countersign.integrations.openai_agents import CountersignApprovals
+from countersign.router import relay
+from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
+from countersign.store import TimeoutResult
+from examples.openai_agents_refund import APPROVALS, build_agent
+from tests.helpers import agent, drain, run_agent, wait_for
+from tests.helpers.builders import age
+from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit
+
+SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
+ASK = "refund 120.00 USD to cus_ACME"
+
+
+class Refunds:
+    """The refund tool of the tests: records the arguments of each run."""
+
+    def __init__(self) -> None:
+        self.runs: list[dict[str, str]] = []
+
+        @function_tool
+        def issue_refund(amount: str, currency: str, customer: str) -> str:
+            """Refund `amount` in `currency` to `customer`."""
+            self.runs.append({"amount": amount, "currency": currency, "customer": customer})
+            return f"refunded {amount} {currency} to {customer}"
+
+        self.tool: FunctionTool = issue_refund
+
+    def agent(self) -> Any:
+        """The agent as a freshly started process builds it: new agent, new approvals object."""
+        return build_agent(CountersignApprovals(dict(APPROVALS.interrupt_on)), [self.tool])
+
+
+def paused(
+    agent_: Any, redis: Redis, sb: Sandbox, run_id: str, approvals: CountersignApprovals = APPROVALS
+) -> tuple[str, dict[str, Any]]:
+    """Run `agent_` until it pauses, ask through `approvals`, and run intake: the request id and its card."""
+
+    async def start() -> list[str]:
+        result = await Runner.run(agent_, ASK)
+        assert result.interruptions and result.final_output is None
+        return await approvals.ask(result, run_id)
+
+    [request_id] = asyncio.run(start())
+    drain(redis)
+    card = card_of(sb, request_id)
+    return request_id, card
+
+
+def tool_output(result: RunResult) -> str:
+    [output] = [i.output for i in result.new_items if type(i).__name__ == "ToolCallOutputItem"]
+    return str(output)
+
+
+@SQLITE
+@pytest.mark.parametrize(("review", "ran"), REVIEWS)
+def test_the_restored_run_goes_on_as_the_reviewer_decided(
+    client: ApprovalClient,
+    redis: Redis,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    review: Callable[[Sandbox, dict[str, Any]], None],
+    ran: str | None,
+) -> None:
+    sb, _ = sandbox
+    refunds = Refunds()
+    request_id, card = paused(refunds.agent(), redis, sb, "run-1")
+    assert refunds.runs == []
+    kept = client.get(request_id).request
+    assert kept is not None and kept["idempotency_key"] == "openai-agents:run-1:call_refund"
+    assert json.loads(kept["context"]["openai_agents"]["run_state"])["$schemaVersion"]
+    review(sb, card)
+    decision = client.wait(request_id, timeout=10)
+
+    result = asyncio.run(APPROVALS.resume(refunds.agent(), decision))  # a new process's agent
+    assert [run["amount"] for run in refunds.runs] == ([ran] if ran else [])
+    said = answer_for(ran)
+    assert tool_output(result) == said
+    assert result.final_output == f"The refund tool said: {said}"
+
+
+@SQLITE
+def test_an_expired_request_runs_nothing_and_tells_the_model(
+    client: ApprovalClient, runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str]
+) -> None:
+    refunds = Refunds()
+    request_id, _ = paused(refunds.agent(), redis, sandbox[0], "run-expired")
+    age(runtime.store, request_id, expires_at=-1)
+    runtime.store.expire([(runtime.store.get(request_id), TimeoutResult.DENY)], runtime.resume_event)  # type: ignore[list-item]
+
+    result = asyncio.run(APPROVALS.resume(refunds.agent(), client.wait(request_id, timeout=10)))
+    assert refunds.runs == []
+    assert "Nobody approved this call in time" in tool_output(result)
+
+
+@SQLITE
+def test_a_decision_delivered_twice_runs_the_tool_once(
+    client: ApprovalClient, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    refunds = Refunds()
+    request_id, card = paused(refunds.agent(), redis, sb, "run-twice")
+    approve(sb, card)
+    decision = client.wait(request_id, timeout=10)
+
+    asyncio.run(APPROVALS.resume(refunds.agent(), decision))
+    again = asyncio.run(APPROVALS.resume(refunds.agent(), decision.to_json()))
+    assert refunds.runs == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
+    assert "already_executed" in tool_output(again)
+
+
+def test_a_tool_without_a_summary_is_refused_and_a_call_without_a_decision_runs_nothing() -> None:
+    refunds = Refunds()
+    with pytest.raises(ValueError, match="interrupt_on"):
+        CountersignApprovals({}).tool(refunds.tool)
+    gated = APPROVALS.tool(refunds.tool)
+    assert gated.needs_approval is True
+    call = ToolContext(context=None, tool_name=gated.name, tool_call_id="c1", tool_arguments="{}")
+    answer = asyncio.run(gated.on_invoke_tool(call, '{"amount": "1.00", "currency": "USD", "customer": "c"}'))
+    assert (answer, refunds.runs) == ("Not executed: this call was not approved through countersign.", [])
+
+
+@SQLITE
+def test_a_resume_job_restores_the_run_on_the_agents_worker(
+    runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    run_agent.RUNS.clear()
+    agent_ = build_agent(run_agent.APPROVALS, [run_agent.issue_refund])
+    _, card = paused(agent_, redis, sb, "run-job", run_agent.APPROVALS)
+    edit(sb, card, "90")
+    wait_for(lambda: relay.sweep(runtime.store, redis), what="the decision published")
+    drain(redis, agent.QUEUE)
+    assert run_agent.RUNS == [{"amount": "90.00", "currency": "USD", "customer": "cus_ACME"}]
