@@ -3,14 +3,31 @@ one conditional UPDATE every transition is made of. Times are the database's clo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import case, func, literal, or_, select, tuple_, type_coerce, update
+from sqlalchemy import (
+    Select,
+    case,
+    column,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    tuple_,
+    type_coerce,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.sql.dml import Delete, Insert, Update
 
 from .models import (
     ApprovalRequest,
+    AuditEvent,
+    Base,
     Decider,
     Edit,
     OutboxEvent,
@@ -24,6 +41,111 @@ from .models import (
 )
 from .results import NotExecutableWhy
 from .rules import Rules
+
+AUDIT = "countersign_audit"
+"""`Session.info` key of the audit events a write transaction has recorded and not inserted yet."""
+AuditRow = dict[str, Any]
+"""One audit event to insert: `request_id`, `event`, `actor` and `detail` (`audit_row`)."""
+AUDIT_COLUMNS = ("request_id", "event", "actor", "detail")
+
+
+def audit_row(request_id: str, event: str, actor: str | None, **detail: Any) -> AuditRow:
+    """The values of one audit event (its id and `at`, the transaction's clock, are the database's)."""
+    return {"request_id": request_id, "event": event, "actor": actor, "detail": detail}
+
+
+def record(session: Session, audits: Iterable[AuditRow]) -> None:
+    """Record audit events in the write transaction `session`, inserted after those recorded before
+    them (ids keep the order) when it commits, or with the statement `with_recorded_audits` gives."""
+    session.info.setdefault(AUDIT, []).extend(audits)
+
+
+def on_postgresql(session: Session) -> bool:
+    """The session's database is PostgreSQL, which has data-modifying CTEs (SQLite has none)."""
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def insert_if_new(session: Session, model: type[Base], values: dict[str, Any]) -> Insert:
+    """`INSERT ... ON CONFLICT DO NOTHING` of one `model` row (no RETURNING yet)."""
+    dialect = postgresql if on_postgresql(session) else sqlite
+    stmt: Insert = dialect.insert(model).values(**values).on_conflict_do_nothing()
+    return stmt
+
+
+def json_rows(rows: Sequence[dict[str, Any]], text: Sequence[str], json: Sequence[str] = ()) -> Select[Any]:
+    """PostgreSQL: `rows` as a SELECT, in their order, from one JSONB parameter
+    (`jsonb_array_elements(...) WITH ORDINALITY`), the `text` fields as text and the `json` fields
+    as JSONB: one bound parameter whatever the number of rows, so the statement stays in
+    SQLAlchemy's compiled statement cache (a multi-row VALUES is compiled again on every call)."""
+    elements = (
+        func.jsonb_array_elements(literal(list(rows), JSONB))
+        .table_valued(column("value", JSONB), with_ordinality="n")
+        .render_derived()
+    )
+    value = elements.c.value
+    fields = [value[name].astext.label(name) for name in text]
+    fields += [value.op("->", return_type=JSONB)(name).label(name) for name in json]
+    return select(*fields).order_by(elements.c.n)
+
+
+def audit_insert(audits: Sequence[AuditRow], *when: Any) -> Insert:
+    """PostgreSQL: the INSERT of `audits`, in their order, only if `when` holds."""
+    rows = json_rows(audits, AUDIT_COLUMNS[:3], AUDIT_COLUMNS[3:]).where(*when)
+    return insert(AuditEvent).from_select(AUDIT_COLUMNS, rows)
+
+
+def with_recorded_audits(session: Session, stmt: Insert) -> Insert:
+    """`stmt`, an INSERT that always inserts, carrying the audit events recorded so far in the
+    transaction on PostgreSQL (`WITH audit AS (INSERT INTO audit_events ...) INSERT ...`: one
+    statement where there were two); elsewhere `stmt` as it is, the events inserted at commit."""
+    audits = session.info.pop(AUDIT, None) if on_postgresql(session) else None
+    if not audits:
+        return stmt
+    with_audits: Insert = stmt.add_cte(audit_insert(audits).cte("audit"))
+    return with_audits
+
+
+def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[OutboxEvent]:
+    """One INSERT of resume events (`request_id`, `queue`, `func`, `webhook`, `job_id`, `body`)
+    RETURNING them, in any order: on PostgreSQL from one JSONB parameter (`json_rows`), with the
+    transaction's audit events recorded so far (`with_recorded_audits`); elsewhere a multi-row
+    INSERT (SQLAlchemy's "insertmanyvalues")."""
+    if not on_postgresql(session):
+        return list(session.scalars(insert(OutboxEvent).returning(OutboxEvent), list(rows)))
+    columns = ("request_id", "queue", "func", "webhook", "job_id")
+    stmt = insert(OutboxEvent).from_select((*columns, "body"), json_rows(rows, columns, ("body",)))
+    return list(session.scalars(with_recorded_audits(session, stmt.returning(OutboxEvent))))
+
+
+def changed_request(
+    session: Session,
+    stmt: Insert | Update,
+    audits: Sequence[AuditRow],
+    *extra: Any,
+    also: Callable[[Any], Delete] | None = None,
+) -> Sequence[Any] | None:
+    """Run `stmt`, an INSERT or a conditional UPDATE of at most one request (without RETURNING),
+    and, only if it changed the row, insert `audits` and run `also(changed ids)`: on PostgreSQL all
+    in the one statement (data-modifying CTEs: `WITH changed AS (stmt RETURNING ...), audit AS
+    (INSERT INTO audit_events SELECT ... WHERE EXISTS (SELECT FROM changed)) SELECT ... FROM
+    changed`), elsewhere the audits recorded for the commit (`record`) and `also` run after it.
+    Returns `(request, *extra)` as the row is now (`extra`: labelled expressions computed as it
+    changed), or None when it changed nothing."""
+    if not (on_postgresql(session) and (audits or also)):
+        found = session.execute(stmt.returning(ApprovalRequest, *extra)).one_or_none()
+        if found is not None:
+            record(session, audits)
+            if also is not None:
+                session.execute(also([found[0].id]))
+        return found
+    changed = stmt.returning(*ApprovalRequest.__table__.c, *extra).cte("changed")
+    ctes = [audit_insert(audits, select(changed.c.id).exists()).cte("audit")] if audits else []
+    if also is not None:
+        ctes.append(also(select(changed.c.id)).cte("also"))
+    request = aliased(ApprovalRequest, changed)
+    outer = select(request, *(changed.c[each.name] for each in extra)).add_cte(*ctes)
+    # the row as changed, also over the copy the session holds (a row locked before, `Store.vote`)
+    return session.execute(outer.execution_options(populate_existing=True)).one_or_none()
 
 
 def verdict(
@@ -87,32 +209,32 @@ def expire_due(
     return list(session.scalars(stmt))
 
 
-def update_request(session: Session, where: tuple[Any, ...], **values: Any) -> ApprovalRequest | None:
-    """One conditional UPDATE of a request: the updated row, or None when `where` did not hold
-    (someone else got there first)."""
-    stmt = update(ApprovalRequest).where(*where).values(**values).returning(ApprovalRequest)
-    return session.scalars(stmt).one_or_none()
+def update_request(
+    session: Session, where: tuple[Any, ...], *audits: AuditRow, **values: Any
+) -> ApprovalRequest | None:
+    """One conditional UPDATE of a request, with the audit events of the change (`changed_request`):
+    the updated row, or None when `where` did not hold (someone else got there first)."""
+    found = changed_request(session, update(ApprovalRequest).where(*where).values(**values), audits)
+    row: ApprovalRequest | None = None if found is None else found[0]
+    return row
 
 
-def execution_update(session: Session, request_id: str, *where: Any, **values: Any) -> ApprovalRequest | None:
-    """`update_request` of request `request_id` (and `where`) for the agent's worker claiming or
-    reporting its execution: the worker has the decision, so a problem noted on the resume event is
-    cleared (`resume_taken`) in the same transaction, only when the UPDATE's RETURNING says there is
-    one (no second statement otherwise)."""
+def execution_update(
+    session: Session, request_id: str, where: tuple[Any, ...], audit: AuditRow, **values: Any
+) -> ApprovalRequest | None:
+    """`update_request` of request `request_id` (and `where`) with its `audit` event, for the
+    agent's worker claiming or reporting its execution: the worker has the decision, so a problem
+    noted on the resume event is cleared (`resume_taken`) in the same transaction, only when the
+    UPDATE's RETURNING says there is one (no second statement otherwise)."""
     noted = select(OutboxEvent.id).where(
         OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
     )
-    stmt = (
-        update(ApprovalRequest)
-        .where(ApprovalRequest.id == request_id, *where)
-        .values(**values)
-        .returning(ApprovalRequest, noted.exists())
-    )
-    found = session.execute(stmt).one_or_none()
+    stmt = update(ApprovalRequest).where(ApprovalRequest.id == request_id, *where).values(**values)
+    found = changed_request(session, stmt, [audit], noted.exists().label("problem"))
     if found is None:
         return None
-    row, problem = found
-    if problem:
+    row: ApprovalRequest = found[0]
+    if found[1]:  # a problem is noted
         resume_taken(session, request_id)
     return row
 
