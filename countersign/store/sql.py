@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
-    Select,
+    bindparam,
     case,
     column,
     func,
@@ -15,6 +15,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    text,
     tuple_,
     type_coerce,
     update,
@@ -23,6 +24,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.dml import Delete, Insert, Update
+from sqlalchemy.sql.selectable import TextualSelect
 
 from .models import (
     ApprovalRequest,
@@ -72,26 +74,32 @@ def insert_if_new(session: Session, model: type[Base], values: dict[str, Any]) -
     return stmt
 
 
-def json_rows(rows: Sequence[dict[str, Any]], text: Sequence[str], json: Sequence[str] = ()) -> Select[Any]:
-    """PostgreSQL: `rows` as a SELECT, in their order, from one JSONB parameter
-    (`jsonb_array_elements(...) WITH ORDINALITY`), the `text` fields as text and the `json` fields
-    as JSONB: one bound parameter whatever the number of rows, so the statement stays in
-    SQLAlchemy's compiled statement cache (a multi-row VALUES is compiled again on every call)."""
-    elements = (
-        func.jsonb_array_elements(literal(list(rows), JSONB))
-        .table_valued(column("value", JSONB), with_ordinality="n")
-        .render_derived()
-    )
-    value = elements.c.value
-    fields = [value[name].astext.label(name) for name in text]
-    fields += [value.op("->", return_type=JSONB)(name).label(name) for name in json]
-    return select(*fields).order_by(elements.c.n)
+def json_rows(param: str, fields: str, where: str = "") -> TextualSelect:
+    """PostgreSQL: the rows of the JSONB array bound as `param` (`.bindparams(param=[{...}, ...])`)
+    as a SELECT of `fields` (`r` is a row's object), in the array's order, for `where`: one
+    parameter whatever the number of rows, so the statement stays in SQLAlchemy's compiled cache
+    (a multi-row VALUES is compiled again on every call); built once, bound on each use."""
+    rows = f"jsonb_array_elements(:{param}) WITH ORDINALITY AS rows(r, n)"
+    sql = f"SELECT {fields} FROM {rows} {where} ORDER BY n"
+    names = [name.strip() for name in fields.split(",")]
+    return text(sql).bindparams(bindparam(param, type_=JSONB)).columns(*(column(name) for name in names))
 
 
-def audit_insert(audits: Sequence[AuditRow], *when: Any) -> Insert:
-    """PostgreSQL: the INSERT of `audits`, in their order, only if `when` holds."""
-    rows = json_rows(audits, AUDIT_COLUMNS[:3], AUDIT_COLUMNS[3:]).where(*when)
-    return insert(AuditEvent).from_select(AUDIT_COLUMNS, rows)
+AUDIT_ROWS = "r->>'request_id', r->>'event', r->>'actor', r->'detail'"
+ALL_AUDITS = json_rows("audits", AUDIT_ROWS)
+AUDITS_IF_CHANGED = json_rows("audits", AUDIT_ROWS, "WHERE EXISTS (SELECT FROM changed)")
+"""The audit events of `changed_request`'s change, inserted only if it changed a row (its CTE is
+named `changed`)."""
+OUTBOX_ROWS = json_rows(
+    "events", "r->>'request_id', r->>'queue', r->>'func', r->>'webhook', r->>'job_id', r->'body'"
+)
+OUTBOX_COLUMNS = ("request_id", "queue", "func", "webhook", "job_id", "body")
+
+
+def audit_insert(rows: TextualSelect, audits: Sequence[AuditRow]) -> Insert:
+    """PostgreSQL: the INSERT of `audits`, in their order, through `rows` (`ALL_AUDITS`, or
+    `AUDITS_IF_CHANGED`)."""
+    return insert(AuditEvent).from_select(AUDIT_COLUMNS, rows.bindparams(audits=list(audits)))
 
 
 def with_recorded_audits(session: Session, stmt: Insert) -> Insert:
@@ -101,7 +109,7 @@ def with_recorded_audits(session: Session, stmt: Insert) -> Insert:
     audits = session.info.pop(AUDIT, None) if on_postgresql(session) else None
     if not audits:
         return stmt
-    with_audits: Insert = stmt.add_cte(audit_insert(audits).cte("audit"))
+    with_audits: Insert = stmt.add_cte(audit_insert(ALL_AUDITS, audits).cte("audit"))
     return with_audits
 
 
@@ -112,8 +120,7 @@ def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[Outb
     INSERT (SQLAlchemy's "insertmanyvalues")."""
     if not on_postgresql(session):
         return list(session.scalars(insert(OutboxEvent).returning(OutboxEvent), list(rows)))
-    columns = ("request_id", "queue", "func", "webhook", "job_id")
-    stmt = insert(OutboxEvent).from_select((*columns, "body"), json_rows(rows, columns, ("body",)))
+    stmt = insert(OutboxEvent).from_select(OUTBOX_COLUMNS, OUTBOX_ROWS.bindparams(events=list(rows)))
     return list(session.scalars(with_recorded_audits(session, stmt.returning(OutboxEvent))))
 
 
@@ -138,12 +145,12 @@ def changed_request(
             if also is not None:
                 session.execute(also([found[0].id]))
         return found
-    changed = stmt.returning(*ApprovalRequest.__table__.c, *extra).cte("changed")
-    ctes = [audit_insert(audits, select(changed.c.id).exists()).cte("audit")] if audits else []
+    changed = stmt.returning(ApprovalRequest.__table__, *extra).cte("changed")
+    ctes = [audit_insert(AUDITS_IF_CHANGED, audits).cte("audit")] if audits else []
     if also is not None:
         ctes.append(also(select(changed.c.id)).cte("also"))
     request = aliased(ApprovalRequest, changed)
-    outer = select(request, *(changed.c[each.name] for each in extra)).add_cte(*ctes)
+    outer = select(request, *(changed.c[each.name] for each in extra)).add_cte(changed, *ctes)
     # the row as changed, also over the copy the session holds (a row locked before, `Store.vote`)
     return session.execute(outer.execution_options(populate_existing=True)).one_or_none()
 
