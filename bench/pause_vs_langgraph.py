@@ -25,7 +25,8 @@ sent and Redis commands processed, wall time, and what stays stored: growth of t
 memory. countersign's requests use one action class (one channel) each, so its pace of one card a
 second per channel never delays a card. `--profile countersign|langgraph` prints a pyinstrument
 profile of that side's measured runs; `--redis-profile` prints countersign's Redis commands per run
-grouped by command and key shape (Redis MONITOR of the measured runs). Prints one table; asserts
+grouped by command and key shape (Redis MONITOR of the measured runs), `--sql-profile` its SQL
+statements per run by shape. Prints one table; asserts
 nothing.
 """
 
@@ -171,12 +172,42 @@ class Cost:
 
 
 SQL_STATEMENTS = [0]  # SQL statements this process sent, counted by each side's driver hook
+SQL_SHAPES: Counter[str] | None = None  # with --sql-profile: countersign's statements by shape
+METERED = [False]  # inside a `metered` block: the statements the table counts
 
 
-def count_statement(*_: Any) -> None:
+def count_statement(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
     """SQLAlchemy `before_cursor_execute` listener on every `Engine` of this process: countersign's
     router runtime and the agent worker's own connections (`execute_approved` runs here too)."""
     SQL_STATEMENTS[0] += 1
+    if SQL_SHAPES is not None and METERED[0]:
+        SQL_SHAPES[statement_shape(statement)] += 1
+
+
+def statement_shape(statement: str) -> str:
+    """What a statement does, for `--sql-profile`: its first words and tables, parameters dropped."""
+    words = " ".join(statement.split())
+    tables = re.findall(r"(?:INSERT INTO|UPDATE|FROM|DELETE FROM) (\w+)", words)
+    head = re.sub(r"\s*\(.*", "", words)[:40]
+    return f"{head} [{', '.join(dict.fromkeys(tables))}]"
+
+
+@contextmanager
+def sql_profiled(args: argparse.Namespace) -> Iterator[None]:
+    """With `--sql-profile`, print countersign's SQL statements of the enclosed block's measured
+    phases per run to stderr, by shape (`statement_shape`), most frequent first."""
+    global SQL_SHAPES
+    if not args.sql_profile:
+        yield
+        return
+    SQL_SHAPES = Counter()
+    try:
+        yield
+    finally:
+        shapes, SQL_SHAPES = SQL_SHAPES, None
+        print(f"SQL statements per run ({sum(shapes.values()) / args.runs:.2f}):", file=sys.stderr)
+        for shape, count in shapes.most_common():
+            print(f"{count / args.runs:8.2f}  {shape}", file=sys.stderr)
 
 
 class CountingCursor(psycopg.Cursor):  # type: ignore[type-arg]
@@ -203,7 +234,11 @@ def metered(database: Database, others: dict[str, int], redis: Redis | None = No
     backends, before = database.backend_cpu(), {name: process_cpu(pid) for name, pid in others.items()}
     statements, commands = SQL_STATEMENTS[0], redis_commands(redis)
     cpu, wall = time.process_time(), time.monotonic()
-    yield cost
+    METERED[0] = True
+    try:
+        yield cost
+    finally:
+        METERED[0] = False
     cost.python, cost.wall = time.process_time() - cpu, time.monotonic() - wall
     cost.statements = SQL_STATEMENTS[0] - statements
     cost.commands = max(0, redis_commands(redis) - commands - 1)  # not counting the INFO itself
@@ -397,7 +432,7 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
             pids = {"redis": redis_server.process.pid, "sandbox": sandbox.process.pid}
             try:
                 countersign_runs(runtime, 0, args.warmup, database, pids)
-                with profiled(args.profile == "countersign"), monitored(args, redis_url):
+                with profiled(args.profile == "countersign"), monitored(args, redis_url), sql_profiled(args):
                     return countersign_runs(runtime, args.warmup, args.runs, database, pids)
             finally:
                 database.close()
@@ -509,6 +544,11 @@ def main() -> int:
         "--redis-profile",
         action="store_true",
         help="print countersign's Redis commands per run by command and key shape to stderr (MONITOR)",
+    )
+    parser.add_argument(
+        "--sql-profile",
+        action="store_true",
+        help="print countersign's SQL statements per run by statement shape to stderr",
     )
     parser.add_argument(
         "--database-url", required=True, help="the PostgreSQL server to create scratch databases on"

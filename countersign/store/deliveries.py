@@ -15,7 +15,7 @@ from sqlalchemy import case, update
 
 from .models import ApprovalRequest, Status, utcnow, utcnow_plus
 from .records import Records
-from .sql import deadline, level_clock, no_live_card_lease, update_request
+from .sql import audit_row, deadline, level_clock, no_live_card_lease, update_request
 
 
 class Deliveries(Records):
@@ -97,7 +97,7 @@ class Deliveries(Records):
         """Send a pending request's card to `channel` instead (its original channel refused it);
         audited as `delivery_failed`. None if the request has a card already or is decided."""
         with self._write() as session:
-            row = update_request(
+            return update_request(
                 session,
                 (
                     ApprovalRequest.id == request_id,
@@ -105,13 +105,9 @@ class Deliveries(Records):
                     ApprovalRequest.card_ts.is_(None),
                     ApprovalRequest.level == level,
                 ),
+                audit_row(request_id, "delivery_failed", None, why=why, to_channel=channel, **detail),
                 channel=channel,
             )
-            if row is not None:
-                self._audit(
-                    session, request_id, "delivery_failed", None, why=why, to_channel=channel, **detail
-                )
-        return row
 
     def attach_card(self, request: ApprovalRequest, channel: str, ts: str) -> ApprovalRequest | None:
         """Record where the card of `request`'s escalation level is, once: the `channel` Slack
@@ -132,11 +128,9 @@ class Deliveries(Records):
             ApprovalRequest.card_ts.is_(None),
             ApprovalRequest.level == request.level,
         )
+        posted = audit_row(request.id, "card_posted", None, ts=ts)
         with self._write() as session:
-            row = update_request(session, where, channel=channel, card_ts=ts, **clock)
-            if row is not None:
-                self._audit(session, request.id, "card_posted", None, ts=ts)
-        return row
+            return update_request(session, where, posted, channel=channel, card_ts=ts, **clock)
 
     def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:
         """Take the request's due reminder for `lease_seconds` (once, even with two sweepers): its
@@ -157,13 +151,12 @@ class Deliveries(Records):
             if sent < len(offsets) and request.level_started_at is not None
             else None
         )
+        event, detail = ("reminder_failed", {"why": failed}) if failed else ("reminded", {})
+        audit = audit_row(request.id, event, None, level=request.level, reminder=sent, **detail)
         with self._write() as session:
             row = update_request(
-                session, self._same_reminder(request), reminders_sent=sent, next_reminder_at=later
+                session, self._same_reminder(request), audit, reminders_sent=sent, next_reminder_at=later
             )
-            if row is not None:
-                event, detail = ("reminder_failed", {"why": failed}) if failed else ("reminded", {})
-                self._audit(session, request.id, event, None, level=request.level, reminder=sent, **detail)
         return row is not None
 
     @staticmethod

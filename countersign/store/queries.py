@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple, Self
 
 from sqlalchemy import Engine, func, insert, literal, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ..exceptions import UnknownRequest
@@ -26,10 +25,16 @@ from .models import (
     utcnow,
     utcnow_plus,
 )
-from .sql import approver_is, is_pending, no_live_card_lease, not_timed_out
-
-AUDIT = "countersign_audit"
-"""`Session.info` key of the audit events a write transaction has recorded and not inserted yet."""
+from .sql import (
+    AUDIT,
+    approver_is,
+    audit_row,
+    insert_if_new,
+    is_pending,
+    no_live_card_lease,
+    not_timed_out,
+    record,
+)
 
 
 class CardFacts(NamedTuple):
@@ -58,7 +63,8 @@ class Queries:
     @contextmanager
     def _write(self) -> Iterator[Session]:
         """A write transaction. The audit events it records (`_audit`) are inserted together, in
-        the order recorded, by one multi-row INSERT just before it commits (none if it raises)."""
+        the order recorded, by one multi-row INSERT just before it commits (none if it raises), unless
+        a statement took them along (`sql.with_recorded_audits`, `sql.changed_request`)."""
         with Session(self._writer, expire_on_commit=False) as session, session.begin():
             yield session
             audits = session.info.pop(AUDIT, None)
@@ -80,16 +86,13 @@ class Queries:
     ) -> Any:
         """INSERT ... ON CONFLICT DO NOTHING RETURNING `returning` (columns, or the model for the
         row); the first value returned, or None when nothing was inserted."""
-        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-        stmt = dialect.insert(model).values(**values).on_conflict_do_nothing().returning(*returning)
-        return session.scalars(stmt).first()
+        return session.scalars(insert_if_new(session, model, values).returning(*returning)).first()
 
     @staticmethod
     def _audit(session: Session, request_id: str, event: str, actor: str | None, **detail: Any) -> None:
         """Record an audit event in the write transaction `session` (inserted when it commits, after
         the events recorded before it: ids keep the order, `at` is the transaction's clock)."""
-        event_row = {"request_id": request_id, "event": event, "actor": actor, "detail": detail}
-        session.info.setdefault(AUDIT, []).append(event_row)
+        record(session, [audit_row(request_id, event, actor, **detail)])
 
     @staticmethod
     def _one(session: Session, request_id: str) -> ApprovalRequest:

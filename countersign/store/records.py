@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import Delete
 
 from .models import (
     ApprovalRequest,
@@ -177,4 +178,9 @@ def not_run() -> Any:
 
 def intake_done(session: Session, request_id: str) -> None:
     """Intake has taken `request_id`'s message (in the caller's transaction): drop it from the outbox."""
-    session.execute(delete(IntakeOutbox).where(IntakeOutbox.id == request_id))
+    session.execute(intake_taken([request_id]))
+
+
+def intake_taken(request_ids: Any) -> Delete:
+    """The DELETE of the intake outbox's messages of `request_ids` (a list, or a subquery of ids)."""
+    return delete(IntakeOutbox).where(IntakeOutbox.id.in_(request_ids))

@@ -8,6 +8,8 @@ seconds.
 
 from __future__ import annotations
 
+import functools
+import json
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
@@ -19,6 +21,8 @@ from sqlalchemy.types import TypeEngine
 from ..defaults import GRANT_TTL_SECONDS
 
 OnTimeout = Literal["deny", "allow", "escalate"]
+RULES_CACHED = 256
+"""Distinct stored rules kept parsed (`RulesType`): a policy's action classes and levels."""
 
 
 def _decimal(text: str) -> str:
@@ -120,4 +124,13 @@ class RulesType(TypeDecorator[Rules]):
         return None if value is None else value.to_json()
 
     def process_result_value(self, value: dict[str, Any] | None, dialect: Dialect) -> Rules:
-        return Rules.model_validate(value or {})
+        return _parsed(json.dumps(value or {}, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=RULES_CACHED)
+def _parsed(stored: str) -> Rules:
+    """The `Rules` of a stored JSON text, validated once for all the rows that hold the same rules
+    (most requests of an action class do, as a policy version gives them the same): a batch of
+    expiries reads hundreds of rows, and pydantic's validation was most of the cost of loading one.
+    `Rules` is frozen, so the rows can share it."""
+    return Rules.model_validate_json(stored)

@@ -3,14 +3,33 @@ one conditional UPDATE every transition is made of. Times are the database's clo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import case, func, literal, or_, select, tuple_, type_coerce, update
+from sqlalchemy import (
+    bindparam,
+    case,
+    column,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    tuple_,
+    type_coerce,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.sql.dml import Delete, Insert, Update
+from sqlalchemy.sql.selectable import TextualSelect
 
 from .models import (
     ApprovalRequest,
+    AuditEvent,
+    Base,
     Decider,
     Edit,
     OutboxEvent,
@@ -24,6 +43,116 @@ from .models import (
 )
 from .results import NotExecutableWhy
 from .rules import Rules
+
+AUDIT = "countersign_audit"
+"""`Session.info` key of the audit events a write transaction has recorded and not inserted yet."""
+AuditRow = dict[str, Any]
+"""One audit event to insert: `request_id`, `event`, `actor` and `detail` (`audit_row`)."""
+AUDIT_COLUMNS = ("request_id", "event", "actor", "detail")
+
+
+def audit_row(request_id: str, event: str, actor: str | None, **detail: Any) -> AuditRow:
+    """The values of one audit event (its id and `at`, the transaction's clock, are the database's)."""
+    return {"request_id": request_id, "event": event, "actor": actor, "detail": detail}
+
+
+def record(session: Session, audits: Iterable[AuditRow]) -> None:
+    """Record audit events in the write transaction `session`, inserted after those recorded before
+    them (ids keep the order) when it commits, or with the statement `with_recorded_audits` gives."""
+    session.info.setdefault(AUDIT, []).extend(audits)
+
+
+def on_postgresql(session: Session) -> bool:
+    """The session's database is PostgreSQL, which has data-modifying CTEs (SQLite has none)."""
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def insert_if_new(session: Session, model: type[Base], values: dict[str, Any]) -> Insert:
+    """`INSERT ... ON CONFLICT DO NOTHING` of one `model` row (no RETURNING yet)."""
+    dialect = postgresql if on_postgresql(session) else sqlite
+    stmt: Insert = dialect.insert(model).values(**values).on_conflict_do_nothing()
+    return stmt
+
+
+def json_rows(param: str, fields: str, where: str = "") -> TextualSelect:
+    """PostgreSQL: the rows of the JSONB array bound as `param` (`.bindparams(param=[{...}, ...])`)
+    as a SELECT of `fields` (`r` is a row's object), in the array's order, for `where`: one
+    parameter whatever the number of rows, so the statement stays in SQLAlchemy's compiled cache
+    (a multi-row VALUES is compiled again on every call); built once, bound on each use."""
+    rows = f"jsonb_array_elements(:{param}) WITH ORDINALITY AS rows(r, n)"
+    sql = f"SELECT {fields} FROM {rows} {where} ORDER BY n"
+    names = [name.strip() for name in fields.split(",")]
+    return text(sql).bindparams(bindparam(param, type_=JSONB)).columns(*(column(name) for name in names))
+
+
+AUDIT_ROWS = "r->>'request_id', r->>'event', r->>'actor', r->'detail'"
+ALL_AUDITS = json_rows("audits", AUDIT_ROWS)
+AUDITS_IF_CHANGED = json_rows("audits", AUDIT_ROWS, "WHERE EXISTS (SELECT FROM changed)")
+"""The audit events of `changed_request`'s change, inserted only if it changed a row (its CTE is
+named `changed`)."""
+OUTBOX_ROWS = json_rows(
+    "events", "r->>'request_id', r->>'queue', r->>'func', r->>'webhook', r->>'job_id', r->'body'"
+)
+OUTBOX_COLUMNS = ("request_id", "queue", "func", "webhook", "job_id", "body")
+
+
+def audit_insert(rows: TextualSelect, audits: Sequence[AuditRow]) -> Insert:
+    """PostgreSQL: the INSERT of `audits`, in their order, through `rows` (`ALL_AUDITS`, or
+    `AUDITS_IF_CHANGED`)."""
+    return insert(AuditEvent).from_select(AUDIT_COLUMNS, rows.bindparams(audits=list(audits)))
+
+
+def with_recorded_audits(session: Session, stmt: Insert) -> Insert:
+    """`stmt`, an INSERT that always inserts, carrying the audit events recorded so far in the
+    transaction on PostgreSQL (`WITH audit AS (INSERT INTO audit_events ...) INSERT ...`: one
+    statement where there were two); elsewhere `stmt` as it is, the events inserted at commit."""
+    audits = session.info.pop(AUDIT, None) if on_postgresql(session) else None
+    if not audits:
+        return stmt
+    with_audits: Insert = stmt.add_cte(audit_insert(ALL_AUDITS, audits).cte("audit"))
+    return with_audits
+
+
+def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[OutboxEvent]:
+    """One INSERT of resume events (`request_id`, `queue`, `func`, `webhook`, `job_id`, `body`)
+    RETURNING them, in any order: on PostgreSQL from one JSONB parameter (`json_rows`), with the
+    transaction's audit events recorded so far (`with_recorded_audits`); elsewhere a multi-row
+    INSERT (SQLAlchemy's "insertmanyvalues")."""
+    if not on_postgresql(session):
+        return list(session.scalars(insert(OutboxEvent).returning(OutboxEvent), list(rows)))
+    stmt = insert(OutboxEvent).from_select(OUTBOX_COLUMNS, OUTBOX_ROWS.bindparams(events=list(rows)))
+    return list(session.scalars(with_recorded_audits(session, stmt.returning(OutboxEvent))))
+
+
+def changed_request(
+    session: Session,
+    stmt: Insert | Update,
+    audits: Sequence[AuditRow],
+    *extra: Any,
+    also: Callable[[Any], Delete] | None = None,
+) -> Sequence[Any] | None:
+    """Run `stmt`, an INSERT or a conditional UPDATE of at most one request (without RETURNING),
+    and, only if it changed the row, insert `audits` and run `also(changed ids)`: on PostgreSQL all
+    in the one statement (data-modifying CTEs: `WITH changed AS (stmt RETURNING ...), audit AS
+    (INSERT INTO audit_events SELECT ... WHERE EXISTS (SELECT FROM changed)) SELECT ... FROM
+    changed`), elsewhere the audits recorded for the commit (`record`) and `also` run after it.
+    Returns `(request, *extra)` as the row is now (`extra`: labelled expressions computed as it
+    changed), or None when it changed nothing."""
+    if not (on_postgresql(session) and (audits or also)):
+        found = session.execute(stmt.returning(ApprovalRequest, *extra)).one_or_none()
+        if found is not None:
+            record(session, audits)
+            if also is not None:
+                session.execute(also([found[0].id]))
+        return found
+    changed = stmt.returning(ApprovalRequest.__table__, *extra).cte("changed")
+    ctes = [audit_insert(AUDITS_IF_CHANGED, audits).cte("audit")] if audits else []
+    if also is not None:
+        ctes.append(also(select(changed.c.id)).cte("also"))
+    request = aliased(ApprovalRequest, changed)
+    outer = select(request, *(changed.c[each.name] for each in extra)).add_cte(changed, *ctes)
+    # the row as changed, also over the copy the session holds (a row locked before, `Store.vote`)
+    return session.execute(outer.execution_options(populate_existing=True)).one_or_none()
 
 
 def verdict(
@@ -87,32 +216,32 @@ def expire_due(
     return list(session.scalars(stmt))
 
 
-def update_request(session: Session, where: tuple[Any, ...], **values: Any) -> ApprovalRequest | None:
-    """One conditional UPDATE of a request: the updated row, or None when `where` did not hold
-    (someone else got there first)."""
-    stmt = update(ApprovalRequest).where(*where).values(**values).returning(ApprovalRequest)
-    return session.scalars(stmt).one_or_none()
+def update_request(
+    session: Session, where: tuple[Any, ...], *audits: AuditRow, **values: Any
+) -> ApprovalRequest | None:
+    """One conditional UPDATE of a request, with the audit events of the change (`changed_request`):
+    the updated row, or None when `where` did not hold (someone else got there first)."""
+    found = changed_request(session, update(ApprovalRequest).where(*where).values(**values), audits)
+    row: ApprovalRequest | None = None if found is None else found[0]
+    return row
 
 
-def execution_update(session: Session, request_id: str, *where: Any, **values: Any) -> ApprovalRequest | None:
-    """`update_request` of request `request_id` (and `where`) for the agent's worker claiming or
-    reporting its execution: the worker has the decision, so a problem noted on the resume event is
-    cleared (`resume_taken`) in the same transaction, only when the UPDATE's RETURNING says there is
-    one (no second statement otherwise)."""
+def execution_update(
+    session: Session, request_id: str, where: tuple[Any, ...], audit: AuditRow, **values: Any
+) -> ApprovalRequest | None:
+    """`update_request` of request `request_id` (and `where`) with its `audit` event, for the
+    agent's worker claiming or reporting its execution: the worker has the decision, so a problem
+    noted on the resume event is cleared (`resume_taken`) in the same transaction, only when the
+    UPDATE's RETURNING says there is one (no second statement otherwise)."""
     noted = select(OutboxEvent.id).where(
         OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
     )
-    stmt = (
-        update(ApprovalRequest)
-        .where(ApprovalRequest.id == request_id, *where)
-        .values(**values)
-        .returning(ApprovalRequest, noted.exists())
-    )
-    found = session.execute(stmt).one_or_none()
+    stmt = update(ApprovalRequest).where(ApprovalRequest.id == request_id, *where).values(**values)
+    found = changed_request(session, stmt, [audit], noted.exists().label("problem"))
     if found is None:
         return None
-    row, problem = found
-    if problem:
+    row: ApprovalRequest = found[0]
+    if found[1]:  # a problem is noted
         resume_taken(session, request_id)
     return row
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import delete, insert, or_, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
@@ -21,7 +21,6 @@ from .models import (
     Decider,
     Edit,
     Execution,
-    OutboxEvent,
     Outcome,
     Status,
     TimeoutResult,
@@ -29,12 +28,16 @@ from .models import (
     Vote,
     utcnow,
 )
-from .records import intake_done
+from .records import intake_done, intake_taken
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
+    audit_row,
+    changed_request,
     execution_update,
     expire_due,
+    insert_if_new,
+    insert_outbox,
     level_clock,
     not_timed_out,
     resume_taken,
@@ -63,23 +66,23 @@ class Store(Deliveries, WebhookDeliveries):
         clock (`expires_at`, first reminder) starts now by the database, from `rules` (and again at
         `attach_card`). Returns `(request, created)`: the stored row, which for `created=False` is
         the earlier request with the same key (compare `payload_sha256`: a repeat or a conflict).
+        The row, its audit event and the removal of its intake message are one statement on
+        PostgreSQL (`sql.changed_request`).
         """
         rules: Rules = values["rules"]
         clock = level_clock(rules, 0)
+        why = {"rule": rules.review_rule} if rules.review_rule else {}
+        requested = audit_row(values["id"], "requested", values["requester"], action=values["action"], **why)
         with self._write() as session:
-            row = self._insert_returning(
-                session, ApprovalRequest, {**values, **clock, "status": Status.PENDING}, ApprovalRequest
-            )
-            if row is None:
+            new = insert_if_new(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
+            found = changed_request(session, new, [requested], also=intake_taken)
+            if found is None:
                 same_key = ApprovalRequest.idempotency_key == values["idempotency_key"]
                 earlier = session.scalars(select(ApprovalRequest).where(same_key)).one()
                 if earlier.id == values["id"]:  # stored by an earlier intake of the same message
                     intake_done(session, earlier.id)
                 return earlier, False
-            why = {"rule": rules.review_rule} if rules.review_rule else {}
-            self._audit(session, row.id, "requested", values["requester"], action=values["action"], **why)
-            intake_done(session, row.id)
-        return row, True
+        return found[0], True
 
     def decide(
         self,
@@ -176,8 +179,9 @@ class Store(Deliveries, WebhookDeliveries):
     def _resume_events(
         self, session: Session, rows: Sequence[ApprovalRequest], resume: Resume, actor: str
     ) -> list[Decided]:
-        """The outbox rows `resume(row)` of just-decided `rows` (one INSERT for all), each with its
-        `resume_published` audit event by `actor`: written in the decision's transaction, so it
+        """The outbox rows `resume(row)` of just-decided `rows` (one INSERT for all, which on PostgreSQL
+        also inserts the transaction's audit events), each with its `resume_published` audit event by
+        `actor`: written in the decision's transaction, so it
         precedes whatever the agent's worker records (the relay then delivers the row to its queue
         at least once; `OutboxEvent.published_at` says when)."""
         if not rows:
@@ -185,6 +189,8 @@ class Store(Deliveries, WebhookDeliveries):
         values = []
         for row in rows:
             job_id, body = resume(row)
+            target = {"webhook": row.resume_webhook} if row.resume_webhook else {"queue": row.resume_queue}
+            self._audit(session, row.id, "resume_published", actor, job_id=job_id, **target)
             values.append(
                 {
                     "request_id": row.id,
@@ -195,21 +201,9 @@ class Store(Deliveries, WebhookDeliveries):
                     "body": body,
                 }
             )
-        # one multi-row INSERT on both backends: RETURNING in any order, matched by request id
-        events = {
-            event.request_id: event
-            for event in session.scalars(insert(OutboxEvent).returning(OutboxEvent), values)
-        }
+        events = {event.request_id: event for event in insert_outbox(session, values)}
         due_now(session, events.values())  # the webhooks among them: the sweep POSTs those
-        decided = [Decided(row, events[row.id]) for row in rows]
-        for one in decided:
-            event = one.event
-            job = {
-                "job_id": event.job_id,
-                **({"webhook": event.webhook} if event.webhook else {"queue": event.queue}),
-            }
-            self._audit(session, one.request.id, "resume_published", actor, **job)
-        return decided
+        return [Decided(row, events[row.id]) for row in rows]
 
     def vote(
         self,
@@ -349,19 +343,18 @@ class Store(Deliveries, WebhookDeliveries):
                     ApprovalRequest.level == request.level,
                     ApprovalRequest.expires_at <= utcnow(),
                 ),
-                **values,
-            )
-            if row is not None:
-                self._audit(
-                    session,
+                audit_row(
                     request.id,
                     "escalated",
                     None,
-                    level=row.level,
+                    level=request.level + 1,
                     to_channel=channel,
                     from_channel=request.channel,
                     from_ts=request.card_ts,
-                )
+                ),
+                **values,
+            )
+            if row is not None:
                 session.execute(delete(Vote).where(Vote.request_id == request.id))  # a new level votes afresh
         return row
 
@@ -378,14 +371,16 @@ class Store(Deliveries, WebhookDeliveries):
             row = execution_update(
                 session,
                 request_id,
-                ApprovalRequest.approved_payload.is_not(None),
-                ApprovalRequest.execution.is_(None),
-                ApprovalRequest.grant_expires_at > utcnow(),
+                (
+                    ApprovalRequest.approved_payload.is_not(None),
+                    ApprovalRequest.execution.is_(None),
+                    ApprovalRequest.grant_expires_at > utcnow(),
+                ),
+                audit_row(request_id, "execution_started", actor),
                 execution=Execution.STARTED,
                 executed_at=utcnow(),
             )
             if row is not None:
-                self._audit(session, request_id, "execution_started", actor)
                 return row
             resume_taken(session, request_id)
             current = session.get(ApprovalRequest, request_id)
@@ -404,15 +399,15 @@ class Store(Deliveries, WebhookDeliveries):
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
         with self._write() as session:
-            row = execution_update(
+            return execution_update(
                 session,
                 request_id,
-                ApprovalRequest.approved_payload.is_not(None),
-                or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == Execution.STARTED),
+                (
+                    ApprovalRequest.approved_payload.is_not(None),
+                    or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == Execution.STARTED),
+                ),
+                audit_row(request_id, outcome, actor, detail=detail),
                 execution=outcome,
                 execution_detail=detail,
                 executed_at=utcnow(),
             )
-            if row is not None:
-                self._audit(session, request_id, outcome, actor, detail=detail)
-        return row

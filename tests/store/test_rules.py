@@ -58,3 +58,12 @@ def test_a_stored_requests_rules_come_back_as_rules(store: Store) -> None:
     assert stored is not None and isinstance(stored.rules, Rules)
     assert stored.rules == EVERY_RULE
     assert stored.rules.level(1).usergroups == ["S0FINLEADS"] and stored.rules.level(9).channel == "C0CFO"
+
+
+def test_requests_with_the_same_rules_share_one_parsed_copy(store: Store) -> None:
+    same = [new_request(store, rules=EVERY_RULE).id for _ in range(2)]
+    other = new_request(store, rules=EVERY_RULE.model_copy(update={"grant_ttl_seconds": 60})).id
+    first, second, third = (store.get(request_id) for request_id in (*same, other))
+    assert first is not None and second is not None and third is not None
+    assert first.rules is second.rules and first.rules == EVERY_RULE  # validated once, frozen
+    assert third.rules is not first.rules and third.rules.grant_ttl_seconds == 60
