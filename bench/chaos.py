@@ -69,7 +69,7 @@ from countersign.ports import free_port
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.journal import JOURNAL_KEY
 from countersign.sandbox import Sandbox, serve
-from countersign.sandbox.interactivity import signed_post
+from countersign.sandbox.interactivity import encode_payload, signed_post
 from countersign.store import ApprovalRequest, Store
 
 POLICY = (
@@ -260,7 +260,7 @@ class Chaos:
         status: int | None
         try:
             status, _ = signed_post(
-                self.web_urls[web], payload, secret=self.sandbox.signing_secret, timestamp=int(sent)
+                self.web_urls[web], encode_payload(payload), secret=self.sandbox.signing_secret, timestamp=int(sent)
             )
         except Exception:  # the web process is down or died with the request: Slack got no ack
             status = None
