@@ -260,7 +260,10 @@ class Chaos:
         status: int | None
         try:
             status, _ = signed_post(
-                self.web_urls[web], encode_payload(payload), secret=self.sandbox.signing_secret, timestamp=int(sent)
+                self.web_urls[web],
+                encode_payload(payload),
+                secret=self.sandbox.signing_secret,
+                timestamp=int(sent),
             )
         except Exception:  # the web process is down or died with the request: Slack got no ack
             status = None
