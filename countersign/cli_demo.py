@@ -4,6 +4,8 @@ Every request goes through the store's own transitions (`Store.create`, `decide`
 `escalate`, `expire`), as the router makes them, and is then moved into the past
 (`store.history.backdate`). Demo data is marked three ways: its requester and idempotency keys start
 with `demo-`, its context says `{"demo": true}`, and each request has a `demo_data` audit event.
+No audit event is sealed into the audit chain while it runs (`AuditChain.paused`, PostgreSQL; on
+SQLite stop the router worker first), since each request's events are moved in time once written.
 The command refuses a database that holds any other request unless `--force`, so demo decisions
 never mix silently with real ones.
 """
@@ -27,6 +29,7 @@ from .exceptions import UsageError
 from .router.jobs import resume_job_id
 from .schema import payload_sha256
 from .store import ApprovalRequest, Decider, Outcome, ResumeEvent, Rules, Store, TimeoutResult, Via
+from .store.chain import AuditChain
 from .store.history import DEMO_PREFIX, backdate, has_real_requests, make_due
 
 REQUESTER = DEMO_PREFIX + "agent"
@@ -78,9 +81,9 @@ def _demo_history(args: argparse.Namespace) -> None:
         raise UsageError(
             "the database holds requests that are not demo data; demo-history adds to it only with --force"
         )
-    made = generate(
-        store, args.days, args.per_day, random.Random(args.seed), settings.COUNTERSIGN_SECRET or ""
-    )
+    rng, secret = random.Random(args.seed), settings.COUNTERSIGN_SECRET or ""
+    with AuditChain(store.engine).paused():  # each request moves into the past before it is sealed
+        made = generate(store, args.days, args.per_day, rng, secret)
     shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(made.outcomes.items()))
     print(f"countersign demo-history: {made.requests} demo requests over {args.days} days ({shown})")
     if args.force:

@@ -3,10 +3,11 @@ spread over the days asked for, and never mixed into a database of real requests
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from countersign.cli import main
@@ -61,3 +62,23 @@ def test_a_database_with_real_requests_is_refused_unless_forced(
     with Session(store.engine) as session:
         marked = session.scalar(select(func.count()).where(AuditEvent.event == "demo_data"))
     assert marked == 2 and len(_requests(store)) == 3
+
+
+def test_the_audit_commands_seal_verify_and_anchor_the_demo_history(
+    env: dict[str, str], store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo-history", "--days", "1", "--per-day", "4"]) == 0
+    assert main(["audit", "seal"]) == 0
+    assert main(["audit", "head"]) == 0
+    capsys.readouterr()
+    assert main(["audit", "head"]) == 0
+    head = capsys.readouterr().out.strip()
+    assert main(["audit", "verify", "--head", head]) == 0
+    assert json.loads(capsys.readouterr().out)["unsealed"] == 0
+    with Session(store.engine) as session, session.begin():
+        session.execute(update(AuditEvent).where(AuditEvent.id == 3).values(detail={"note": "changed"}))
+    assert main(["audit", "verify"]) == 1
+    assert "audit chain broken: edited: event id 3 (seq 3)" in capsys.readouterr().err
+    forged = json.dumps({**json.loads(head), "signature": "0" * 64})
+    assert main(["audit", "verify", "--head", forged]) == 2
+    assert "signature does not match" in capsys.readouterr().err
