@@ -1,4 +1,4 @@
-"""`countersign audit seal | verify | head`: the tamper-evident audit chain (`store/chain.py`).
+"""`countersign audit seal | verify | head | export`: the tamper-evident audit chain (`store/chain.py`).
 
 `verify` exits 1 naming the first event edited, deleted, inserted or reordered (or a cut tail,
 against a head given with `--head`); `head` prints the last link signed with `COUNTERSIGN_SECRET`,
@@ -8,15 +8,35 @@ to be kept outside the database.
 from __future__ import annotations
 
 import argparse
+import csv
 import hmac
 import json
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
+from . import cli_args
 from .config import load_settings
 from .connections import Connections
 from .exceptions import UsageError
+from .schema import iso
 from .store.chain import AuditChain, Head
+from .store.history import export
+
+COLUMNS = (
+    "id",
+    "at",
+    "request_id",
+    "action",
+    "event",
+    "actor",
+    "decision",
+    "edits",
+    "reason",
+    "policy_version",
+    "hash",
+    "detail",
+)
 
 
 def add_parsers(commands: Any) -> None:
@@ -38,6 +58,14 @@ def add_parsers(commands: Any) -> None:
     audit.add_parser(
         "head", help="print the chain's last link as JSON, signed with COUNTERSIGN_SECRET, for anchoring"
     ).set_defaults(handler=_head)
+    export = audit.add_parser("export", help="stream audit events as JSON lines or CSV, in constant memory")
+    export.add_argument(
+        "--since", type=cli_args.moment, required=True, help="from: 30d, 12h, or ISO 8601 (UTC)"
+    )
+    export.add_argument("--until", type=cli_args.moment, help="before this time (default: now)")
+    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="default jsonl")
+    export.add_argument("--action", help="only requests of this action class")
+    export.set_defaults(handler=_export)
 
 
 def _chain() -> AuditChain:
@@ -88,3 +116,31 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps({"sealed": verdict.sealed, "unsealed": verdict.unsealed}))
     return 0
+
+
+def _export(args: argparse.Namespace) -> None:
+    """Write one line per audit event on stdout (`store.history.export`): JSON lines, or CSV with a
+    header whose `edits` and `detail` cells are JSON; times ISO 8601 UTC."""
+    until = args.until or datetime.now(UTC)
+    connections = Connections(load_settings())
+    connections.check()
+    rows = export(connections.store.engine, args.since, until, args.action)
+    out = sys.stdout
+    if args.format == "csv":
+        writer = csv.writer(out)
+        writer.writerow(COLUMNS)
+        for row in rows:
+            shown = {
+                **row,
+                "at": iso(row["at"]),
+                "edits": _json(row["edits"]),
+                "detail": _json(row["detail"]),
+            }
+            writer.writerow([shown[column] for column in COLUMNS])
+        return
+    for row in rows:
+        out.write(json.dumps({**row, "at": iso(row["at"])}, ensure_ascii=False) + "\n")
+
+
+def _json(value: Any) -> str:
+    return "" if value is None else json.dumps(value, ensure_ascii=False)

@@ -6,16 +6,20 @@ Times are UTC.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine, exists, select, update
 from sqlalchemy.orm import Session
 
 from .engine import WRITE
-from .models import ApprovalRequest, AuditEvent, Vote, utcnow_plus
+from .models import ApprovalRequest, AuditEvent, AuditSeal, Outcome, Vote, utcnow_plus
 
 DEMO_PREFIX = "demo-"
 """The requester (and idempotency key) prefix of generated demo requests."""
+DECISIONS = frozenset(outcome.value for outcome in Outcome)
+"""The audit events that are a request's decision."""
 
 
 def has_real_requests(engine: Engine) -> bool:
@@ -62,3 +66,55 @@ def make_due(engine: Engine, request_id: str) -> None:
         ).first()
     if moved is None:
         raise ValueError(f"{request_id} is not a demo request; only demo data is moved in time")
+
+
+EXPORT_BATCH = 2_000
+"""Rows fetched at a time by `export` (a server-side cursor on PostgreSQL)."""
+
+
+def export(
+    engine: Engine, since: datetime, until: datetime, action: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """The audit events with `since <= at < until` (UTC), of requests of action class `action` or
+    of all, oldest id first, streamed `EXPORT_BATCH` rows at a time in constant memory: each
+    `{id, at, request_id, action, event, actor, decision, edits, reason, policy_version, hash,
+    detail}`, where `decision` is the event name for a decision event (`approved`, `rejected`,
+    `expired`, else None), `edits` and `reason` come from its detail, `policy_version` from the
+    request, and `hash` is its audit-chain link (None until sealed)."""
+    stmt = (
+        select(
+            AuditEvent.id,
+            AuditEvent.at,
+            AuditEvent.request_id,
+            AuditEvent.event,
+            AuditEvent.actor,
+            AuditEvent.detail,
+            ApprovalRequest.action,
+            ApprovalRequest.policy_version,
+            AuditSeal.hash,
+        )
+        .outerjoin(ApprovalRequest, ApprovalRequest.id == AuditEvent.request_id)
+        .outerjoin(AuditSeal, AuditSeal.event_id == AuditEvent.id)
+        .where(AuditEvent.at >= since, AuditEvent.at < until)
+        .order_by(AuditEvent.id)
+        .execution_options(yield_per=EXPORT_BATCH)
+    )
+    if action is not None:
+        stmt = stmt.where(ApprovalRequest.action == action)
+    with Session(engine) as session, session.begin():
+        for row in session.execute(stmt):
+            detail = row.detail or {}
+            yield {
+                "id": row.id,
+                "at": row.at,
+                "request_id": row.request_id,
+                "action": row.action,
+                "event": row.event,
+                "actor": row.actor,
+                "decision": row.event if row.event in DECISIONS else None,
+                "edits": detail.get("edits"),
+                "reason": detail.get("reason"),
+                "policy_version": row.policy_version,
+                "hash": row.hash,
+                "detail": detail,
+            }
