@@ -15,11 +15,13 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Engine
+
 from . import cli_args
 from .config import load_settings
-from .connections import Connections
 from .exceptions import UsageError
 from .schema import iso
+from .store import check_schema, create_db_engine
 from .store.chain import AuditChain, Head
 from .store.history import export
 
@@ -68,10 +70,15 @@ def add_parsers(commands: Any) -> None:
     export.set_defaults(handler=_export)
 
 
+def _engine() -> Engine:
+    """The database of `DATABASE_URL`, at the latest schema (the audit commands need no Redis)."""
+    engine = create_db_engine(load_settings().DATABASE_URL)
+    check_schema(engine)
+    return engine
+
+
 def _chain() -> AuditChain:
-    connections = Connections(load_settings())
-    connections.check()
-    return AuditChain(connections.store.engine)
+    return AuditChain(_engine())
 
 
 def _secret() -> str:
@@ -122,9 +129,7 @@ def _export(args: argparse.Namespace) -> None:
     """Write one line per audit event on stdout (`store.history.export`): JSON lines, or CSV with a
     header whose `edits` and `detail` cells are JSON; times ISO 8601 UTC."""
     until = args.until or datetime.now(UTC)
-    connections = Connections(load_settings())
-    connections.check()
-    rows = export(connections.store.engine, args.since, until, args.action)
+    rows = export(_engine(), args.since, until, args.action)
     out = sys.stdout
     if args.format == "csv":
         writer = csv.writer(out)

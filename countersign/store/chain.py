@@ -29,8 +29,8 @@ import hmac
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import rfc8785
 from sqlalchemy import Engine, func, insert, select, text
@@ -42,14 +42,35 @@ from .models import AuditEvent, AuditSeal
 
 GENESIS = "0" * 64
 """The `prev_hash` of the first link."""
-SEAL_BATCH = 5_000
+SEAL_BATCH = 1_000
 """At most this many events sealed per transaction, so the lock on inserts stays short."""
 CHAIN_LOCK = 0x636F756E7465  # PostgreSQL advisory lock key of the sealer
 LOCK_TIMEOUT = "2s"
 """How long the sealer waits for writers to finish before it skips a turn (PostgreSQL)."""
 
 
-def event_json(event: AuditEvent, with_id: bool = True) -> bytes:
+class Event(Protocol):
+    """An audit event's fields as the chain reads them: an `AuditEvent`, or a row of its columns."""
+
+    id: int
+    request_id: str
+    event: str
+    actor: str | None
+    detail: dict[str, Any]
+    at: datetime
+
+
+EVENT_COLUMNS = (
+    AuditEvent.id,
+    AuditEvent.request_id,
+    AuditEvent.event,
+    AuditEvent.actor,
+    AuditEvent.detail,
+    AuditEvent.at,
+)
+
+
+def event_json(event: Event, with_id: bool = True) -> bytes:
     """RFC 8785 canonical JSON of `event`: `{id, request_id, event, actor, detail, at}` (`at` ISO
     8601 UTC with microseconds); without `id` when not `with_id`."""
     shown: dict[str, Any] = {
@@ -64,12 +85,12 @@ def event_json(event: AuditEvent, with_id: bool = True) -> bytes:
     return rfc8785.dumps(shown)
 
 
-def content_sha256(event: AuditEvent) -> str:
+def content_sha256(event: Event) -> str:
     """SHA-256 (hex) of the event's canonical JSON without its id: what the event says."""
     return hashlib.sha256(event_json(event, with_id=False)).hexdigest()
 
 
-def link(prev_hash: str, event: AuditEvent) -> str:
+def link(prev_hash: str, event: Event) -> str:
     """The chain hash of `event` after the link `prev_hash`: SHA-256 (hex) of `prev_hash` (hex
     text) followed by the event's canonical JSON with its id."""
     return hashlib.sha256(prev_hash.encode() + event_json(event)).hexdigest()
@@ -116,9 +137,9 @@ class AuditChain:
                 return 0
             last = session.scalars(select(AuditSeal).order_by(AuditSeal.seq.desc()).limit(1)).first()
             seq, prev, after = (last.seq, last.hash, last.event_id) if last else (0, GENESIS, 0)
-            stmt = select(AuditEvent).where(AuditEvent.id > after).order_by(AuditEvent.id).limit(limit)
+            stmt = select(*EVENT_COLUMNS).where(AuditEvent.id > after).order_by(AuditEvent.id).limit(limit)
             links = []
-            for event in session.scalars(stmt):
+            for event in session.execute(stmt):
                 seq, hashed = seq + 1, link(prev, event)
                 row = {"seq": seq, "event_id": event.id, "event_sha256": content_sha256(event)}
                 links.append({**row, "prev_hash": prev, "hash": hashed})
@@ -174,7 +195,9 @@ class AuditChain:
                 select(AuditSeal).order_by(AuditSeal.seq).execution_options(yield_per=2000)
             )
             events = _peekable(
-                session.scalars(select(AuditEvent).order_by(AuditEvent.id).execution_options(yield_per=2000))
+                session.execute(
+                    select(*EVENT_COLUMNS).order_by(AuditEvent.id).execution_options(yield_per=2000)
+                )
             )
             prev, count, last = GENESIS, 0, None
             for seal in seals:
@@ -190,17 +213,17 @@ class AuditChain:
 class _peekable:
     """An iterator over audit events with a look at the next one."""
 
-    def __init__(self, it: Iterator[AuditEvent] | Any) -> None:
+    def __init__(self, it: Any) -> None:
         self._it = iter(it)
-        self._next: AuditEvent | None = next(self._it, None)
+        self._next: Event | None = next(self._it, None)
 
-    def peek(self) -> AuditEvent | None:
+    def peek(self) -> Event | None:
         return self._next
 
     def __iter__(self) -> _peekable:
         return self
 
-    def __next__(self) -> AuditEvent:
+    def __next__(self) -> Event:
         if self._next is None:
             raise StopIteration
         current, self._next = self._next, next(self._it, None)
@@ -228,7 +251,7 @@ def _check(
     return None
 
 
-def _changed(session: Session, seal: AuditSeal, content: str, following: AuditEvent | None) -> str:
+def _changed(session: Session, seal: AuditSeal, content: str, following: Event | None) -> str:
     """Why event `seal.event_id` no longer says what was sealed: it holds another sealed event
     (reordered), the sealed one moved up to the next id (inserted), or it was edited."""
     moved = session.scalars(select(AuditSeal).where(AuditSeal.event_sha256 == content).limit(1)).first()
