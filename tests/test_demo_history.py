@@ -82,3 +82,16 @@ def test_the_audit_commands_seal_verify_and_anchor_the_demo_history(
     forged = json.dumps({**json.loads(head), "signature": "0" * 64})
     assert main(["audit", "verify", "--head", forged]) == 2
     assert "signature does not match" in capsys.readouterr().err
+
+
+def test_stats_of_the_demo_history_as_json_and_as_tables(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo-history", "--days", "2", "--per-day", "15"]) == 0
+    capsys.readouterr()
+    assert main(["stats", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert sum(tally["requests"] for tally in shown["actions"].values()) == 30
+    assert set(shown["reviewers"]) <= {"U0DEMOLEE", "U0DEMOALICE", "U0DEMOSAM"}
+    assert main(["stats", "--since", "1h"]) == 0
+    assert "action class" in capsys.readouterr().out
