@@ -19,7 +19,7 @@ from typing import Any
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import cli_args, cli_audit, cli_demo, cli_stats, cli_tokens
+from . import cli_args, cli_audit, cli_demo, cli_policy, cli_stats, cli_tokens
 from .agent import ApprovalClient
 from .config import Settings, load_settings
 from .connections import Connections, migrate
@@ -235,6 +235,7 @@ def _parser() -> argparse.ArgumentParser:
         "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
     )
     check.set_defaults(handler=_policy_check)
+    cli_policy.add_parsers(policy)
 
     cli_tokens.add_parsers(commands)
     cli_demo.add_parser(commands)

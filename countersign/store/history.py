@@ -118,3 +118,19 @@ def export(
                 "hash": row.hash,
                 "detail": detail,
             }
+
+
+def recorded(engine: Engine, since: datetime, action: str | None = None) -> Iterator[ApprovalRequest]:
+    """The requests created at or after `since` (UTC), of action class `action` or all, oldest
+    first, streamed `EXPORT_BATCH` at a time (detached: read them, never write them back)."""
+    stmt = (
+        select(ApprovalRequest)
+        .where(ApprovalRequest.created_at >= since)
+        .order_by(ApprovalRequest.created_at)
+    )
+    if action is not None:
+        stmt = stmt.where(ApprovalRequest.action == action)
+    with Session(engine) as session, session.begin():
+        for row in session.scalars(stmt.execution_options(yield_per=EXPORT_BATCH)):
+            session.expunge(row)
+            yield row
