@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..exceptions import PolicyError, UnknownAction
 from ..store import ApprovalRequest, Status, Via
+from .gate import facts_of
 from .policy import Policy
 
 SHOWN = 20
@@ -70,13 +71,7 @@ def replay(candidate: Policy, requests: Iterable[ApprovalRequest]) -> Replay:
         except (PolicyError, UnknownAction):  # a class the candidate refuses or cannot route
             result.unroutable.append(request.id)
             continue
-        facts = {
-            "payload": request.payload,
-            "confidence": request.confidence,
-            "requester": request.requester,
-            "action": request.action,
-        }
-        gate = candidate.gate(request.action, facts)
+        gate = candidate.gate(request.action, facts_of(request))
         if route.channel != (request.rules.level(0).channel or request.channel):
             result.rerouted.append(request.id)
         if gate.approvals != request.required_approvals:
