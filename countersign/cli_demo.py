@@ -23,12 +23,21 @@ from ulid import ULID
 
 from . import cli_args
 from .config import load_settings
-from .connections import Connections
 from .decision import decision_of
 from .exceptions import UsageError
 from .router.jobs import resume_job_id
 from .schema import payload_sha256
-from .store import ApprovalRequest, Decider, Outcome, ResumeEvent, Rules, Store, TimeoutResult, Via
+from .store import (
+    ApprovalRequest,
+    Decider,
+    Outcome,
+    ResumeEvent,
+    Rules,
+    Store,
+    TimeoutResult,
+    Via,
+    check_schema,
+)
 from .store.chain import AuditChain
 from .store.history import DEMO_PREFIX, backdate, has_real_requests, make_due
 
@@ -74,9 +83,8 @@ def add_parser(commands: Any) -> None:
 
 def _demo_history(args: argparse.Namespace) -> None:
     settings = load_settings()
-    connections = Connections(settings)
-    connections.check()
-    store = connections.store
+    store = Store.from_url(settings.DATABASE_URL)  # the database only: demo data needs no Redis
+    check_schema(store.engine)
     if not args.force and has_real_requests(store.engine):
         raise UsageError(
             "the database holds requests that are not demo data; demo-history adds to it only with --force"

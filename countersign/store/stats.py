@@ -139,3 +139,11 @@ def _count(
     deciders = [user] if user is not None else [d["slack_user_id"] for d in row.decided_by or []]
     looked = any((row.id, decider) in opened for decider in deciders)
     tally.quick += seconds < quick and not looked
+
+
+def outcome_of(row: Any) -> str:
+    """How request `row` ended: `auto_approved`, `approved`, `edited`, `rejected`, `expired`, or
+    `pending`."""
+    if row.status == Status.APPROVED:
+        return "auto_approved" if row.decided_via == Via.POLICY else "edited" if row.edits else "approved"
+    return str(row.status.value if isinstance(row.status, Status) else row.status)
