@@ -147,7 +147,8 @@ def _one(store: Store, rng: random.Random, action: str, created: datetime, secre
 def _approve(
     store: Store, row: ApprovalRequest, reviewer: Decider, resume: Any, amount: float, roll: float
 ) -> str:
-    """A reviewer's approval: some refunds lowered in the Edit modal, some deletions escalated first."""
+    """A reviewer's approval: some refunds above 500 lowered in the Edit modal, some deletions
+    escalated first."""
     escalate = row.action == "delete_customer" and roll > 0.85
     if escalate:
         make_due(store.engine, row.id)
@@ -155,7 +156,7 @@ def _approve(
         assert stored is not None
         store.escalate(stored, "C0DEMOLEADS", [REVIEWERS[0]["slack_user_id"]])
         reviewer = REVIEWERS[0]
-    if row.action == "issue_refund" and amount >= 80 and roll > 0.9:
+    if row.action == "issue_refund" and amount > 500 and roll > 0.9:
         lowered = f"{amount * 0.8:.2f}"
         edits = [{"field": "amount", "from": f"{amount:.2f}", "to": lowered}]
         store.decide(
@@ -174,9 +175,9 @@ def _approve(
 
 
 def _rejection_odds(action: str, amount: float) -> float:
-    """How likely a human rejects: refunds under 80 never, above 500 often; emails rarely."""
+    """How likely a human rejects: refunds up to 500 never, above 500 often; emails rarely."""
     if action == "issue_refund":
-        return 0.0 if amount < 80 else 0.02 if amount <= 500 else 0.25
+        return 0.0 if amount <= 500 else 0.25
     return 0.05 if action == "send_email" else 0.2
 
 
