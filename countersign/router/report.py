@@ -21,7 +21,15 @@ from ..store.stats import Stats, outcome_of, stats
 from .policy import Policy
 from .suggest import suggest
 
-OUTCOMES = ("auto_approved", "approved", "edited", "rejected", "expired", "pending")
+OUTCOMES = {
+    "auto_approved": "#a6d96a",
+    "approved": "#1a9641",
+    "edited": "#2b83ba",
+    "rejected": "#d7191c",
+    "expired": "#fdae61",
+    "pending": "#bababa",
+}
+"""Each outcome and its colour on the charts."""
 
 
 def report_html(engine: Engine, since: datetime, policy: Policy | None, min_decisions: int) -> str:
@@ -54,7 +62,10 @@ def report_html(engine: Engine, since: datetime, policy: Policy | None, min_deci
 
 def _per_day(go: Any, days: dict[str, Counter[str]]) -> Any:
     ordered = sorted(days)
-    traces = [go.Bar(name=o, x=ordered, y=[days[d][o] for d in ordered]) for o in OUTCOMES]
+    traces = [
+        go.Bar(name=o, x=ordered, y=[days[d][o] for d in ordered], marker_color=colour)
+        for o, colour in OUTCOMES.items()
+    ]
     return go.Figure(traces, layout={"barmode": "stack", "title": "Decisions per day by outcome"})
 
 
@@ -68,8 +79,18 @@ def _rates(go: Any, found: Stats) -> Any:
     names = sorted(found.actions)
     decided = {n: max(1, (t := found.actions[n]).approved + t.edited + t.rejected) for n in names}
     traces = [
-        go.Bar(name="rejected", x=names, y=[found.actions[n].rejected / decided[n] for n in names]),
-        go.Bar(name="edited", x=names, y=[found.actions[n].edited / decided[n] for n in names]),
+        go.Bar(
+            name="rejected",
+            x=names,
+            y=[found.actions[n].rejected / decided[n] for n in names],
+            marker_color=OUTCOMES["rejected"],
+        ),
+        go.Bar(
+            name="edited",
+            x=names,
+            y=[found.actions[n].edited / decided[n] for n in names],
+            marker_color=OUTCOMES["edited"],
+        ),
     ]
     layout = {
         "title": "Rejection and edit rate per action class (of human decisions)",

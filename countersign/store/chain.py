@@ -131,7 +131,9 @@ class AuditChain:
     def seal(self, limit: int = SEAL_BATCH) -> int:
         """Seal up to `limit` committed audit events after the last sealed one, in id order; returns
         how many. 0 also when another sealer holds the chain or writers held the lock past
-        `LOCK_TIMEOUT` (the next call catches up)."""
+        `LOCK_TIMEOUT` (the next call catches up). When a read finds nothing new it takes no lock."""
+        if not self._anything_new():
+            return 0
         with Session(self._writer) as session, session.begin():
             if not self._lock(session):
                 return 0
@@ -147,6 +149,13 @@ class AuditChain:
             if links:
                 session.execute(insert(AuditSeal), links)
             return len(links)
+
+    def _anything_new(self) -> bool:
+        """True when an audit event has a higher id than the last sealed one (a read, no lock)."""
+        with Session(self.engine) as session:
+            newest = session.scalar(select(func.max(AuditEvent.id)))
+            sealed = session.scalar(select(func.max(AuditSeal.event_id)))
+        return newest is not None and (sealed is None or newest > sealed)
 
     @staticmethod
     def _lock(session: Session) -> bool:
