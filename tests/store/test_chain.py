@@ -3,6 +3,7 @@ while several writers decide at once on PostgreSQL as the sealer runs."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 
 import pytest
@@ -137,4 +138,39 @@ def test_concurrent_writers_keep_a_valid_chain_on_postgresql(postgres_url: str, 
     verdict = chain.verify()
     assert (verdict.problem, verdict.sealed, verdict.unsealed) == (None, total, 0)
     assert total == 48 * 4
+    store.engine.dispose()
+
+
+def _decide_all(url: str, request_ids: list[str]) -> None:
+    """A writer process: decide each request and add an audit note (another transaction)."""
+    store = Store.from_url(url)
+    for request_id in request_ids:
+        store.decide(request_id, "approved", [LEE], via="slack", resume=resume, refuse=anyone)
+        store.record(request_id, "note", "agent", n=2)
+    store.engine.dispose()
+
+
+def test_concurrent_writer_processes_keep_a_valid_chain_on_postgresql(
+    postgres_url: str, database_url: str
+) -> None:
+    if database_url != postgres_url:
+        pytest.skip("concurrent writers: PostgreSQL")
+    store = Store.from_url(postgres_url)
+    chain = AuditChain(store.engine)
+    ids = [new_request(store).id for _ in range(60)]
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_decide_all, args=(postgres_url, ids[n::3])) for n in range(3)]
+    for writer in writers:
+        writer.start()
+    sealed_meanwhile = 0
+    while any(writer.is_alive() for writer in writers):  # the sealer runs while they write
+        sealed_meanwhile += chain.seal(limit=5)
+    assert sealed_meanwhile > 0
+    for writer in writers:
+        writer.join(timeout=60)
+        assert writer.exitcode == 0
+    while chain.seal():
+        pass
+    verdict = chain.verify()
+    assert (verdict.problem, verdict.sealed, verdict.unsealed) == (None, 60 * 4, 0)
     store.engine.dispose()
