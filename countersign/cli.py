@@ -19,7 +19,7 @@ from typing import Any
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import cli_args, cli_tokens
+from . import cli_args, cli_audit, cli_demo, cli_policy, cli_report, cli_stats, cli_tokens
 from .agent import ApprovalClient
 from .config import Settings, load_settings
 from .connections import Connections, migrate
@@ -235,8 +235,13 @@ def _parser() -> argparse.ArgumentParser:
         "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
     )
     check.set_defaults(handler=_policy_check)
+    cli_policy.add_parsers(policy)
 
     cli_tokens.add_parsers(commands)
+    cli_demo.add_parser(commands)
+    cli_audit.add_parsers(commands)
+    cli_stats.add_parser(commands)
+    cli_report.add_parser(commands)
 
     db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply migrations up to the latest").set_defaults(handler=_db_upgrade)

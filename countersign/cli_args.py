@@ -4,6 +4,8 @@ raises `argparse.ArgumentTypeError`, which argparse prints as one line, exit 2."
 from __future__ import annotations
 
 import argparse
+import re
+from datetime import UTC, datetime, timedelta
 
 
 def seconds(text: str) -> float:
@@ -26,3 +28,18 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
     return value
+
+
+def moment(text: str) -> datetime:
+    """An argparse type: a UTC time, given as `30d`, `12h` or `90m` ago, or as an ISO 8601 date or
+    time (UTC unless it names an offset)."""
+    if (found := re.fullmatch(r"(\d+)([dhm])", text.strip())) is not None:
+        unit = {"d": "days", "h": "hours", "m": "minutes"}[found[2]]
+        return datetime.now(UTC) - timedelta(**{unit: int(found[1])})
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a time ago (30d, 12h, 90m) nor an ISO 8601 date or time"
+        ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

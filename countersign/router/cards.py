@@ -36,6 +36,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from ..schema import payload_sha256
 from ..store import ApprovalRequest, Decider, Execution, ResumeProblem, Status
 from .edits import block_id as edit_block_id
 from .texts import (
@@ -94,6 +95,11 @@ class Card:
     def message(self) -> dict[str, Any]:
         """`{"text": ..., "blocks": [...]}` for `chat.postMessage` / `chat.update`."""
         return {"text": self.text, "blocks": self.blocks}
+
+    def shown(self) -> dict[str, str]:
+        """What reviewers are shown, for the audit trail (`card_posted`): `{"text", "blocks_sha256"}`,
+        the SHA-256 of the RFC 8785 canonical JSON of `{"blocks": blocks}`."""
+        return {"text": self.text, "blocks_sha256": payload_sha256({"blocks": self.blocks})}
 
 
 def _plain(text: str, limit: int) -> PlainTextObject:

@@ -97,10 +97,12 @@ Posted = Literal["posted", "found", "duplicate"]
 
 
 class Message(NamedTuple):
-    """Where a message is in Slack: the id of its conversation and its `ts`."""
+    """Where a message is in Slack: the id of its conversation and its `ts`; what it `shown` (a card
+    we posted: `cards.Card.shown`; None for one found in Slack)."""
 
     channel: str
     ts: str
+    shown: dict[str, str] | None = None
 
 
 class Slot(NamedTuple):
@@ -164,7 +166,7 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
         runtime.store.defer_card(row.id, seconds)
         runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
         raise
-    attached = runtime.store.attach_card(claimed, card.channel, card.ts)
+    attached = runtime.store.attach_card(claimed, card.channel, card.ts, card.shown)
     homedue.mark_due(runtime.redis, claimed.approvers)  # their Home lists it
     log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
     if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
@@ -226,7 +228,7 @@ def _post(
         response = runtime.slack.chat_postMessage(
             channel=request.channel, metadata=metadata, **card.message()
         )
-        return Message(str(response["channel"]), str(response["ts"]))
+        return Message(str(response["channel"]), str(response["ts"]), card.shown())
     except SlackApiError as exc:
         error = exc.response.get("error")
         if rate_limited(exc):

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from ..schema import ApprovalRequestV1, parse
+from .gate import facts_of
 from .policy import Policy
 
 # The fields of a request the policy never reads; a dry run may leave them out.
@@ -30,13 +31,7 @@ def dry_run(policy: Policy, data: Any) -> str:
     """
     request = parse(ApprovalRequestV1, {**PLACEHOLDERS, **data} if isinstance(data, dict) else data)
     route = policy.admit(request.action, request.payload)
-    facts = {
-        "payload": request.payload,
-        "confidence": request.confidence,
-        "requester": request.requester,
-        "action": request.action,
-    }
-    gate = policy.gate(request.action, facts)
+    gate = policy.gate(request.action, facts_of(request))
     decided = "no, reviewed by a human" if gate.review else "yes, approved by policy with no card"
     payload = json.dumps(request.payload, ensure_ascii=False)
     lines = [

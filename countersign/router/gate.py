@@ -164,3 +164,15 @@ def _quorum(requirements: list[Requirement], facts: dict[str, Any]) -> tuple[int
         if verdict.held:
             return requirement.approvals, verdict
     return 1, None
+
+
+def facts_of(request: Any) -> dict[str, Any]:
+    """The CEL variables of a request's rules (`Policy.gate`): `{"payload", "confidence",
+    "requester", "action"}` of `request` (an `ApprovalRequestV1` at intake, or a recorded
+    `ApprovalRequest` when a policy is replayed)."""
+    return {
+        "payload": request.payload,
+        "confidence": request.confidence,
+        "requester": request.requester,
+        "action": request.action,
+    }

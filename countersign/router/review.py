@@ -30,6 +30,7 @@ from ..store import (
     TimedOut,
     Via,
 )
+from ..store.stats import DETAILS_OPENED
 from . import cards, delivery, relay, texts
 from .edits import EditCheck, check
 from .runtime import Runtime
@@ -190,6 +191,8 @@ def modal_view(runtime: Runtime, request_id: str, user_id: str, action_id: str) 
         refusal = refuse(runtime, request, request_id, user_id, action_id, plain=False)
     if refusal is not None or request is None:
         return cards.notice_view(title, refusal or texts.UNKNOWN_REQUEST)
+    if action_id == cards.DETAILS_ACTION and request.status == Status.PENDING:
+        runtime.store.record(request_id, DETAILS_OPENED, user_id)  # `countersign stats`: not a rubber stamp
     return render(request)
 
 

@@ -38,6 +38,7 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
+from ..store.chain import AuditChain
 from ..workers import CountersignWorker
 from . import home, journal, refreshes, relay, timeouts, webhooks
 from .jobs import INTAKE_QUEUE, json_queue
@@ -102,7 +103,8 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
     events, start the webhook attempts due (`webhooks.Deliverer`, on threads of its own), rewrite
     the decided cards asked for (`jobs.request_refresh`), publish the reviewers' App Home tabs due
-    (`home.publish_due`), and (every `HEAL_EVERY_TICKS`) enqueue
+    (`home.publish_due`), seal the committed audit events into the audit chain
+    (`store.chain.AuditChain.seal`), and (every `HEAL_EVERY_TICKS`) enqueue
     again resume and intake jobs that Redis lost, note resume jobs no worker took in
     `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one did), and replay the
     reviewers' actions that a dead web process had acked but not recorded."""
@@ -116,6 +118,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
         logging_level=settings.COUNTERSIGN_LIBRARY_LOG_LEVEL,
     )
     deliverer = webhooks.Deliverer(runtime)
+    chain = AuditChain(runtime.store.engine)
     ticks = 0
     try:
         while os.getppid() == parent_pid:
@@ -126,6 +129,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
                 ("webhooks", deliverer.tick),
                 ("cards", lambda: refreshes.refresh_requested(runtime)),
                 ("home", lambda: home.publish_due(runtime)),
+                ("seal", chain.seal),
             ]
             if ticks % HEAL_EVERY_TICKS == 0:
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))

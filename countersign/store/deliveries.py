@@ -109,10 +109,13 @@ class Deliveries(Records):
                 channel=channel,
             )
 
-    def attach_card(self, request: ApprovalRequest, channel: str, ts: str) -> ApprovalRequest | None:
+    def attach_card(
+        self, request: ApprovalRequest, channel: str, ts: str, shown: dict[str, str] | None = None
+    ) -> ApprovalRequest | None:
         """Record where the card of `request`'s escalation level is, once: the `channel` Slack
         answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
-        and replaces the user id) and its `ts`; audit `card_posted`. For a request still pending the
+        and replaces the user id) and its `ts`; audit `card_posted`, with what reviewers are `shown`
+        (the card's `text` and `blocks_sha256`) when given. For a request still pending the
         level's clock starts again now (database clock), in the same UPDATE, as reviewers can see
         the card from now on: its deadline is the level's timeout from now (from `request.rules`),
         and its reminders count from now. Returns the request as stored now (it may have been
@@ -128,7 +131,7 @@ class Deliveries(Records):
             ApprovalRequest.card_ts.is_(None),
             ApprovalRequest.level == request.level,
         )
-        posted = audit_row(request.id, "card_posted", None, ts=ts)
+        posted = audit_row(request.id, "card_posted", None, ts=ts, **(shown or {}))
         with self._write() as session:
             return update_request(session, where, posted, channel=channel, card_ts=ts, **clock)
 

@@ -429,3 +429,20 @@ class ApiToken(Base):
     actions: Mapped[list[Any]]
     created_at: Mapped[datetime] = mapped_column(server_default=utcnow())
     revoked_at: Mapped[datetime | None]
+
+
+class AuditSeal(Base):
+    """One link of the audit chain (migration 0013, `store/chain.py`): audit event `event_id` sealed
+    as the `seq`-th event, with the SHA-256 of its content (`event_sha256`, RFC 8785 canonical JSON
+    without its id), the previous link's `hash` (`prev_hash`; 64 zeros for the first) and its own
+    `hash` = SHA-256(`prev_hash` + canonical JSON of the event with its id). `sealed_at` is the
+    database clock's."""
+
+    __tablename__ = "audit_seals"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    event_id: Mapped[int] = mapped_column(Integer, unique=True)
+    event_sha256: Mapped[str] = mapped_column(String(64))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+    sealed_at: Mapped[datetime] = mapped_column(server_default=utcnow())

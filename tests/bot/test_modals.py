@@ -163,10 +163,12 @@ def test_reason_is_optional_where_the_policy_does_not_require_it(
 
 
 def test_details_show_the_whole_payload_and_context_to_anyone(
-    client: ApprovalClient, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+    client: ApprovalClient, redis: Redis, sandbox: tuple[Sandbox, str], bot: str, store: Store
 ) -> None:
     sb, _ = sandbox
-    _, card = post_card(client, redis, sb, context={"ticket": "T-1", "history": ["a"] * 50})
+    request_id, card = post_card(client, redis, sb, context={"ticket": "T-1", "history": ["a"] * 50})
     view = open_view(sb, card, DETAILS_ACTION, "U0MALLORY", None)
     text = json.dumps(view["view"]["blocks"])
     assert "T-1" in text and '\\"currency\\": \\"USD\\"' in text
+    opened = [e.actor for e in store.audit_trail(request_id) if e.event == "details_opened"]
+    assert opened == ["U0MALLORY"]  # `countersign stats`: that approval, if any, was read first

@@ -24,8 +24,9 @@ from countersign.router.delivery import CLOCK_SLACK_SECONDS, PACE_MILLISECONDS, 
 from countersign.router.jobs import INTAKE_LANE_WIDTH, INTAKE_QUEUE, intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
+from countersign.schema import payload_sha256
 from countersign.store import Store
-from tests.helpers import drain, empty_resume, hold_channel, wait_for
+from tests.helpers import builders, drain, empty_resume, hold_channel, wait_for
 from tests.helpers.builders import refund
 
 
@@ -368,3 +369,16 @@ def test_a_rate_limited_dm_fallback_waits_as_slack_asks(
     assert "delivery_failed" not in [e.event for e in store.audit_trail(request_id)]
     row = store.get(request_id)
     assert row is not None and row.card_ts is None and row.channel == "C0FINANCE"
+
+
+def test_the_audit_trail_keeps_what_the_posted_card_showed_reviewers(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], store: Store
+) -> None:
+    sb, _ = sandbox
+    request_id, card = builders.post_card(client, redis, sb)
+    [posted] = [e.detail for e in store.audit_trail(request_id) if e.event == "card_posted"]
+    assert posted == {
+        "ts": card["ts"],
+        "text": card["text"],
+        "blocks_sha256": payload_sha256({"blocks": card["blocks"]}),  # the chain seals it with the decision
+    }

@@ -1,0 +1,224 @@
+"""`countersign demo-history`: a realistic, clearly marked demo history of approval requests.
+
+Every request goes through the store's own transitions (`Store.create`, `decide`, `vote`,
+`escalate`, `expire`), as the router makes them, and is then moved into the past
+(`store.history.backdate`). Demo data is marked three ways: its requester and idempotency keys start
+with `demo-`, its context says `{"demo": true}`, and each request has a `demo_data` audit event.
+No audit event is sealed into the audit chain while it runs (`AuditChain.paused`, PostgreSQL; on
+SQLite stop the router worker first), since each request's events are moved in time once written.
+The command refuses a database that holds any other request unless `--force`, so demo decisions
+never mix silently with real ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ulid import ULID
+
+from . import cli_args
+from .config import load_settings
+from .decision import decision_of
+from .exceptions import UsageError
+from .router.jobs import resume_job_id
+from .schema import payload_sha256
+from .store import (
+    ApprovalRequest,
+    Decider,
+    Outcome,
+    ResumeEvent,
+    Rules,
+    Store,
+    TimeoutResult,
+    Via,
+    check_schema,
+)
+from .store.chain import AuditChain
+from .store.history import DEMO_PREFIX, backdate, has_real_requests, make_due
+
+REQUESTER = DEMO_PREFIX + "agent"
+ACTOR = "countersign demo-history"
+REVIEWERS: list[Decider] = [
+    {"slack_user_id": "U0DEMOLEE", "name": "demo-lee"},
+    {"slack_user_id": "U0DEMOALICE", "name": "demo-alice"},
+    {"slack_user_id": "U0DEMOSAM", "name": "demo-sam"},
+]
+AUTO_APPROVE_BELOW = 50.0
+"""Demo refunds under this amount are approved by a policy rule, as examples/policy.yml does."""
+CLASSES = {"issue_refund": 0.6, "send_email": 0.3, "delete_customer": 0.1}
+"""The demo's action classes and their share of requests."""
+
+
+@dataclass
+class Made:
+    """What `generate` made: how many requests, by how they ended."""
+
+    requests: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def count(self, outcome: str) -> None:
+        self.requests += 1
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+
+def add_parser(commands: Any) -> None:
+    """Add `demo-history` to the subcommands `commands`."""
+    demo = commands.add_parser(
+        "demo-history",
+        help="write a demo history of requests (requester demo-agent, audited demo_data)",
+        description="Write DAYS days of demo approval requests through the store's transitions, "
+        "marked as demo data. Refuses a database holding other requests unless --force.",
+    )
+    demo.add_argument("--days", type=cli_args.positive, default=60, help="days of history (default 60)")
+    demo.add_argument("--per-day", type=cli_args.positive, default=20, help="requests a day (default 20)")
+    demo.add_argument("--seed", type=int, default=18, help="random seed: the same seed, the same history")
+    demo.add_argument("--force", action="store_true", help="also into a database with real requests")
+    demo.set_defaults(handler=_demo_history)
+
+
+def _demo_history(args: argparse.Namespace) -> None:
+    settings = load_settings()
+    store = Store.from_url(settings.DATABASE_URL)  # the database only: demo data needs no Redis
+    check_schema(store.engine)
+    if not args.force and has_real_requests(store.engine):
+        raise UsageError(
+            "the database holds requests that are not demo data; demo-history adds to it only with --force"
+        )
+    rng, secret = random.Random(args.seed), settings.COUNTERSIGN_SECRET or ""
+    with AuditChain(store.engine).paused():  # each request moves into the past before it is sealed
+        made = generate(store, args.days, args.per_day, rng, secret)
+    shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(made.outcomes.items()))
+    print(f"countersign demo-history: {made.requests} demo requests over {args.days} days ({shown})")
+    if args.force:
+        print("countersign demo-history: demo data is marked requester demo-agent", file=sys.stderr)
+
+
+def generate(store: Store, days: int, per_day: int, rng: random.Random, secret: str) -> Made:
+    """Write `per_day` demo requests for each of the last `days` days (UTC), drawn from `rng`; the
+    grants of their decisions are signed with `secret`. Returns what was made."""
+    made = Made()
+    now = datetime.now(UTC)
+    for day in range(days, 0, -1):
+        for _ in range(per_day):
+            created = now - timedelta(days=day) + timedelta(seconds=rng.uniform(0, 86_400 - 3_600))
+            action = rng.choices(list(CLASSES), weights=list(CLASSES.values()))[0]
+            made.count(_one(store, rng, action, created, secret))
+    return made
+
+
+def _one(store: Store, rng: random.Random, action: str, created: datetime, secret: str) -> str:
+    """Make, decide and backdate one demo request of `action`; returns how it ended."""
+    amount = round(min(5_000.0, rng.lognormvariate(4.6, 1.0)), 2)
+    row = _create(store, action, amount)
+    decided = created + timedelta(seconds=_decision_seconds(rng, action))
+
+    def resume(request: ApprovalRequest) -> ResumeEvent:
+        return ResumeEvent(resume_job_id(request.id), decision_of(request, secret).to_json())
+
+    reviewer = rng.choice(REVIEWERS)
+    roll = rng.random()
+    if action == "issue_refund" and amount < AUTO_APPROVE_BELOW:
+        store.decide(
+            row.id, Outcome.APPROVED, [], via=Via.POLICY, resume=resume, reason="auto_approve: demo rule"
+        )
+        outcome, decided = "auto_approved", created
+    elif roll < _rejection_odds(action, amount):
+        why = {"issue_refund": "amount above the customer's charge", "send_email": "wrong recipient"}
+        reason = why.get(action, "customer has open invoices")
+        store.vote(row.id, reviewer, Outcome.REJECTED, resume, reason=reason, refuse=lambda _: None)
+        outcome = "rejected"
+    elif roll > 0.97:
+        make_due(store.engine, row.id)
+        stored = store.get(row.id)
+        assert stored is not None
+        store.expire([(stored, TimeoutResult.DENY)], resume)
+        outcome = "expired"
+    else:
+        outcome = _approve(store, row, reviewer, resume, amount, roll)
+    backdate(store.engine, row.id, created, decided)
+    return outcome
+
+
+def _approve(
+    store: Store, row: ApprovalRequest, reviewer: Decider, resume: Any, amount: float, roll: float
+) -> str:
+    """A reviewer's approval: some refunds above 500 lowered in the Edit modal, some deletions
+    escalated first."""
+    escalate = row.action == "delete_customer" and roll > 0.85
+    if escalate:
+        make_due(store.engine, row.id)
+        stored = store.get(row.id)
+        assert stored is not None
+        store.escalate(stored, "C0DEMOLEADS", [REVIEWERS[0]["slack_user_id"]])
+        reviewer = REVIEWERS[0]
+    if row.action == "issue_refund" and amount > 500 and roll > 0.9:
+        lowered = f"{amount * 0.8:.2f}"
+        edits = [{"field": "amount", "from": f"{amount:.2f}", "to": lowered}]
+        store.decide(
+            row.id,
+            Outcome.APPROVED,
+            [reviewer],
+            via=Via.SLACK,
+            resume=resume,
+            approved_payload={**row.payload, "amount": lowered},
+            edits=edits,  # type: ignore[arg-type]
+            refuse=lambda _: None,
+        )
+        return "edited"
+    store.vote(row.id, reviewer, Outcome.APPROVED, resume, refuse=lambda _: None)
+    return "escalated" if escalate else "approved"
+
+
+def _rejection_odds(action: str, amount: float) -> float:
+    """How likely a human rejects: refunds up to 500 never, above 500 often; emails rarely."""
+    if action == "issue_refund":
+        return 0.0 if amount <= 500 else 0.25
+    return 0.05 if action == "send_email" else 0.2
+
+
+def _decision_seconds(rng: random.Random, action: str) -> float:
+    """How long a reviewer takes: emails are often approved in seconds, deletions take minutes."""
+    scale = {"send_email": 2.5, "issue_refund": 5.0}.get(action, 6.0)
+    return min(3_000.0, rng.lognormvariate(scale, 1.0))
+
+
+def _create(store: Store, action: str, amount: float) -> ApprovalRequest:
+    request_id = str(ULID())
+    payload: dict[str, Any] = {"amount": f"{amount:.2f}", "currency": "USD", "customer": "demo-customer"}
+    if action == "send_email":
+        payload = {"to": "customer@example.com", "subject": "Your refund"}
+    elif action == "delete_customer":
+        payload = {"customer": "demo-customer"}
+    row, _ = store.create(
+        {
+            "id": request_id,
+            "idempotency_key": f"{DEMO_PREFIX}{request_id}",
+            "action": action,
+            "payload": payload,
+            "payload_sha256": payload_sha256(payload),
+            "summary": f"demo {action.replace('_', ' ')}",
+            "reason": "demo data",
+            "context": {"demo": True},
+            "requester": REQUESTER,
+            "on_behalf_of": None,
+            "run_id": "demo",
+            "step": request_id,
+            "confidence": None,
+            "resume_queue": None,
+            "resume_func": None,
+            "channel": "C0DEMO",
+            "approvers": [r["slack_user_id"] for r in REVIEWERS],
+            "policy_version": 0,
+            "policy_sha256": "0" * 64,
+            "rules": Rules(),
+        }
+    )
+    store.record(
+        row.id, "demo_data", ACTOR, note="generated by countersign demo-history; not a real decision"
+    )
+    return row

@@ -1,0 +1,81 @@
+"""`countersign policy replay | suggest`: a candidate policy run over the recorded requests
+(`router/replay.py`), and the auto-approve rules the recorded human decisions support
+(`router/suggest.py`). Both only read the database."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from . import cli_args
+from .config import load_settings
+from .exceptions import UsageError
+from .router.policy import load_policy
+from .router.replay import replay
+from .router.suggest import MIN_DECISIONS, suggest
+from .store import check_schema, create_db_engine
+from .store.history import recorded
+
+
+def add_parsers(policy: Any) -> None:
+    """Add `replay` and `suggest` to the `policy` subcommands `policy`."""
+    run = policy.add_parser(
+        "replay",
+        help="run the recorded requests through a candidate policy (exit 1: it lets a rejection through)",
+    )
+    run.add_argument("candidate", type=Path, metavar="CANDIDATE.yml")
+    run.add_argument("--since", type=cli_args.moment, help="requests created since: 30d (default), ISO 8601")
+    run.set_defaults(handler=_replay)
+    advise = policy.add_parser(
+        "suggest", help="the auto-approve rule each action class's human decisions support"
+    )
+    advise.add_argument(
+        "--min-decisions",
+        type=cli_args.positive,
+        default=MIN_DECISIONS,
+        help=f"human decisions needed in range (default {MIN_DECISIONS})",
+    )
+    advise.add_argument("--since", type=cli_args.moment, help="decisions on requests since: 90d (default)")
+    advise.add_argument(
+        "--policy", type=Path, help="the policy file to compare with (default COUNTERSIGN_POLICY)"
+    )
+    advise.set_defaults(handler=_suggest)
+
+
+def _engine() -> Engine:
+    engine = create_db_engine(load_settings().DATABASE_URL)
+    check_schema(engine)
+    return engine
+
+
+def _ago(given: datetime | None, days: int) -> datetime:
+    return given or datetime.now(UTC) - timedelta(days=days)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """Print what the candidate would have done; exit 1 when it would have auto-approved a request
+    a human rejected. Nothing is written."""
+    candidate = load_policy(args.candidate)
+    found = replay(candidate, recorded(_engine(), _ago(args.since, 30)))
+    print(f"{args.candidate}: policy version {candidate.version}")
+    print("\n".join(found.lines()))
+    return 1 if found.lets_through_a_rejection else 0
+
+
+def _suggest(args: argparse.Namespace) -> None:
+    """Print one suggestion (a diff against the policy's entry) or one reason per action class."""
+    path = args.policy or load_settings().COUNTERSIGN_POLICY
+    if path is None:
+        raise UsageError("policy suggest needs --policy FILE or COUNTERSIGN_POLICY")
+    policy = load_policy(path)
+    found = suggest(policy, recorded(_engine(), _ago(args.since, 90)), args.min_decisions)
+    print(f"--- {policy.path} (policy version {policy.version})")
+    print(f"+++ suggested from the human decisions (at least {args.min_decisions} in range)")
+    for suggestion in found:
+        print("\n".join(suggestion.lines(policy)))
+    if not found:
+        print("# nothing suggested: no human decisions recorded in that time")

@@ -1,0 +1,83 @@
+"""`countersign stats`: per action class and per reviewer, how requests ended, how long humans took,
+the rubber-stamp share and the rejection reasons (`store/stats.py`), as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from . import cli_args
+from .config import load_settings
+from .store import check_schema, create_db_engine
+from .store.stats import QUICK_SECONDS, Stats, Tally, stats
+
+COLUMNS = ("requests", "auto_approved", "approved", "edited", "rejected", "expired", "escalated")
+
+
+def add_parser(commands: Any) -> None:
+    """Add `stats` to the subcommands `commands`."""
+    command = commands.add_parser(
+        "stats", help="decisions per action class and reviewer: outcomes, times, rubber stamps"
+    )
+    command.add_argument(
+        "--since", type=cli_args.moment, help="requests created since: 30d (default), 12h, ISO 8601"
+    )
+    command.add_argument("--action", help="only this action class")
+    command.add_argument(
+        "--quick-seconds",
+        type=cli_args.seconds,
+        default=QUICK_SECONDS,
+        help=f"quicker approvals, no edit or Details opened, are rubber stamps (default {QUICK_SECONDS})",
+    )
+    command.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    command.set_defaults(handler=_stats)
+
+
+def _stats(args: argparse.Namespace) -> None:
+    """Print `{since, actions: {class: tally}, reviewers: {user: tally}}` (`Tally.as_dict`) with
+    `--json`, else two tables."""
+    since = args.since or datetime.now(UTC) - timedelta(days=30)
+    engine = create_db_engine(load_settings().DATABASE_URL)
+    check_schema(engine)
+    found = stats(engine, since, args.action, args.quick_seconds)
+    if args.json:
+        shown = {
+            "since": since.isoformat(),
+            "actions": {name: tally.as_dict() for name, tally in sorted(found.actions.items())},
+            "reviewers": {name: tally.as_dict() for name, tally in sorted(found.reviewers.items())},
+        }
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
+        return
+    print(_table("action class", found.actions))
+    print()
+    print(_table("reviewer", found.reviewers))
+    _reasons(found)
+
+
+def _table(title: str, tallies: dict[str, Tally]) -> str:
+    header = [title, *COLUMNS, "median s", "p95 s", "rubber stamps"]
+    rows = [header]
+    for name, tally in sorted(tallies.items()):
+        shown = tally.as_dict()
+        share = shown["rubber_stamp_share"]
+        rows.append(
+            [
+                name,
+                *(str(shown[column]) for column in COLUMNS),
+                str(shown["median_seconds"] if shown["median_seconds"] is not None else "-"),
+                str(shown["p95_seconds"] if shown["p95_seconds"] is not None else "-"),
+                f"{share:.0%}" if share is not None else "-",
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows
+    )
+
+
+def _reasons(found: Stats) -> None:
+    for name, tally in sorted(found.actions.items()):
+        for reason, count in tally.reasons.most_common():
+            print(f"rejected {name}: {count}: {reason}")

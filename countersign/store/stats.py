@@ -1,0 +1,149 @@
+"""The numbers that tell operators which gates to keep (`countersign stats`): per action class and
+per reviewer, how requests ended, how long humans took, and how often an approval looks like a
+rubber stamp. Read in one pass over the requests created since a time (UTC); nothing is written.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from .models import ApprovalRequest, AuditEvent, Status, Via
+
+DETAILS_OPENED = "details_opened"
+"""The audit event of a reviewer opening a pending request's Details (router/review.py)."""
+QUICK_SECONDS = 10
+"""An approval given faster than this, with no edit and no Details opened, counts as a rubber stamp."""
+
+
+@dataclass
+class Tally:
+    """One action class's or reviewer's counts: `requests` (for a reviewer: decisions taken part
+    in), how they ended, `escalated` (reached a later level), the human decisions' `seconds` from
+    request to decision, `quick` approvals (rubber stamps) among `human_approvals`, and the
+    rejection `reasons`."""
+
+    requests: int = 0
+    auto_approved: int = 0
+    approved: int = 0
+    edited: int = 0
+    rejected: int = 0
+    expired: int = 0
+    escalated: int = 0
+    human_approvals: int = 0
+    quick: int = 0
+    seconds: list[float] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape: the counts, `median_seconds` and `p95_seconds` (null without human
+        decisions), `rubber_stamp_share` (0..1, null without human approvals) and
+        `rejection_reasons` (`{reason: count}`, most frequent first)."""
+        ordered = sorted(self.seconds)
+        p95 = ordered[math.ceil(0.95 * len(ordered)) - 1] if ordered else None
+        share = self.quick / self.human_approvals if self.human_approvals else None
+        return {
+            "requests": self.requests,
+            "auto_approved": self.auto_approved,
+            "approved": self.approved,
+            "edited": self.edited,
+            "rejected": self.rejected,
+            "expired": self.expired,
+            "escalated": self.escalated,
+            "median_seconds": round(statistics.median(ordered), 1) if ordered else None,
+            "p95_seconds": round(p95, 1) if p95 is not None else None,
+            "rubber_stamp_share": round(share, 3) if share is not None else None,
+            "rejection_reasons": dict(self.reasons.most_common()),
+        }
+
+
+@dataclass
+class Stats:
+    """`actions` and `reviewers` (Slack user ids), each name to its `Tally`."""
+
+    actions: dict[str, Tally] = field(default_factory=dict)
+    reviewers: dict[str, Tally] = field(default_factory=dict)
+
+
+def stats(engine: Engine, since: datetime, action: str | None = None, quick: float = QUICK_SECONDS) -> Stats:
+    """The `Stats` of the requests created at or after `since` (UTC), of action class `action` or
+    all. A request counts once for its class as `auto_approved` (a policy rule approved it),
+    `approved`, `edited` (approved with the reviewer's edit), `rejected` or `expired`, plus
+    `escalated` when it reached a later level; for each reviewer in its `decided_by` the same
+    (a quorum's approvers all take part). An approval faster than `quick` seconds with no edit and
+    no Details opened by that reviewer is a rubber stamp."""
+    columns = (
+        ApprovalRequest.id,
+        ApprovalRequest.action,
+        ApprovalRequest.status,
+        ApprovalRequest.decided_via,
+        ApprovalRequest.decided_by,
+        ApprovalRequest.edits,
+        ApprovalRequest.level,
+        ApprovalRequest.created_at,
+        ApprovalRequest.decided_at,
+        ApprovalRequest.decision_reason,
+    )
+    stmt = select(*columns).where(ApprovalRequest.created_at >= since).execution_options(yield_per=2000)
+    if action is not None:
+        stmt = stmt.where(ApprovalRequest.action == action)
+    result = Stats()
+    with Session(engine) as session, session.begin():
+        opened = _details_opened(session, since)
+        for row in session.execute(stmt):
+            _count(result.actions.setdefault(row.action, Tally()), row, quick, opened, None)
+            if row.decided_via == Via.SLACK:
+                for decider in row.decided_by or []:
+                    user = decider["slack_user_id"]
+                    _count(result.reviewers.setdefault(user, Tally()), row, quick, opened, user)
+    return result
+
+
+def _details_opened(session: Session, since: datetime) -> set[tuple[str, str | None]]:
+    """`(request id, reviewer)` of every Details opened since `since`."""
+    stmt = select(AuditEvent.request_id, AuditEvent.actor).where(
+        AuditEvent.event == DETAILS_OPENED, AuditEvent.at >= since
+    )
+    return {(request_id, actor) for request_id, actor in session.execute(stmt)}
+
+
+def _count(
+    tally: Tally, row: Any, quick: float, opened: set[tuple[str, str | None]], user: str | None
+) -> None:
+    """Add request `row` to `tally` (of its class when `user` is None, else of that reviewer)."""
+    tally.requests += 1
+    tally.escalated += row.level > 0
+    if row.status == Status.EXPIRED:
+        tally.expired += 1
+    if row.decided_via != Via.SLACK:
+        tally.auto_approved += row.status == Status.APPROVED and row.decided_via == Via.POLICY
+        return
+    seconds = (row.decided_at - row.created_at).total_seconds()
+    tally.seconds.append(seconds)
+    if row.status == Status.REJECTED:
+        tally.rejected += 1
+        tally.reasons[row.decision_reason or "(no reason given)"] += 1
+        return
+    tally.human_approvals += 1
+    if row.edits:
+        tally.edited += 1
+        return
+    tally.approved += 1
+    deciders = [user] if user is not None else [d["slack_user_id"] for d in row.decided_by or []]
+    looked = any((row.id, decider) in opened for decider in deciders)
+    tally.quick += seconds < quick and not looked
+
+
+def outcome_of(row: Any) -> str:
+    """How request `row` ended: `auto_approved`, `approved`, `edited`, `rejected`, `expired`, or
+    `pending`."""
+    if row.status == Status.APPROVED:
+        return "auto_approved" if row.decided_via == Via.POLICY else "edited" if row.edits else "approved"
+    return str(row.status.value if isinstance(row.status, Status) else row.status)

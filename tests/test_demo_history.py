@@ -1,0 +1,97 @@
+"""`countersign demo-history`: demo data made by the store's own transitions, marked as demo data,
+spread over the days asked for, and never mixed into a database of real requests unless forced."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from countersign.cli import main
+from countersign.store import ApprovalRequest, AuditEvent, Store
+from tests.helpers.builders import new_request
+
+
+def _requests(store: Store) -> list[ApprovalRequest]:
+    with Session(store.engine) as session:
+        return list(session.scalars(select(ApprovalRequest)))
+
+
+def test_a_demo_history_is_marked_decided_and_spread_over_the_days(
+    env: dict[str, str], store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo-history", "--days", "3", "--per-day", "12"]) == 0
+    assert "36 demo requests over 3 days" in capsys.readouterr().out
+    rows = _requests(store)
+    assert len(rows) == 36
+    assert {row.requester for row in rows} == {"demo-agent"}
+    assert all(row.context == {"demo": True} and row.idempotency_key.startswith("demo-") for row in rows)
+    assert {row.status for row in rows} <= {"approved", "rejected", "expired"}
+    now = datetime.now(UTC)
+    assert all(now - timedelta(days=3) <= row.created_at <= now - timedelta(hours=1) for row in rows)
+    days = {row.created_at.date() for row in rows}
+    assert len(days) >= 3
+    for row in rows:
+        assert row.decided_at is not None and row.decided_at >= row.created_at
+        trail = store.audit_trail(row.id)
+        assert [e.event for e in trail[:2]] == ["requested", "demo_data"]
+        assert [e.at for e in trail] == sorted(e.at for e in trail)
+        assert trail[-1].at == row.decided_at
+
+
+def test_the_same_seed_gives_the_same_history(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo-history", "--days", "2", "--per-day", "5", "--seed", "7"]) == 0
+    first = capsys.readouterr().out
+    assert main(["demo-history", "--days", "2", "--per-day", "5", "--seed", "7"]) == 0
+    assert capsys.readouterr().out == first
+
+
+def test_a_database_with_real_requests_is_refused_unless_forced(
+    env: dict[str, str], store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = new_request(store)
+    assert main(["demo-history", "--days", "1", "--per-day", "2"]) == 2
+    assert "not demo data" in capsys.readouterr().err
+    assert [row.id for row in _requests(store)] == [real.id]
+    assert main(["demo-history", "--days", "1", "--per-day", "2", "--force"]) == 0
+    with Session(store.engine) as session:
+        marked = session.scalar(select(func.count()).where(AuditEvent.event == "demo_data"))
+    assert marked == 2 and len(_requests(store)) == 3
+
+
+def test_the_audit_commands_seal_verify_and_anchor_the_demo_history(
+    env: dict[str, str], store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo-history", "--days", "1", "--per-day", "4"]) == 0
+    assert main(["audit", "seal"]) == 0
+    assert main(["audit", "head"]) == 0
+    capsys.readouterr()
+    assert main(["audit", "head"]) == 0
+    head = capsys.readouterr().out.strip()
+    assert main(["audit", "verify", "--head", head]) == 0
+    assert json.loads(capsys.readouterr().out)["unsealed"] == 0
+    with Session(store.engine) as session, session.begin():
+        session.execute(update(AuditEvent).where(AuditEvent.id == 3).values(detail={"note": "changed"}))
+    assert main(["audit", "verify"]) == 1
+    assert "audit chain broken: edited: event id 3 (seq 3)" in capsys.readouterr().err
+    forged = json.dumps({**json.loads(head), "signature": "0" * 64})
+    assert main(["audit", "verify", "--head", forged]) == 2
+    assert "signature does not match" in capsys.readouterr().err
+
+
+def test_stats_of_the_demo_history_as_json_and_as_tables(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo-history", "--days", "2", "--per-day", "15"]) == 0
+    capsys.readouterr()
+    assert main(["stats", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert sum(tally["requests"] for tally in shown["actions"].values()) == 30
+    assert set(shown["reviewers"]) <= {"U0DEMOLEE", "U0DEMOALICE", "U0DEMOSAM"}
+    assert main(["stats", "--since", "1h"]) == 0
+    assert "action class" in capsys.readouterr().out
