@@ -13,13 +13,16 @@ sealed like any other: the chain proves order and integrity, not who wrote a row
 
 Order. Audit rows are inserted by the decision path unchanged; ids come from a sequence, and under
 concurrent writers on PostgreSQL a row with a lower id can commit after one with a higher id. The
-sealer therefore takes `LOCK TABLE audit_events IN SHARE ROW EXCLUSIVE MODE`: it waits for every
-transaction that has inserted audit rows to end, and holds new inserts back until it commits (a few
-milliseconds a second, at most `SEAL_BATCH` events). Under that lock every id assigned so far is
-committed or gone, so sealing in id order after the last sealed id is exact: no event is skipped,
-and one found later below the last sealed id was inserted after the fact. A transaction-level
-advisory lock keeps two sealers from running at once. SQLite's `BEGIN IMMEDIATE` already serialises
-writers.
+sealer therefore first reads a high-water mark in a transaction of its own that takes `LOCK TABLE
+audit_events IN SHARE ROW EXCLUSIVE MODE` and commits at once: the lock is granted only once every
+transaction that has inserted audit rows has ended, and an INSERT takes its ROW EXCLUSIVE lock on the
+table before it draws its id from the sequence, so every id up to the mark is committed or gone, and
+every later insert draws a higher id (https://www.postgresql.org/docs/current/explicit-locking.html,
+"Table-Level Locks"). Inserts wait only while the lock is granted and the mark read, not while the
+chain is computed. Sealing in id order up to the mark is then exact: no event is skipped, and one
+found later below the last sealed id was inserted after the fact. A transaction-level advisory lock
+keeps two sealers from sealing at once. SQLite's `BEGIN IMMEDIATE` already serialises writers, so
+its mark is the highest id.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from .models import AuditEvent, AuditSeal
 GENESIS = "0" * 64
 """The `prev_hash` of the first link."""
 SEAL_BATCH = 1_000
-"""At most this many events sealed per transaction, so the lock on inserts stays short."""
+"""At most this many events sealed per transaction."""
 CHAIN_LOCK = 0x636F756E7465  # PostgreSQL advisory lock key of the sealer
 LOCK_TIMEOUT = "2s"
 """How long the sealer waits for writers to finish before it skips a turn (PostgreSQL)."""
@@ -129,17 +132,19 @@ class AuditChain:
         self._writer = engine.execution_options(**WRITE)
 
     def seal(self, limit: int = SEAL_BATCH) -> int:
-        """Seal up to `limit` committed audit events after the last sealed one, in id order; returns
-        how many. 0 also when another sealer holds the chain or writers held the lock past
-        `LOCK_TIMEOUT` (the next call catches up). When a read finds nothing new it takes no lock."""
-        if not self._anything_new():
+        """Seal up to `limit` committed audit events after the last sealed one, in id order, up to the
+        high-water mark (`_high_water`); returns how many. 0 also when another sealer holds the chain
+        or writers held the table past `LOCK_TIMEOUT` (the next call catches up). When a read finds
+        nothing new it takes no lock."""
+        if not self._anything_new() or (mark := self._high_water()) is None:
             return 0
         with Session(self._writer) as session, session.begin():
-            if not self._lock(session):
+            if not self._hold_chain(session):
                 return 0
             last = session.scalars(select(AuditSeal).order_by(AuditSeal.seq.desc()).limit(1)).first()
             seq, prev, after = (last.seq, last.hash, last.event_id) if last else (0, GENESIS, 0)
-            stmt = select(*EVENT_COLUMNS).where(AuditEvent.id > after).order_by(AuditEvent.id).limit(limit)
+            newer = (AuditEvent.id > after) & (AuditEvent.id <= mark)
+            stmt = select(*EVENT_COLUMNS).where(newer).order_by(AuditEvent.id).limit(limit)
             links = []
             for event in session.execute(stmt):
                 seq, hashed = seq + 1, link(prev, event)
@@ -157,22 +162,29 @@ class AuditChain:
             sealed = session.scalar(select(func.max(AuditSeal.event_id)))
         return newest is not None and (sealed is None or newest > sealed)
 
+    def _high_water(self) -> int | None:
+        """The highest audit event id below which every id is committed or gone (see the module
+        docstring), read under a table lock held only for that read (PostgreSQL); None when writers
+        held the table past `LOCK_TIMEOUT`."""
+        with Session(self._writer) as session:
+            try:
+                if session.get_bind().dialect.name == "postgresql":
+                    session.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
+                    session.execute(text("LOCK TABLE audit_events IN SHARE ROW EXCLUSIVE MODE"))
+                mark = session.scalar(select(func.max(AuditEvent.id)))
+            except OperationalError:
+                session.rollback()
+                return None
+            session.commit()  # releases the lock: inserts go on while the chain is computed
+            return mark
+
     @staticmethod
-    def _lock(session: Session) -> bool:
-        """Hold the chain and the audit table's inserts for this transaction (PostgreSQL; see the
-        module docstring); False when that cannot be had now."""
+    def _hold_chain(session: Session) -> bool:
+        """Hold the chain for this transaction (PostgreSQL: an advisory lock); False when another
+        sealer has it."""
         if session.get_bind().dialect.name != "postgresql":
             return True
-        if not session.scalar(select(func.pg_try_advisory_xact_lock(CHAIN_LOCK))):
-            return False
-        session.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
-        with session.begin_nested() as attempt:
-            try:
-                session.execute(text("LOCK TABLE audit_events IN SHARE ROW EXCLUSIVE MODE"))
-            except OperationalError:
-                attempt.rollback()
-                return False
-        return True
+        return bool(session.scalar(select(func.pg_try_advisory_xact_lock(CHAIN_LOCK))))
 
     @contextmanager
     def paused(self) -> Iterator[None]:

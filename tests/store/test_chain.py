@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 
 import pytest
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, insert, select, text, update
 
 from countersign.store import AuditEvent, Store
 from countersign.store.chain import AuditChain
@@ -173,4 +173,36 @@ def test_concurrent_writer_processes_keep_a_valid_chain_on_postgresql(
         pass
     verdict = chain.verify()
     assert (verdict.problem, verdict.sealed, verdict.unsealed) == (None, 60 * 4, 0)
+    store.engine.dispose()
+
+
+def test_an_event_committed_after_a_higher_id_is_waited_for_and_sealed_in_order(
+    postgres_url: str, database_url: str
+) -> None:
+    """A transaction holding a lower audit id commits after one with a higher id: the sealer waits
+    for it before reading its high-water mark, so neither is skipped nor found 'inserted', and it
+    leaves no lock behind."""
+    if database_url != postgres_url:
+        pytest.skip("writers committing out of id order: PostgreSQL")
+    store = Store.from_url(postgres_url)
+    chain = AuditChain(store.engine)
+    first, second = new_request(store), new_request(store)
+    chain.seal()
+    with store.engine.connect() as slow:
+        slow.execute(
+            insert(AuditEvent).values(request_id=first.id, event="note", actor="agent", detail={})
+        )  # a lower id, not committed yet
+        store.record(second.id, "note", "agent", n=2)  # a higher id, committed first
+        sealed: list[int] = []
+        sealer = threading.Thread(target=lambda: sealed.append(chain.seal()))
+        sealer.start()
+        sealer.join(timeout=0.5)
+        assert sealer.is_alive() and sealed == []  # the sealer waits for the open transaction
+        slow.commit()
+    sealer.join(timeout=10)
+    assert sealed == [2]
+    verdict = chain.verify()
+    assert (verdict.problem, verdict.unsealed) == (None, 0)
+    store.record(first.id, "note", "agent", n=3)  # no lock left behind
+    assert chain.seal() == 1
     store.engine.dispose()
