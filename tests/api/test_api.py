@@ -210,6 +210,17 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
     assert unknown.startswith("ok: ")
 
 
+def test_an_id_of_any_form_is_one_json_404(agent: httpx.Client) -> None:
+    """Not only unknown ULIDs: ids RQ would refuse as job ids (`;`, spaces) and long ones."""
+    for unknown in ("01J00000000000000000000009", "x;DROP TABLE requests", "a b", "A" * 2000):
+        for answer in (
+            agent.get(f"/v1/requests/{unknown}"),
+            agent.get(f"/v1/requests/{unknown}/decision", params={"wait": 0}),
+            agent.post(f"/v1/requests/{unknown}/outcome", json={"ok": True}),
+        ):
+            assert _problem(answer, 404).startswith("no approval request ")
+
+
 def test_an_action_class_the_policy_does_not_name_is_refused_before_intake(web: str, tokens: Tokens) -> None:
     secret = tokens.create_token("refund-agent", ["wire_money"]).secret
     answer = httpx.post(
