@@ -86,6 +86,23 @@ _BLANK = {
 }
 
 
+def loads(text: str | bytes) -> Any:
+    """JSON `text` as Python, refusing an object that names one key twice: RFC 8259 (section 4)
+    says names SHOULD be unique and leaves which one counts to each parser, so two readers of one
+    document (the router, a reviewer's tool, an executor in another language) could see different
+    values. Raises `json.JSONDecodeError` for text that is not JSON, `ValueError` ("key written
+    twice: amount") for a repeated key, `RecursionError` for nesting Python cannot parse."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"key written twice: {', '.join(field_name(key) for key in twice)}")
+    return dict(pairs)
+
+
 def fold(name: str) -> str:
     """`name` as it looks: NFKC-normalised, case-folded, without whitespace. Two field names that
     fold alike (`amount`, `AMOUNT`, fullwidth `amount`, `amount `) are the same name to a reviewer."""

@@ -201,7 +201,10 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
         headers={"Content-Type": "application/json"},
     )
     assert _problem(huge, 413) == f"the body is over {MAX_BODY_BYTES} bytes"
-    assert _problem(agent.post("/v1/requests", content=b"{nope"), 422).startswith("the body is not JSON")
+    for not_json in (b"{nope", b'{"a": "\xff"}'):
+        assert _problem(agent.post("/v1/requests", content=not_json), 422).startswith("the body is not JSON")
+    twice = json.dumps(refund()).replace('"amount": "120.00"', '"amount": "1.00", "amount": "120.00"')
+    assert _problem(agent.post("/v1/requests", content=twice), 422) == "request: key written twice: amount"
     missing = _problem(agent.post("/v1/requests", json={**refund(), "summary": 7, "confidence": "high"}), 422)
     assert missing.startswith("summary: ") and "; confidence: " in missing
     insecure = refund(resume={"webhook": "http://agent.example.com/d"})
