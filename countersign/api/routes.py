@@ -128,7 +128,9 @@ async def get_decision(
     request_id: str,
     request: Request,
     holder: Token,
-    wait: Annotated[float, Query(ge=0, description="seconds to wait for the decision (at most 60)")] = 0,
+    wait: Annotated[
+        float, Query(ge=0, allow_inf_nan=False, description="seconds to wait for the decision (at most 60)")
+    ] = 0,
 ) -> Response:
     """The decision (200), with its grant when the payload may run, or 204 when there is none after
     waiting up to `wait` seconds. 409 when intake refused the request (it will never be decided).

@@ -112,6 +112,9 @@ def test_a_long_poll_without_a_decision_answers_204_and_wait_is_checked(
     assert agent.get(f"/v1/requests/{request_id}/decision").status_code == 204  # no wait: at once
     assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=-1"), 422).startswith("wait: ")
     assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=soon"), 422).startswith("wait: ")
+    for endless in ("NaN", "inf", "1e309"):
+        answer = agent.get(f"/v1/requests/{request_id}/decision?wait={endless}")
+        assert _problem(answer, 422) == "wait: Input should be a finite number"
 
 
 def test_a_long_poll_survives_a_redis_restart_and_answers_a_decision_whose_ring_was_lost(
@@ -211,6 +214,10 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
     assert "should use https://" in _problem(agent.post("/v1/requests", json=insecure), 422)
     unknown = _problem(agent.post("/v1/requests/01X/outcome", json={"ok": "yes"}), 422)
     assert unknown.startswith("ok: ")
+    as_curl_d = {"Content-Type": "application/x-www-form-urlencoded"}  # what `curl -d` labels it
+    for path in ("/v1/requests/01X/outcome", "/v1/grants/verify"):
+        form = agent.post(path, content=b'{"ok": true}', headers=as_curl_d)
+        assert _problem(form, 422).startswith("the body is not read as JSON (Content-Type: application/x-www")
 
 
 def test_an_id_of_any_form_is_one_json_404(agent: httpx.Client) -> None:
