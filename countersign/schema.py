@@ -135,6 +135,16 @@ def check_keys(value: Any, where: str) -> None:
         check_keys(child, path)
 
 
+def check_requester(name: str) -> str:
+    """`name` when a reviewer can read it as the requester it is: raises `ValueError` for one with a
+    character that does not show or passes for another (`_hidden`: `refund\u200b-agent` would show on
+    the card as `refund-agent`)."""
+    hidden = _hidden(name)
+    if hidden:
+        raise ValueError(f"{field_name(name)} contains {hidden}, an invisible or look-alike character")
+    return name
+
+
 def _hidden(name: str) -> str | None:
     """`U+200B ZERO WIDTH SPACE` for the first character of `name` that does not show or passes
     for another (any space but U+0020), else None."""
@@ -266,6 +276,11 @@ class ApprovalRequestV1(BaseModel):
         if value is not None and "\x00" in value:
             raise ValueError("contains a NUL character (U+0000)")
         return value
+
+    @field_validator("requester")
+    @classmethod
+    def _visible_requester(cls, value: str) -> str:
+        return check_requester(value)
 
     @field_validator("payload", "context")
     @classmethod
