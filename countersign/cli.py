@@ -36,7 +36,7 @@ from .exceptions import (
     WaitTimeout,
 )
 from .ports import port_is_free
-from .schema import ALLOW_HTTP, ApprovalRequestV1, parse
+from .schema import ALLOW_HTTP, ApprovalRequestV1, loads, parse
 
 REQUEST_FLAGS = {
     "action": str,
@@ -254,17 +254,9 @@ def _with_grant(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    twice = sorted({key for key in keys if keys.count(key) > 1})
-    if twice:
-        raise ValueError(f"key written twice: {', '.join(twice)}")
-    return dict(pairs)
-
-
 def _json_arg(flag: str, value: str) -> Any:
     try:
-        return json.loads(value, object_pairs_hook=_no_duplicate_keys)
+        return loads(value)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} is not valid JSON ({exc.msg} at character {exc.pos})") from None
     except ValueError as exc:

@@ -13,7 +13,7 @@ from typing import Any
 from .config import load_settings
 from .connections import Connections
 from .exceptions import UnknownToken, UsageError
-from .schema import ACTION_CLASS, iso
+from .schema import ACTION_CLASS, check_requester, iso
 from .store.tokens import Tokens
 
 
@@ -50,6 +50,10 @@ def _token_create(args: argparse.Namespace) -> None:
     actions = [action.strip() for action in args.actions.split(",") if action.strip()]
     if not 1 <= len(requester) <= 128 or "\x00" in requester:
         raise UsageError("--requester must be 1 to 128 characters")
+    try:
+        check_requester(requester)
+    except ValueError as hidden:
+        raise UsageError(f"--requester {hidden}") from None
     bad = [action for action in actions if not ACTION_CLASS.fullmatch(action)]
     if bad or not actions:
         raise UsageError(f"--actions must name action classes ([a-z0-9_.-]{{1,64}}), got {args.actions!r}")

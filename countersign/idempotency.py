@@ -21,6 +21,16 @@ from .defaults import IDEMPOTENCY_TTL_SECONDS
 from .exceptions import IdempotencyConflict, RouterUnavailable
 
 
+def is_request_id(text: str) -> bool:
+    """Whether `text` has the form of a request id: a ULID, 26 characters of Crockford's base32
+    (https://github.com/ulid/spec), as `claim_key` makes them. Any other text names no request."""
+    try:
+        ULID.from_str(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _redis_key(key: str) -> str:
     return "countersign:idempotency:" + hashlib.sha256(key.encode()).hexdigest()
 

@@ -86,6 +86,23 @@ _BLANK = {
 }
 
 
+def loads(text: str | bytes) -> Any:
+    """JSON `text` as Python, refusing an object that names one key twice: RFC 8259 (section 4)
+    says names SHOULD be unique and leaves which one counts to each parser, so two readers of one
+    document (the router, a reviewer's tool, an executor in another language) could see different
+    values. Raises `json.JSONDecodeError` for text that is not JSON, `ValueError` ("key written
+    twice: amount") for a repeated key, `RecursionError` for nesting Python cannot parse."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"key written twice: {', '.join(field_name(key) for key in twice)}")
+    return dict(pairs)
+
+
 def fold(name: str) -> str:
     """`name` as it looks: NFKC-normalised, case-folded, without whitespace. Two field names that
     fold alike (`amount`, `AMOUNT`, fullwidth `amount`, `amount `) are the same name to a reviewer."""
@@ -116,6 +133,16 @@ def check_keys(value: Any, where: str) -> None:
                 "and case folding); rename one"
             )
         check_keys(child, path)
+
+
+def check_requester(name: str) -> str:
+    """`name` when a reviewer can read it as the requester it is: raises `ValueError` for one with a
+    character that does not show or passes for another (`_hidden`: `refund\u200b-agent` would show on
+    the card as `refund-agent`)."""
+    hidden = _hidden(name)
+    if hidden:
+        raise ValueError(f"{field_name(name)} contains {hidden}, an invisible or look-alike character")
+    return name
 
 
 def _hidden(name: str) -> str | None:
@@ -249,6 +276,11 @@ class ApprovalRequestV1(BaseModel):
         if value is not None and "\x00" in value:
             raise ValueError("contains a NUL character (U+0000)")
         return value
+
+    @field_validator("requester")
+    @classmethod
+    def _visible_requester(cls, value: str) -> str:
+        return check_requester(value)
 
     @field_validator("payload", "context")
     @classmethod

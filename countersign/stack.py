@@ -77,18 +77,19 @@ class Stack:
         child = subprocess.Popen(argv, env=self.env, start_new_session=True)
         (self.services if service else self.commands).append((name, child))
 
-    def wait(self) -> int:
-        """Block until a child exits; say which, and what to do, and return 1 (or the child's own
-        exit status when it is above 1)."""
+    def wait(self) -> tuple[int, str]:
+        """Block until a child exits; say which, and what to do. Returns 1 (or the child's own exit
+        status when it is above 1) and which child ended how, e.g. `redis was killed by SIGKILL`."""
         while True:
             for name, child in self.services + self.commands:
                 if child.poll() is not None:
+                    ended = f"{name} {_ended(child.returncode)}"
                     print(
-                        f"countersign run: {name} {_ended(child.returncode)}; stopping the rest. "
-                        "Run `make run` again to start everything anew",
+                        f"countersign run: {ended}; stopping the rest. Run `make run` again to start "
+                        "everything anew",
                         flush=True,
                     )
-                    return max(child.returncode, 1)
+                    return max(child.returncode, 1), ended
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -148,13 +149,16 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
     signal.signal(signal.SIGTERM, _stop_asked)
     try:
         _start(settings, stack, agent_queues)
-        return stack.wait()
+        status, ended = stack.wait()
     except _Stopped:
         return 0
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing cuts the stop short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stack.stop()
+    # Said again last: what the rest printed while stopping (their Redis gone, say) may bury the first.
+    print(f"countersign run: stopped, as {ended}. Run `make run` again to start everything anew", flush=True)
+    return status
 
 
 def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:

@@ -25,11 +25,18 @@ curl -sS --fail-with-body -o "$answer" -X POST "$URL/v1/requests" \
 request_id=$(sed -n 's/.*"request_id":"\([0-9A-Z]*\)".*/\1/p' "$answer")
 echo "request $request_id: waiting for a reviewer" >&2
 
-# 2. Long-poll the decision: 204 means not yet (after up to 30 s), 200 carries it.
+# 2. Long-poll the decision: 204 means not yet (after up to 30 s), 200 carries it. No answer (web
+# restarting: connection refused or reset) or a 502/503/504 is asked again: the request waits in the
+# database, not in the connection.
 while :; do
-  status=$(curl -sS -o "$answer" -w '%{http_code}' -H "$AUTH" "$URL/v1/requests/$request_id/decision?wait=30")
-  [ "$status" = 200 ] && break
-  [ "$status" = 204 ] || { echo "countersign answered $status: $(cat "$answer")" >&2; exit 1; }
+  status=$(curl -sS -o "$answer" -w '%{http_code}' -H "$AUTH" "$URL/v1/requests/$request_id/decision?wait=30") \
+    || status=000
+  case $status in
+    200) break ;;
+    204) ;;
+    000 | 502 | 503 | 504) echo "countersign did not answer ($status); asking again in 2 s" >&2; sleep 2 ;;
+    *) echo "countersign answered $status: $(cat "$answer")" >&2; exit 1 ;;
+  esac
 done
 outcome=$(sed -n 's/.*"outcome":"\([a-z]*\)".*/\1/p' "$answer")
 if [ "$outcome" != approved ]; then

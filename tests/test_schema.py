@@ -69,6 +69,13 @@ def test_field_names_a_reviewer_cannot_tell_apart_are_refused(payload: dict[str,
     assert "\n" not in str(refused.value)
 
 
+def test_a_requester_that_would_show_as_another_is_refused() -> None:
+    for hidden in ("refund\u200b-agent", "refund-agent\u202e", "refund\u00a0agent"):
+        with pytest.raises(InvalidRequest, match=r"^requester: .* an invisible or look-alike character"):
+            parse(ApprovalRequestV1, refund(requester=hidden))
+    assert parse(ApprovalRequestV1, refund(requester="refund agent")).requester == "refund agent"
+
+
 def test_context_keys_are_checked_too_and_plain_names_pass() -> None:
     with pytest.raises(InvalidRequest, match=r'^context: key context\."ticket\\u200b" contains U\+200B'):
         parse(ApprovalRequestV1, refund(context={"ticket\u200b": 1}))

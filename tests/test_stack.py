@@ -20,7 +20,7 @@ from rq.scheduler import SCHEDULER_LOCKING_KEY_TEMPLATE
 
 from countersign.ports import free_port
 from countersign.router.jobs import resumed_key
-from tests.helpers import README_REQUEST, wait_for
+from tests.helpers import README_REQUEST, children, wait_for
 from tests.helpers.stack import (
     http_json,
     remember_sandbox_port,
@@ -195,3 +195,28 @@ def test_make_run_without_redis_url_uses_a_private_redis_never_the_machines(tmp_
         wait_for(lambda: request_id in json.dumps(http_json(cards)), timeout=30, what="the card")
     finally:
         assert stop_stack(process, output) == 0
+
+
+def test_when_its_redis_dies_make_run_says_so_last(tmp_path: Path) -> None:
+    """Redis killed under `make run`: the rest stop without it (the sweep does not fail releasing
+    its scheduler locks there), and the last line says what ended, under what they printed."""
+    env = {name: value for name, value in stack_env(tmp_path).items() if name != "REDIS_URL"}
+    remember_sandbox_port(tmp_path, free_port())
+    process, output, _ = start_stack(tmp_path, env)
+    try:
+        lock = SCHEDULER_LOCKING_KEY_TEMPLATE % "countersign"
+        stack_redis = Redis.from_url(run_env(tmp_path)["REDIS_URL"])
+        wait_for(lambda: stack_redis.exists(lock), timeout=30, what="the sweep to hold its locks")
+        [redis] = [
+            pid
+            for pid in children(process.pid)
+            if b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        os.kill(redis, signal.SIGKILL)
+        assert process.wait(timeout=60) == 1
+        last = "countersign run: stopped, as redis was killed by SIGKILL. Run `make run` again"
+        wait_for(lambda: output.find(last), timeout=10, what="the last line")
+    finally:
+        stop_stack(process, output)
+    assert output.lines[-1].startswith(last)
+    assert "scheduler.release_locks()" not in "".join(output.lines)  # the sweep's (RQ's own scheduler: self.)

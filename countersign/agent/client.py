@@ -23,7 +23,7 @@ from ..config import Settings, load_settings
 from ..connections import Connections
 from ..decision import Decision
 from ..exceptions import RouterUnavailable, UnknownRequest
-from ..idempotency import claim_key
+from ..idempotency import claim_key, is_request_id
 from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue, webhook_id
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, iso, parse
 from ..store import ApprovalRequest, OutboxEvent, Store
@@ -146,7 +146,9 @@ class ApprovalClient:
 
     def get(self, request_id: str) -> RequestState:
         """The current state of `request_id`. Raises `UnknownRequest` (a `LookupError`) if the router
-        never saw it."""
+        never saw it (or `request_id` is not a request id's form: `is_request_id`)."""
+        if not is_request_id(request_id):
+            raise UnknownRequest(request_id)
         store = self._store
         row = store.get(request_id)
         audit = [

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
@@ -92,7 +93,20 @@ def read(store: Store, lookup: Lookup, request_id: str) -> Found:
 def steps(request_id: str, timeout: float, longest_block: float) -> Generator[Step, Any, Decision]:
     """The wait for `request_id`'s decision, at most `timeout` seconds, as steps for `run` or
     `run_async` (each step's result is sent back in; a `RedisError` is thrown back in). Returns the
-    decision; raises `WaitTimeout` at the deadline, and what `read` raises."""
+    decision; raises `WaitTimeout` at the deadline, and what `read` raises. Raises at once
+    `TypeError` for a `timeout` that is not a number, `ValueError` for one below 0 or not finite
+    (NaN never reaches its deadline, so the wait would never end)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout: {_SECONDS}, not {timeout!r}")
+    if not math.isfinite(timeout) or timeout < 0:
+        raise ValueError(f"timeout: {_SECONDS}, not {timeout!r}")
+    return _steps(request_id, timeout + 0.0, longest_block)  # + 0.0: -0.0 is 0 s
+
+
+_SECONDS = "a finite number of seconds, 0 or more"
+
+
+def _steps(request_id: str, timeout: float, longest_block: float) -> Generator[Step, Any, Decision]:
     deadline = time.monotonic() + timeout
     found: Found = yield Read(request_id)
     while not isinstance(found, Decision):

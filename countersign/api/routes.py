@@ -27,7 +27,7 @@ from ..decision import Decision
 from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest, WaitTimeout
 from ..grant import verify_grant
 from ..router.runtime import Runtime
-from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, parse
+from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, loads, parse
 from ..store.models import ApiToken
 from .auth import Token, may_create, must_own, requester_of, runtime
 from .models import Accepted, OutcomeReport, Problem, Recorded, Verification
@@ -73,11 +73,13 @@ async def create_request(
 
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
+        data = loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise HTTPException(
             422, "the body is not JSON (send the approval request as a JSON object)"
         ) from None
+    except ValueError as repeated:
+        raise HTTPException(422, f"request: {repeated}") from None
     if not isinstance(data, dict):
         raise HTTPException(422, "request: should be a JSON object")
     return data
@@ -126,7 +128,9 @@ async def get_decision(
     request_id: str,
     request: Request,
     holder: Token,
-    wait: Annotated[float, Query(ge=0, description="seconds to wait for the decision (at most 60)")] = 0,
+    wait: Annotated[
+        float, Query(ge=0, allow_inf_nan=False, description="seconds to wait for the decision (at most 60)")
+    ] = 0,
 ) -> Response:
     """The decision (200), with its grant when the payload may run, or 204 when there is none after
     waiting up to `wait` seconds. 409 when intake refused the request (it will never be decided).

@@ -100,25 +100,30 @@ def settle(
     client: WebClient,
     result: Decided | AlreadyDecided | Counted | TimedOut | Refused,
     user_id: str,
+    where: str = "card",
 ) -> Settled:
     """Act on a store result: publish the resume event and rewrite the card (`decided`), show the
-    quorum so far (`counted`), or refuse a late or unauthorised action (`refused`: audited,
-    answered ephemerally)."""
+    quorum so far (`counted`), or refuse a late or unauthorised action (`refused`: audited). The
+    reviewer is answered where they acted: ephemerally in the card's channel for a click on the card,
+    in their DM with the app for one on the Home tab (`where` `home`), which cannot show an
+    ephemeral message, nor can one reach a reviewer who is not in the card's channel
+    (https://docs.slack.dev/reference/methods/chat.postEphemeral: `user_not_in_channel`)."""
     request = result.request
+    answer_in = request.channel if where == "card" else None
     if isinstance(result, Refused):
-        delivery.tell(client, request.channel, user_id, refusal_text(request, result.why))
+        delivery.tell(client, answer_in, user_id, refusal_text(request, result.why))
         return "refused"
     if isinstance(result, TimedOut):
         runtime.store.record(request.id, "refused", user_id, why="timed_out")
-        delivery.tell(client, request.channel, user_id, texts.timed_out_text(request))
+        delivery.tell(client, answer_in, user_id, texts.timed_out_text(request))
         return "refused"
     if isinstance(result, AlreadyDecided):
         runtime.store.record(request.id, "refused", user_id, why="already_decided", status=request.status)
-        delivery.tell(client, request.channel, user_id, texts.already_decided_text(request))
+        delivery.tell(client, answer_in, user_id, texts.already_decided_text(request))
         return "refused"
     if isinstance(result, Counted):
         answer = texts.counted_text(request, result.approvals, result.repeated)
-        delivery.tell(client, request.channel, user_id, answer)
+        delivery.tell(client, answer_in, user_id, answer)
         delivery.update_card(runtime, client, request, result.approvals)
         return "counted"
     relay.try_publish(runtime.redis, result.event)
@@ -153,7 +158,7 @@ def cast(
     except UnknownRequest:
         runtime.store.record(request_id, "refused", user_id, why="unknown_request", step=step)
         return "unknown_request"
-    return settle(runtime, client, result, user_id)
+    return settle(runtime, client, result, user_id, where)
 
 
 def approve(
@@ -269,7 +274,7 @@ def approve_edited(
         refuse=lambda row: why_refused(row, user_id, "edit_submit"),
         where=where,
     )
-    return settle(runtime, client, result, user_id)
+    return settle(runtime, client, result, user_id, where)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ worker's Redis connection; it exits when its parent worker is gone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -34,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from redis.exceptions import RedisError
 from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
@@ -144,8 +146,9 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
                     log.exception("sweep step %s failed; retrying", name)
             ticks += 1
             time.sleep(SWEEP_INTERVAL_SECONDS)
-    finally:
-        scheduler.release_locks()  # also on SIGTERM, so a restarted worker schedules at once
+    finally:  # also on SIGTERM, so a restarted worker schedules at once; with Redis gone, so are they
+        with contextlib.suppress(RedisError):
+            scheduler.release_locks()
 
 
 def _schedule(scheduler: RQScheduler) -> None:

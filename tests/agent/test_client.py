@@ -84,8 +84,10 @@ def test_conflict_raises_and_changes_nothing(
 def test_get_reports_queued_before_intake_and_unknown_ids(client: ApprovalClient, runtime: Runtime) -> None:
     request_id = client.request(refund())
     assert client.get(request_id).status == "queued"
-    with pytest.raises(LookupError):
-        client.get("01J00000000000000000000009")
+    odd = ("x;DROP TABLE requests", "01j0000000000000000000000", "A" * 5000)
+    for unknown in ("01J00000000000000000000009", *odd):
+        with pytest.raises(LookupError):
+            client.get(unknown)
 
 
 def test_the_agent_is_told_clearly_when_redis_is_unreachable(store: Store) -> None:

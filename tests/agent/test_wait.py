@@ -289,6 +289,30 @@ def test_a_timed_out_wait_leaves_the_request_pending_and_a_second_wait_gets_the_
     assert waiting.wait(request_id, timeout=WAIT_SECONDS).outcome == "approved"
 
 
+def test_a_timeout_that_is_not_a_finite_number_of_seconds_is_refused_at_once(
+    waiting: ApprovalClient, runtime: Runtime
+) -> None:
+    """NaN compares false with every deadline, so a wait given it never ended."""
+    request_id = waiting.request(waited_refund())
+    bad: list[tuple[Any, type[Exception]]] = [(-1, ValueError), ("5", TypeError), (None, TypeError)]
+    bad += [(True, TypeError), (float("nan"), ValueError), (float("inf"), ValueError)]
+    for timeout, error in bad:
+        with pytest.raises(error, match=r"^timeout: a finite number of seconds, 0 or more, not "):
+            waiting.wait(request_id, timeout=timeout)
+
+    async def async_wait() -> None:
+        client = AsyncApprovalClient.from_env(runtime.settings)
+        try:
+            await client.wait(request_id, timeout=float("nan"))
+        finally:
+            await client.aclose()
+
+    with pytest.raises(ValueError, match="not nan"):
+        asyncio.run(async_wait())
+    with pytest.raises(WaitTimeout, match="after 0 s"):
+        waiting.wait(request_id, timeout=-0.0)
+
+
 def test_a_wait_survives_a_redis_restart_and_reads_a_decision_whose_ring_was_lost(
     waiting: ApprovalClient,
     runtime: Runtime,

@@ -112,6 +112,9 @@ def test_a_long_poll_without_a_decision_answers_204_and_wait_is_checked(
     assert agent.get(f"/v1/requests/{request_id}/decision").status_code == 204  # no wait: at once
     assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=-1"), 422).startswith("wait: ")
     assert _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=soon"), 422).startswith("wait: ")
+    for endless in ("NaN", "inf", "1e309"):
+        answer = agent.get(f"/v1/requests/{request_id}/decision?wait={endless}")
+        assert _problem(answer, 422) == "wait: Input should be a finite number"
 
 
 def test_a_long_poll_survives_a_redis_restart_and_answers_a_decision_whose_ring_was_lost(
@@ -201,13 +204,31 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
         headers={"Content-Type": "application/json"},
     )
     assert _problem(huge, 413) == f"the body is over {MAX_BODY_BYTES} bytes"
-    assert _problem(agent.post("/v1/requests", content=b"{nope"), 422).startswith("the body is not JSON")
+    for not_json in (b"{nope", b'{"a": "\xff"}'):
+        assert _problem(agent.post("/v1/requests", content=not_json), 422).startswith("the body is not JSON")
+    twice = json.dumps(refund()).replace('"amount": "120.00"', '"amount": "1.00", "amount": "120.00"')
+    assert _problem(agent.post("/v1/requests", content=twice), 422) == "request: key written twice: amount"
     missing = _problem(agent.post("/v1/requests", json={**refund(), "summary": 7, "confidence": "high"}), 422)
     assert missing.startswith("summary: ") and "; confidence: " in missing
     insecure = refund(resume={"webhook": "http://agent.example.com/d"})
     assert "should use https://" in _problem(agent.post("/v1/requests", json=insecure), 422)
     unknown = _problem(agent.post("/v1/requests/01X/outcome", json={"ok": "yes"}), 422)
     assert unknown.startswith("ok: ")
+    as_curl_d = {"Content-Type": "application/x-www-form-urlencoded"}  # what `curl -d` labels it
+    for path in ("/v1/requests/01X/outcome", "/v1/grants/verify"):
+        form = agent.post(path, content=b'{"ok": true}', headers=as_curl_d)
+        assert _problem(form, 422).startswith("the body is not read as JSON (Content-Type: application/x-www")
+
+
+def test_an_id_of_any_form_is_one_json_404(agent: httpx.Client) -> None:
+    """Not only unknown ULIDs: ids RQ would refuse as job ids (`;`, spaces) and long ones."""
+    for unknown in ("01J00000000000000000000009", "x;DROP TABLE requests", "a b", "A" * 2000):
+        for answer in (
+            agent.get(f"/v1/requests/{unknown}"),
+            agent.get(f"/v1/requests/{unknown}/decision", params={"wait": 0}),
+            agent.post(f"/v1/requests/{unknown}/outcome", json={"ok": True}),
+        ):
+            assert _problem(answer, 404).startswith("no approval request ")
 
 
 def test_an_action_class_the_policy_does_not_name_is_refused_before_intake(web: str, tokens: Tokens) -> None:

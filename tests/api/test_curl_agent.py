@@ -1,15 +1,18 @@
 """`examples/curl_agent.sh` against a live `countersign run` (real web, router worker, sandbox):
-curl alone creates a request, long-polls while a reviewer approves it in the sandbox, verifies the
-grant, and reports the outcome, which closes the audit record."""
+curl alone creates a request, long-polls while a reviewer approves it in the sandbox (outliving the
+web worker killed under it), verifies the grant, and reports the outcome, which closes the audit
+record."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import urllib.request
 from pathlib import Path
 
-from tests.helpers import wait_for
+from tests.helpers import children, wait_for
 from tests.helpers.stack import ROOT, http_json, second_terminal, stack_env, start_stack, stop_stack
 
 
@@ -35,6 +38,7 @@ def test_the_curl_agent_creates_long_polls_and_reports_the_outcome(tmp_path: Pat
         card = wait_for(
             lambda: http_json(f"{page}/_sandbox/messages?channel=C0FINANCE"), timeout=30, what="card"
         )[0]
+        _kill_the_web_worker(process.pid, int(env["PORT"]))
         pressed = http_json(
             f"{page}/_sandbox/click",
             {"channel": "C0FINANCE", "ts": card["ts"], "action_id": "countersign_approve", "user": "U0LEAD"},
@@ -52,3 +56,20 @@ def test_the_curl_agent_creates_long_polls_and_reports_the_outcome(tmp_path: Pat
     executed = shown["audit"][-1]
     assert (executed["event"], executed["actor"]) == ("executed", "agent")
     assert executed["detail"] == {"detail": "refunded by curl_agent.sh"}
+
+
+def _kill_the_web_worker(stack: int, port: int) -> None:
+    """SIGKILL the gunicorn worker of the stack's `countersign web` (the long poll's connection drops,
+    or the next one is refused), then wait until the worker gunicorn starts in its place answers."""
+    [web] = [pid for pid in children(stack) if b"\0web\0" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    [worker] = children(web)
+    os.kill(worker, signal.SIGKILL)
+
+    def answering() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+                return bool(answer.status == 200 and worker not in children(web))
+        except OSError:
+            return False
+
+    wait_for(answering, timeout=30, what="gunicorn's new web worker")

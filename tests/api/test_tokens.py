@@ -60,3 +60,13 @@ def test_a_bad_scope_is_one_line(env: dict[str, str], actions: str) -> None:
     assert refused.returncode == 2
     assert refused.stderr.startswith("countersign: error: --actions must name action classes")
     assert refused.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_requester_that_would_show_as_another_gets_no_token(env: dict[str, str]) -> None:
+    refused = token(env, "create", "--requester", "refund\u200b-agent", "--actions", "issue_refund")
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        'countersign: error: --requester "refund\\u200b-agent" contains U+200B ZERO WIDTH SPACE, '
+        "an invisible or look-alike character\n"
+    )

@@ -84,6 +84,25 @@ def test_approve_from_home_is_the_cards_decision_audited_where_it_was_made(
     assert runtime.redis.zscore(homedue.DUE_KEY, "U0ALICE") is not None  # their Home is due a refresh
 
 
+def test_a_click_on_a_stale_home_is_answered_in_the_reviewers_dm(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """The Home tab shows no ephemeral message, and the reviewer may not be in the card's channel:
+    a click there that changes nothing (already decided on the card) is told in the app's DM."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    _opened_home(sb, "U0ALICE", request_id)
+    assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200
+    wait_for(lambda: status(runtime.store, request_id) == "approved", what="the card's decision")
+
+    assert sb.click_home("U0ALICE", f"decide-{request_id}", APPROVE_ACTION) == (200, "")
+
+    dm = wait_for(lambda: sb.messages("D0ALICE"), what="the answer in U0ALICE's DM with the app")
+    assert "already Approved by <@U0LEAD>" in dm[0]["text"]
+    assert _event(runtime.store, request_id, "refused")["why"] == "already_decided"
+    assert sb.ephemerals("U0ALICE") == []
+
+
 def test_reject_and_edit_from_home_go_through_the_modals(
     client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
