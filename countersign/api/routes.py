@@ -12,6 +12,7 @@ database read again when Redis answers (a ring lost with Redis costs nothing).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import suppress
 from typing import Annotated, Any
@@ -24,7 +25,7 @@ from ..agent import ApprovalClient, waiting
 from ..agent.client import RequestState
 from ..agent.execution import report_outcome
 from ..decision import Decision
-from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest, WaitTimeout
+from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest
 from ..grant import verify_grant
 from ..router.runtime import Runtime
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, loads, parse
@@ -34,6 +35,8 @@ from .models import Accepted, OutcomeReport, Problem, Recorded, Verification
 
 MAX_WAIT_SECONDS = 60.0
 """The longest one long poll blocks; a longer `wait` is served as this (the agent polls again)."""
+DEADLINE_GRACE_SECONDS = 1.0
+"""How long past `wait` a long poll may take for its last database read before it answers 204."""
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": Problem} for status in (401, 403, 404, 409, 413, 422, 503)
 }
@@ -135,13 +138,19 @@ async def get_decision(
     """The decision (200), with its grant when the payload may run, or 204 when there is none after
     waiting up to `wait` seconds. 409 when intake refused the request (it will never be decided).
     The wait is `ApprovalClient.wait`'s (`agent/waiting.py`) on an asyncio Redis client: a Redis
-    restart during it is waited out, and the database read again once Redis answers."""
+    restart during it is waited out, and the database read again once Redis answers; a Redis that
+    hangs costs no more than `wait` + `DEADLINE_GRACE_SECONDS`."""
     state = await run_in_threadpool(_owned, request, holder, request_id)
     if state.decision is None and state.status != "dead_letter" and wait > 0:
+        seconds = min(wait, MAX_WAIT_SECONDS)
         bell = request.app.state.bell
-        steps = waiting.steps(request_id, min(wait, MAX_WAIT_SECONDS), waiting.longest_block(bell))
-        with suppress(WaitTimeout, RequestDeadLettered):
-            await waiting.run_async(steps, bell, _client(request).read_decision)
+        steps = waiting.steps(request_id, seconds, waiting.longest_block(bell))
+        with suppress(TimeoutError, RequestDeadLettered):  # WaitTimeout is a TimeoutError
+            # a hung Redis would hold one step until the client's socket timeout: bound the whole wait
+            await asyncio.wait_for(
+                waiting.run_async(steps, bell, _client(request).read_decision),
+                seconds + DEADLINE_GRACE_SECONDS,
+            )
             state = await run_in_threadpool(_owned, request, holder, request_id)
     if state.status == "dead_letter":
         raise HTTPException(409, f"intake refused the request; it will never be decided: {state.reason}")

@@ -18,6 +18,7 @@ import pytest
 from redis import Redis
 
 from countersign.api.app import MAX_BODY_BYTES
+from countersign.api.routes import DEADLINE_GRACE_SECONDS
 from countersign.config import load_settings
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.runtime import Runtime
@@ -134,6 +135,19 @@ def test_a_long_poll_survives_a_redis_restart_and_answers_a_decision_whose_ring_
     assert answer.status_code == 200, answer.text
     assert answer.json()["outcome"] == "approved"
     assert time.monotonic() - restarted < 15  # read again at the reconnect, not at the 30 s deadline
+
+
+def test_a_long_poll_answers_204_by_its_wait_when_redis_hangs(
+    agent: httpx.Client, redis: Redis, redis_server: RedisServer
+) -> None:
+    request_id = _create(agent)
+    drain(redis)
+    with redis_server.paused():  # the bell's BLMOVE gets no answer until the client's socket timeout
+        started = time.monotonic()
+        answer = agent.get(f"/v1/requests/{request_id}/decision?wait=1")
+        took = time.monotonic() - started
+    assert answer.status_code == 204, answer.text
+    assert took < 1 + DEADLINE_GRACE_SECONDS + 1.5  # loosely: not the 70 s socket timeout
 
 
 def test_a_request_intake_refused_answers_409_at_once(agent: httpx.Client, redis: Redis) -> None:

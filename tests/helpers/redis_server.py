@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from redis import Redis
@@ -50,6 +53,17 @@ class RedisServer:
         if self.process is not None:
             self.process.kill()
             self.process.wait()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The server stopped with SIGSTOP for the block (it answers nothing: a hung Redis), then
+        resumed with SIGCONT."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.process.send_signal(signal.SIGCONT)
 
 
 def _pings(client: Redis) -> bool:
