@@ -24,15 +24,16 @@ from ulid import ULID
 from . import cli_args
 from .config import load_settings
 from .decision import decision_of
-from .exceptions import UsageError
+from .exceptions import UnknownAction, UsageError
+from .router.gate import Gate
 from .router.jobs import resume_job_id
+from .router.policy import Policy, load_policy
 from .schema import payload_sha256
 from .store import (
     ApprovalRequest,
     Decider,
     Outcome,
     ResumeEvent,
-    Rules,
     Store,
     TimeoutResult,
     Via,
@@ -48,8 +49,17 @@ REVIEWERS: list[Decider] = [
     {"slack_user_id": "U0DEMOALICE", "name": "demo-alice"},
     {"slack_user_id": "U0DEMOSAM", "name": "demo-sam"},
 ]
-AUTO_APPROVE_BELOW = 50.0
-"""Demo refunds under this amount are approved by a policy rule, as examples/policy.yml does."""
+DEMO_POLICY = "examples/demo-policy.yml"
+"""The policy the demo history is routed and gated by (its channels, reviewers, auto-approve rule,
+escalation), relative to the working directory: a clone's root."""
+NEXT = (
+    "countersign audit seal && countersign audit verify",
+    "countersign stats --since 60d",
+    f"countersign policy suggest --policy {DEMO_POLICY} --since 60d",
+    f"countersign policy replay {DEMO_POLICY} --since 60d",
+    f"countersign report --html demo-report.html --policy {DEMO_POLICY} --since 60d",
+)
+"""The commands `demo-history` suggests trying next."""
 CLASSES = {"issue_refund": 0.6, "send_email": 0.3, "delete_customer": 0.1}
 """The demo's action classes and their share of requests."""
 
@@ -78,6 +88,9 @@ def add_parser(commands: Any) -> None:
     demo.add_argument("--per-day", type=cli_args.positive, default=20, help="requests a day (default 20)")
     demo.add_argument("--seed", type=int, default=18, help="random seed: the same seed, the same history")
     demo.add_argument("--force", action="store_true", help="also into a database with real requests")
+    demo.add_argument(
+        "--policy", default=DEMO_POLICY, help=f"the policy the demo is decided under (default {DEMO_POLICY})"
+    )
     demo.set_defaults(handler=_demo_history)
 
 
@@ -89,32 +102,53 @@ def _demo_history(args: argparse.Namespace) -> None:
         raise UsageError(
             "the database holds requests that are not demo data; demo-history adds to it only with --force"
         )
+    policy = _demo_policy(args.policy)
     rng, secret = random.Random(args.seed), settings.COUNTERSIGN_SECRET or ""
     with AuditChain(store.engine).paused():  # each request moves into the past before it is sealed
-        made = generate(store, args.days, args.per_day, rng, secret)
+        made = generate(store, policy, args.days, args.per_day, rng, secret)
     shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(made.outcomes.items()))
     print(f"countersign demo-history: {made.requests} demo requests over {args.days} days ({shown})")
+    print(f"decided under {args.policy} (policy version {policy.version}); try next:")
+    print("\n".join(f"  {command}" for command in NEXT))
     if args.force:
         print("countersign demo-history: demo data is marked requester demo-agent", file=sys.stderr)
 
 
-def generate(store: Store, days: int, per_day: int, rng: random.Random, secret: str) -> Made:
-    """Write `per_day` demo requests for each of the last `days` days (UTC), drawn from `rng`; the
-    grants of their decisions are signed with `secret`. Returns what was made."""
+def _demo_policy(path: str) -> Policy:
+    """The policy file at `path`, which must route every demo action class to named users (the demo
+    resolves no user groups). Raises `PolicyError` for a file that does not load, `UsageError`
+    for one that does not fit the demo."""
+    policy = load_policy(path)
+    for action in CLASSES:
+        try:
+            levels = policy.route(action).rules.levels
+        except UnknownAction as exc:
+            raise UsageError(f"{path} cannot route the demo's action classes: {exc}") from None
+        if any(level.usergroups or not level.users for level in levels):
+            raise UsageError(f"{path}: the demo needs users (not user groups) at every level of {action}")
+    return policy
+
+
+def generate(store: Store, policy: Policy, days: int, per_day: int, rng: random.Random, secret: str) -> Made:
+    """Write `per_day` demo requests for each of the last `days` days (UTC), drawn from `rng`,
+    routed and gated by `policy`; the grants of their decisions are signed with `secret`. Returns
+    what was made."""
     made = Made()
     now = datetime.now(UTC)
     for day in range(days, 0, -1):
         for _ in range(per_day):
             created = now - timedelta(days=day) + timedelta(seconds=rng.uniform(0, 86_400 - 3_600))
             action = rng.choices(list(CLASSES), weights=list(CLASSES.values()))[0]
-            made.count(_one(store, rng, action, created, secret))
+            made.count(_one(store, policy, rng, action, created, secret))
     return made
 
 
-def _one(store: Store, rng: random.Random, action: str, created: datetime, secret: str) -> str:
+def _one(
+    store: Store, policy: Policy, rng: random.Random, action: str, created: datetime, secret: str
+) -> str:
     """Make, decide and backdate one demo request of `action`; returns how it ended."""
     amount = round(min(5_000.0, rng.lognormvariate(4.6, 1.0)), 2)
-    row = _create(store, action, amount)
+    row, gate = _create(store, policy, action, amount)
     decided = created + timedelta(seconds=_decision_seconds(rng, action))
 
     def resume(request: ApprovalRequest) -> ResumeEvent:
@@ -122,17 +156,15 @@ def _one(store: Store, rng: random.Random, action: str, created: datetime, secre
 
     reviewer = rng.choice(REVIEWERS)
     roll = rng.random()
-    if action == "issue_refund" and amount < AUTO_APPROVE_BELOW:
-        store.decide(
-            row.id, Outcome.APPROVED, [], via=Via.POLICY, resume=resume, reason="auto_approve: demo rule"
-        )
+    if not gate.review:
+        store.decide(row.id, Outcome.APPROVED, [], via=Via.POLICY, resume=resume, reason=gate.reason)
         outcome, decided = "auto_approved", created
     elif roll < _rejection_odds(action, amount):
         why = {"issue_refund": "amount above the customer's charge", "send_email": "wrong recipient"}
         reason = why.get(action, "customer has open invoices")
         store.vote(row.id, reviewer, Outcome.REJECTED, resume, reason=reason, refuse=lambda _: None)
         outcome = "rejected"
-    elif roll > 0.97:
+    elif roll > 0.97 and row.rules.level(0).on_timeout == "deny":
         make_due(store.engine, row.id)
         stored = store.get(row.id)
         assert stored is not None
@@ -149,13 +181,14 @@ def _approve(
 ) -> str:
     """A reviewer's approval: some refunds above 500 lowered in the Edit modal, some deletions
     escalated first."""
-    escalate = row.action == "delete_customer" and roll > 0.85
+    escalate = row.rules.level(0).on_timeout == "escalate" and roll > 0.85
     if escalate:
         make_due(store.engine, row.id)
         stored = store.get(row.id)
         assert stored is not None
-        store.escalate(stored, "C0DEMOLEADS", [REVIEWERS[0]["slack_user_id"]])
-        reviewer = REVIEWERS[0]
+        leads = row.rules.level(1).users
+        store.escalate(stored, row.rules.level(1).channel, leads)
+        reviewer = {"slack_user_id": leads[0], "name": leads[0]}
     if row.action == "issue_refund" and amount > 500 and roll > 0.9:
         lowered = f"{amount * 0.8:.2f}"
         edits = [{"field": "amount", "from": f"{amount:.2f}", "to": lowered}]
@@ -187,13 +220,19 @@ def _decision_seconds(rng: random.Random, action: str) -> float:
     return min(3_000.0, rng.lognormvariate(scale, 1.0))
 
 
-def _create(store: Store, action: str, amount: float) -> ApprovalRequest:
+def _create(store: Store, policy: Policy, action: str, amount: float) -> tuple[ApprovalRequest, Gate]:
+    """Store one demo request of `action` as intake would under `policy`, without Slack: its route,
+    rules and quorum, and the gate's answer (returned, with the request)."""
     request_id = str(ULID())
     payload: dict[str, Any] = {"amount": f"{amount:.2f}", "currency": "USD", "customer": "demo-customer"}
     if action == "send_email":
         payload = {"to": "customer@example.com", "subject": "Your refund"}
     elif action == "delete_customer":
         payload = {"customer": "demo-customer"}
+    route = policy.route(action)
+    gate = policy.gate(
+        action, {"payload": payload, "confidence": None, "requester": REQUESTER, "action": action}
+    )
     row, _ = store.create(
         {
             "id": request_id,
@@ -211,14 +250,16 @@ def _create(store: Store, action: str, amount: float) -> ApprovalRequest:
             "confidence": None,
             "resume_queue": None,
             "resume_func": None,
-            "channel": "C0DEMO",
-            "approvers": [r["slack_user_id"] for r in REVIEWERS],
-            "policy_version": 0,
-            "policy_sha256": "0" * 64,
-            "rules": Rules(),
+            "channel": route.channel,
+            "approvers": route.rules.level(0).users,
+            "rules": route.rules.model_copy(update={"review_rule": gate.reason}),
+            "required_approvals": gate.approvals,
+            "review_reason": gate.says,
+            "policy_version": policy.version,
+            "policy_sha256": policy.sha256,
         }
     )
     store.record(
         row.id, "demo_data", ACTOR, note="generated by countersign demo-history; not a real decision"
     )
-    return row
+    return row, gate

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from countersign.cli import main
+from countersign.cli_demo import DEMO_POLICY
+from countersign.router.policy import load_policy
 from countersign.store import ApprovalRequest, AuditEvent, Store
 from tests.helpers.builders import new_request
 
@@ -95,3 +98,25 @@ def test_stats_of_the_demo_history_as_json_and_as_tables(
     assert set(shown["reviewers"]) <= {"U0DEMOLEE", "U0DEMOALICE", "U0DEMOSAM"}
     assert main(["stats", "--since", "1h"]) == 0
     assert "action class" in capsys.readouterr().out
+
+
+def test_the_demo_policy_replays_the_demo_history_unchanged_and_a_looser_one_is_caught(
+    env: dict[str, str], store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo-history", "--days", "3", "--per-day", "100"]) == 0
+    told = capsys.readouterr().out
+    assert f"policy replay {DEMO_POLICY} --since 60d" in told and "audit verify" in told
+    policy = load_policy(DEMO_POLICY)
+    assert {row.policy_version for row in _requests(store)} == {policy.version}
+    assert main(["policy", "replay", DEMO_POLICY, "--since", "4d"]) == 0
+    out = capsys.readouterr().out
+    for unchanged in ("would have let through, rejected by a human: 0", "edited by a human: 0"):
+        assert unchanged in out
+    assert "channel would change: 0\n" in out and "quorum would change: 0\n" in out
+    assert "cannot route: 0" in out
+    looser = tmp_path / "looser.yml"
+    looser.write_text(Path(DEMO_POLICY).read_text().replace("< 50.0", "< 5000.01"))
+    assert main(["policy", "replay", str(looser), "--since", "4d"]) == 1
+    out = capsys.readouterr().out
+    rejected = [r.id for r in _requests(store) if r.status == "rejected" and r.action == "issue_refund"]
+    assert rejected and f"would have let through, rejected by a human: {len(rejected)}: " in out
