@@ -5,22 +5,33 @@ It is published when the reviewer opens it (`app_home_opened`: `opened`) and, af
 request they may decide (`homedue.mark_due`, called where cards are posted and rewritten), by the
 router's sweep (`publish_due`), debounced per reviewer and paced for Slack's tier (`homedue`). A
 click on a Home button is the card's click: the same listeners, the same `review` code path.
+
+The policy's `admins` also see "Gates": per action class, the numbers of `countersign stats` over the
+last `GATES_DAYS` days (`store.stats`), computed at most once per `GATES_TTL_SECONDS` for every
+process and kept in Redis (`GATES_KEY`), so publishing many Home tabs runs the query once.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 from slack_sdk.errors import SlackApiError
 
-from . import homedue, inbox, review
+from ..exceptions import RetryLater
+from ..store.stats import stats
+from . import directory, homedue, inbox, review
 from .delivery import rate_limited, retry_after, transient
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 PUBLISHES_PER_TICK = 10  # Home tabs one sweep tick publishes at most (the minute's budget still rules)
+GATES_KEY = "countersign:home:gates"  # JSON: {action class: `Tally.as_dict`}, the admins' "Gates"
+GATES_TTL_SECONDS = 60
+GATES_DAYS = 30
 
 
 def view(runtime: Runtime, user_id: str) -> dict[str, Any]:
@@ -28,7 +39,40 @@ def view(runtime: Runtime, user_id: str) -> dict[str, Any]:
     the requests they decided or voted on lately (`Store.decided_by_user`)."""
     queue = review.queue(runtime, user_id, inbox.HOME_LISTED + 1)
     decided = runtime.store.decided_by_user(user_id, inbox.HOME_RECENT)
-    return inbox.home_view(queue[: inbox.HOME_LISTED], len(queue) > inbox.HOME_LISTED, decided)
+    gates = gates_now(runtime) if is_admin(runtime, user_id) else None
+    return inbox.home_view(queue[: inbox.HOME_LISTED], len(queue) > inbox.HOME_LISTED, decided, gates)
+
+
+def is_admin(runtime: Runtime, user_id: str) -> bool:
+    """True when the policy's `admins` (users, and members of user groups, `directory.approvers`)
+    name `user_id`. A group Slack cannot resolve now counts as not naming them (logged): the Home
+    tab is published without the admins' section rather than not at all."""
+    admins = runtime.policy.file.admins
+    if admins is None:
+        return False
+    if user_id in admins.users:
+        return True
+    try:
+        return user_id in directory.approvers(runtime.slack, [], admins.usergroups)
+    except (RetryLater, SlackApiError) as exc:
+        log.warning("admins' user groups not resolved for the Home of %s (%s)", user_id, exc)
+        return False
+
+
+def gates_now(runtime: Runtime) -> dict[str, dict[str, Any]]:
+    """Per action class, `Tally.as_dict` of the requests created in the last `GATES_DAYS` days:
+    from Redis when computed less than `GATES_TTL_SECONDS` ago, else computed and kept there."""
+    cached = runtime.redis.get(GATES_KEY)
+    if cached is not None:
+        found: dict[str, dict[str, Any]] = json.loads(cast(bytes, cached))
+        return found
+    since = datetime.now(UTC) - timedelta(days=GATES_DAYS)
+    gates = {
+        action: tally.as_dict()
+        for action, tally in sorted(stats(runtime.store.engine, since).actions.items())
+    }
+    runtime.redis.set(GATES_KEY, json.dumps(gates), ex=GATES_TTL_SECONDS)
+    return gates
 
 
 def publish(runtime: Runtime, user_id: str) -> None:

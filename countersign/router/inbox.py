@@ -152,10 +152,16 @@ def stats_message(counts: dict[tuple[Status, Execution | None], int], action: st
     return message(text, [SectionBlock(block_id="stats", text=MarkdownTextObject(text=text))])
 
 
-def home_view(queue: list[ApprovalRequest], more: bool, decided: list[ApprovalRequest]) -> dict[str, Any]:
+def home_view(
+    queue: list[ApprovalRequest],
+    more: bool,
+    decided: list[ApprovalRequest],
+    gates: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The App Home tab of a reviewer (`views.publish`'s `view`): the counts, "Waiting for you" (the
     `queue`, in order, each with the card's Approve / Reject / Edit / Details buttons, and whether
-    there are more than listed) and "Decided by you recently" (`decided`, latest first)."""
+    there are more than listed), "Decided by you recently" (`decided`, latest first) and, for an
+    admin, "Gates" (`gates_blocks`)."""
     waiting = f"{len(queue)}{'+' if more else ''}"
     blocks: list[Block] = [
         ContextBlock(
@@ -179,5 +185,31 @@ def home_view(queue: list[ApprovalRequest], more: bool, decided: list[ApprovalRe
     lines = [f"{verdict(request)}: {escape(clip(request.summary, 80))}" for request in decided[:HOME_RECENT]]
     text = "\n".join(lines) or "Nothing yet."
     blocks.append(SectionBlock(block_id="recent", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))))
+    if gates is not None:
+        blocks += gates_blocks(gates)
     assert len(blocks) <= MAX_BLOCKS_PER_VIEW
     return View(type="home", blocks=blocks).to_dict()
+
+
+def gates_line(action: str, tally: dict[str, Any]) -> str:
+    """One action class in "Gates" (mrkdwn): its counts (`Tally.as_dict` of store/stats.py), the
+    median seconds to a human decision and the rubber-stamp share, "n/a" where there is none."""
+    median, share = tally["median_seconds"], tally["rubber_stamp_share"]
+    return (
+        f"*{escape(clip(action, 64))}*: {tally['requests']} requests · "
+        f"{tally['auto_approved']} auto-approved · "
+        f"{tally['approved']} approved · {tally['edited']} edited · {tally['rejected']} rejected · "
+        f"{tally['expired']} expired · median {'n/a' if median is None else f'{median:g} s'} to decide · "
+        f"rubber stamps {'n/a' if share is None else f'{share:.0%}'}"
+    )
+
+
+def gates_blocks(gates: dict[str, dict[str, Any]]) -> list[Block]:
+    """The admins' "Gates" section of the Home tab: a header and one line per action class of
+    `gates` (`{action class: Tally.as_dict}`, last 30 days), cut to one section's 3,000 characters."""
+    lines = [gates_line(action, tally) for action, tally in gates.items()]
+    text = "\n".join(lines) or "No requests in the last 30 days."
+    return [
+        HeaderBlock(block_id="gates", text="Gates (last 30 days)"),
+        SectionBlock(block_id="gates-lines", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))),
+    ]

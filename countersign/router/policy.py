@@ -1,7 +1,8 @@
 """The policy file (DESIGN.md, "Policy file"): which channel an action class goes to, who may
 approve it, when no human is needed, and the rules its reviewers work under.
 
-The file has `version`, `unknown_actions`, `removed_actions`, `defaults` and `actions.<class>`;
+The file has `version`, `unknown_actions`, `removed_actions`, `admins` (who sees the gates' numbers
+on their App Home tab), `defaults` and `actions.<class>`;
 each action class takes the keys of `ActionPolicy` (channel, approvers, self_approval,
 auto_approve, review_when, always_review, require, key_fields, editable, edit_rule, reject_reason,
 grant_ttl, timeout, on_timeout, escalate, reminders, limits), falling back to `defaults` key by key
@@ -157,13 +158,16 @@ class PolicyFile(BaseModel):
     `actions` does not name: `refuse` (the default; it is dead-lettered) or `route` (by `defaults`).
     `removed_actions`: action classes this version drops on purpose; a running process takes a new
     version only if it still names every class of the one in force or lists it here (a file cut
-    short loses classes: `reload.PolicyHolder`)."""
+    short loses classes: `reload.PolicyHolder`). `admins`: Slack users and user groups (resolved as
+    approvers are, `directory.approvers`) whose App Home tab also shows the gates' numbers; none
+    when unset."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Annotated[int, Field(strict=True, ge=0)]
     unknown_actions: Literal["refuse", "route"] = "refuse"
     removed_actions: list[ActionClass] = []
+    admins: Approvers | None = None
     defaults: ActionPolicy = ActionPolicy()
     actions: dict[ActionClass, ActionPolicy] = {}
 

@@ -160,6 +160,8 @@ def load(tmp_path: Path, text: str) -> Policy:
             "version: 1\nremoved_actions: [r]\nactions:\n  r: {}\n",
             "policy: removed_actions lists r, which actions still names",
         ),
+        ("version: 1\nadmins: {users: [lee]}\n", "admins.users.0: String should match pattern"),
+        ("version: 1\nadmins: {}\n", "admins: name at least one approver in users or usergroups"),
     ],
 )
 def test_mistakes_name_the_file_and_the_field(tmp_path: Path, text: str, error: str) -> None:
