@@ -120,3 +120,15 @@ def test_the_demo_policy_replays_the_demo_history_unchanged_and_a_looser_one_is_
     out = capsys.readouterr().out
     rejected = [r.id for r in _requests(store) if r.status == "rejected" and r.action == "issue_refund"]
     assert rejected and f"would have let through, rejected by a human: {len(rejected)}: " in out
+
+
+def test_a_policy_that_cannot_route_the_demo_classes_is_refused_before_anything_is_written(
+    env: dict[str, str], store: Store, policy_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo-history", "--days", "1", "--policy", str(policy_file)]) == 2
+    assert "cannot route the demo's action classes" in capsys.readouterr().err
+    groups = Path(DEMO_POLICY).read_text().replace("{users: [U0DEMOLEE]}", "{usergroups: [S0DEMOLEADS]}")
+    policy_file.write_text(groups)
+    assert main(["demo-history", "--days", "1", "--policy", str(policy_file)]) == 2
+    assert "needs users (not user groups) at every level of delete_customer" in capsys.readouterr().err
+    assert _requests(store) == []
