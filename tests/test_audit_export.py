@@ -12,6 +12,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from countersign.cli import main
+from countersign.cli_demo import DEMO_POLICY
+from countersign.router.policy import load_policy
 from countersign.store import ApprovalRequest, AuditEvent, Store
 
 
@@ -35,7 +37,10 @@ def test_jsonl_and_csv_carry_every_event_in_range_with_its_hash(
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(lines) == _count(store)
     assert [line["id"] for line in lines] == sorted(line["id"] for line in lines)
-    assert all(line["hash"] and len(line["hash"]) == 64 and line["policy_version"] == 0 for line in lines)
+    version = load_policy(DEMO_POLICY).version  # the policy the demo was decided under
+    assert all(
+        line["hash"] and len(line["hash"]) == 64 and line["policy_version"] == version for line in lines
+    )
     decisions = [line for line in lines if line["decision"]]
     assert decisions and all(line["decision"] == line["event"] for line in decisions)
     assert all(line["at"].endswith("Z") for line in lines)
