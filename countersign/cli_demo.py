@@ -1,9 +1,11 @@
 """`countersign demo-history`: a realistic, clearly marked demo history of approval requests.
 
-Every request goes through the store's own transitions (`Store.create`, `decide`, `vote`,
-`escalate`, `expire`), as the router makes them, and is then moved into the past
-(`store.history.backdate`). Demo data is marked three ways: its requester and idempotency keys start
-with `demo-`, its context says `{"demo": true}`, and each request has a `demo_data` audit event.
+Every request is routed and gated by a policy file (`DEMO_POLICY`, which describes the demo's
+channels, reviewers and rules, so replaying it over the demo history changes nothing), goes through
+the store's own transitions (`Store.create`, `decide`, `vote`, `escalate`, `expire`), as the router
+makes them, and is then moved into the past (`store.history.backdate`). Demo data is marked three
+ways: its requester and idempotency keys start with `demo-`, its context says `{"demo": true}`, and
+each request has a `demo_data` audit event.
 No audit event is sealed into the audit chain while it runs (`AuditChain.paused`, PostgreSQL; on
 SQLite stop the router worker first), since each request's events are moved in time once written.
 The command refuses a database that holds any other request unless `--force`, so demo decisions
@@ -154,7 +156,7 @@ def _one(
     def resume(request: ApprovalRequest) -> ResumeEvent:
         return ResumeEvent(resume_job_id(request.id), decision_of(request, secret).to_json())
 
-    reviewer = rng.choice(REVIEWERS)
+    reviewer = _reviewer(rng.choice(row.approvers))
     roll = rng.random()
     if not gate.review:
         store.decide(row.id, Outcome.APPROVED, [], via=Via.POLICY, resume=resume, reason=gate.reason)
@@ -188,7 +190,7 @@ def _approve(
         assert stored is not None
         leads = row.rules.level(1).users
         store.escalate(stored, row.rules.level(1).channel, leads)
-        reviewer = {"slack_user_id": leads[0], "name": leads[0]}
+        reviewer = _reviewer(leads[0])
     if row.action == "issue_refund" and amount > 500 and roll > 0.9:
         lowered = f"{amount * 0.8:.2f}"
         edits = [{"field": "amount", "from": f"{amount:.2f}", "to": lowered}]
@@ -205,6 +207,13 @@ def _approve(
         return "edited"
     store.vote(row.id, reviewer, Outcome.APPROVED, resume, refuse=lambda _: None)
     return "escalated" if escalate else "approved"
+
+
+def _reviewer(user_id: str) -> Decider:
+    """The demo reviewer `user_id`, by name when it is one of `REVIEWERS`."""
+    return next(
+        (r for r in REVIEWERS if r["slack_user_id"] == user_id), {"slack_user_id": user_id, "name": user_id}
+    )
 
 
 def _rejection_odds(action: str, amount: float) -> float:
