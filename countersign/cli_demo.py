@@ -211,9 +211,8 @@ def _approve(
 
 def _reviewer(user_id: str) -> Decider:
     """The demo reviewer `user_id`, by name when it is one of `REVIEWERS`."""
-    return next(
-        (r for r in REVIEWERS if r["slack_user_id"] == user_id), {"slack_user_id": user_id, "name": user_id}
-    )
+    named: Decider = {"slack_user_id": user_id, "name": user_id}
+    return next((r for r in REVIEWERS if r["slack_user_id"] == user_id), named)
 
 
 def _rejection_odds(action: str, amount: float) -> float:
