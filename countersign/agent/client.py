@@ -35,7 +35,8 @@ class RequestState:
     """A request as the router knows it now.
 
     `status`: `queued` (accepted, intake not run yet) | `pending` | `approved` | `rejected` |
-    `expired` | `dead_letter` (intake refused it: see `reason`). `decision` is the resume decision
+    `expired` | `dead_letter` (intake refused it: see `reason`). `request` is the request as stored,
+    or for a queued one as it was sent (from its intake message). `decision` is the resume decision
     once decided, and `resume` its job: `{job_id, queue, func, published_at, problem}`, or for a
     webhook `{webhook, webhook_id, attempts, next_attempt_at, delivered_at, problem}` (for a
     request that named no resume target, the first shape with `queue` and `func` null), where
@@ -176,7 +177,12 @@ class ApprovalClient:
             return RequestState(
                 request_id, "dead_letter", reason=letter.reason, request=letter.received, audit=audit
             )
-        if store.intake_message(request_id) or self._intake.fetch_job(intake_job_id(request_id)):
+        accepted = store.intake_message(request_id)
+        if accepted is not None:
+            return RequestState(request_id, "queued", request=accepted.message.get("request"))
+        if store.get(request_id) is not None:  # intake took it between the first read and this one
+            return self.get(request_id)
+        if self._intake.fetch_job(intake_job_id(request_id)):
             return RequestState(request_id, "queued")
         raise UnknownRequest(request_id)
 

@@ -103,11 +103,7 @@ def _owned(request: Request, holder: ApiToken, request_id: str) -> RequestState:
         state = _client(request).get(request_id)
     except UnknownRequest:
         raise HTTPException(404, f"no approval request {request_id!r} for this token") from None
-    sent = state.request
-    if sent is None:  # queued: its intake message says who sent it
-        message = runtime(request).store.intake_message(request_id)
-        sent = message.message if message is not None else None
-    must_own(holder, request_id, requester_of(sent))
+    must_own(holder, request_id, requester_of(state.request))
     return state
 
 

@@ -81,9 +81,15 @@ def test_conflict_raises_and_changes_nothing(
     assert row is not None and row.payload == {"amount": "120.00", "currency": "USD"}
 
 
-def test_get_reports_queued_before_intake_and_unknown_ids(client: ApprovalClient, runtime: Runtime) -> None:
+def test_get_reports_queued_before_intake_and_unknown_ids(
+    client: ApprovalClient, runtime: Runtime, redis: Redis
+) -> None:
     request_id = client.request(refund())
-    assert client.get(request_id).status == "queued"
+    queued = client.get(request_id)
+    assert queued.status == "queued" and queued.request is not None
+    assert queued.request["requester"] == refund()["requester"]  # whose it is, in the same read
+    drain(redis)  # intake takes it (and deletes its intake message): the stored request from now on
+    assert client.get(request_id).status == "pending"
     odd = ("x;DROP TABLE requests", "01j0000000000000000000000", "A" * 5000)
     for unknown in ("01J00000000000000000000009", *odd):
         with pytest.raises(LookupError):
