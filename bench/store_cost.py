@@ -4,9 +4,9 @@
 
 In this process, on a scratch PostgreSQL database (no Redis, no Slack, no RQ), it times:
 
-1. `--cycles` approval cycles, as the store sees one (after `--warmup` unmeasured ones): `create`,
-   the intake limit's `pending_count`, `claim_card`, `attach_card`, `vote` (one approval settles
-   it), `claim_execution`, `record_outcome` and the refresh job's `card_facts`;
+1. `--cycles` approval cycles, as the store sees one (after `--warmup` unmeasured ones): the
+   intake limit's `pending_count`, `create` with the card's posting lease, `attach_card`, `vote` (one
+   approval settles it), `claim_execution`, `record_outcome` and the refresh job's `card_facts`;
 2. `--expire` pending requests past their deadline (copies of one request, one `INSERT ... SELECT`),
    expired as the sweep does it: `due_for_timeout(500)` then `Store.expire` of that batch, until none
    is due (their resume events are written, not enqueued).
@@ -70,7 +70,7 @@ def anyone(_row: ApprovalRequest) -> None:
     return None
 
 
-def create(store: Store) -> ApprovalRequest:
+def create(store: Store, card_lease: bool = False) -> ApprovalRequest:
     request_id = str(ULID())
     row, _ = store.create(
         {
@@ -94,7 +94,8 @@ def create(store: Store) -> ApprovalRequest:
             "policy_version": 1,
             "policy_sha256": "b" * 64,
             "rules": RULES,
-        }
+        },
+        card_lease=card_lease,
     )
     return row
 
@@ -102,10 +103,8 @@ def create(store: Store) -> ApprovalRequest:
 def cycle(store: Store) -> None:
     """The store's share of one approval cycle."""
     store.pending_count("issue_refund", "refund-agent", 1000)
-    row = create(store)
-    claimed = store.claim_card(row.id)
-    assert claimed is not None
-    store.attach_card(claimed, "C0REFUNDS", "1700000000.000100")
+    row = create(store, card_lease=True)  # as the intake creates it: the card's lease taken
+    store.attach_card(row, "C0REFUNDS", "1700000000.000100")
     store.vote(row.id, LEAD, Outcome.APPROVED, resume, refuse=anyone)
     store.claim_execution(row.id, "agent")
     store.record_outcome(row.id, True, None, "agent")

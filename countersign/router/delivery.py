@@ -125,9 +125,12 @@ class Slot(NamedTuple):
         )
 
 
-def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
+def post_card(runtime: Runtime, row: ApprovalRequest, leased: bool = False) -> Posted:
     """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
 
+    `leased`: `row` was just created with its posting lease (`Store.create(..., card_lease=True)`),
+    so it is posted without claiming the lease again; a card that must wait for its channel's time
+    then hands the lease on to that time (`Store.schedule_card`), so the job's next run claims it.
     Raises `RetryLater` when the channel is busy or Slack rate-limits, and `SlackApiError` or a
     network error for the rest.
     """
@@ -145,10 +148,10 @@ def post_card(runtime: Runtime, row: ApprovalRequest) -> Posted:
                 slot.ahead,
                 slot.backlog,
             )
-        if slot.wait >= 1:  # keep the card sweep away until its time, and the deadline after it
-            runtime.store.schedule_card(row, int(slot.wait))
+        if slot.wait >= 1 or leased:  # keep the card sweep away until its time, and the deadline after it
+            runtime.store.schedule_card(row, int(slot.wait), unclaimed=leased)
         raise RetryLater(slot.wait)
-    claimed = runtime.store.claim_card(row.id)
+    claimed = row if leased else runtime.store.claim_card(row.id)
     if claimed is None:
         return "duplicate"
     try:

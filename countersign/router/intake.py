@@ -84,7 +84,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         log.warning(
             "request %s: policy rule not evaluated, failing closed: %s", parsed.request_id, gate.reason
         )
-    row, _ = runtime.store.create(
+    row, created = runtime.store.create(
         {
             "id": parsed.request_id,
             "idempotency_key": request.key,
@@ -98,7 +98,8 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             "policy_sha256": policy.sha256,
             **_resume_columns(request.resume),
             **request.model_dump(exclude={"resume", "idempotency_key"}),
-        }
+        },
+        card_lease=gate.review,
     )
     if row.id != parsed.request_id:  # Redis had forgotten the key; the database remembered it
         if row.payload_sha256 != request.payload_sha256:
@@ -116,7 +117,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     if not gate.review:
         return _approve_by_policy(runtime, row, gate.reason)
     try:
-        return post_card(runtime, row)
+        return post_card(runtime, row, leased=created)
     except RetryLater as later:
         return _reschedule(runtime, row.id, later)
 

@@ -17,11 +17,15 @@ from .models import ApprovalRequest, Status, utcnow, utcnow_plus
 from .records import Records
 from .sql import audit_row, deadline, level_clock, no_live_card_lease, update_request
 
+CARD_LEASE_SECONDS = 60
+"""How long a card's posting lease lasts (`claim_card`, `Store.create`): a poster that died holding
+it is replaced by the card sweep this long after its claim."""
+
 
 class Deliveries(Records):
     """Transactions on the delivery of cards and reminders. Safe to share between threads."""
 
-    def claim_card(self, request_id: str, lease_seconds: int = 60) -> ApprovalRequest | None:
+    def claim_card(self, request_id: str, lease_seconds: int = CARD_LEASE_SECONDS) -> ApprovalRequest | None:
         """Take the right to post a pending request's card for `lease_seconds` (database clock).
 
         None while another process holds an unexpired lease, or once the card exists. The returned
@@ -50,10 +54,12 @@ class Deliveries(Records):
                 .values(card_lease_until=utcnow_plus(seconds))
             )
 
-    def schedule_card(self, request: ApprovalRequest, seconds: int) -> None:
+    def schedule_card(self, request: ApprovalRequest, seconds: int, unclaimed: bool = False) -> None:
         """The card of `request`'s level waits `seconds` for its time in its channel's pace: nobody
         posts it before then (the posting lease), and the level's deadline moves to that time plus
         its timeout (database clock), so a card behind a backlog never loses its reviewers' time.
+        `unclaimed`: the caller holds the lease `create(..., card_lease=True)` took and posted
+        nothing, so that claim is not counted (`card_attempts`: the next claim looks for no card).
         Nothing changes once the card is posted, the request decided or moved to another level."""
         pending_without_card = (
             ApprovalRequest.id == request.id,
@@ -62,9 +68,14 @@ class Deliveries(Records):
             ApprovalRequest.level == request.level,
         )
         clock = deadline(request.rules, request.level, seconds)
+        attempts = {"card_attempts": ApprovalRequest.card_attempts - 1} if unclaimed else {}
         with self._write() as session:
             update_request(
-                session, pending_without_card, card_lease_until=utcnow_plus(seconds), expires_at=clock
+                session,
+                pending_without_card,
+                card_lease_until=utcnow_plus(seconds),
+                expires_at=clock,
+                **attempts,
             )
 
     def refresh_card_later(self, request_id: str, seconds: int) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
 from ..exceptions import UnknownRequest
-from .deliveries import Deliveries
+from .deliveries import CARD_LEASE_SECONDS, Deliveries
 from .models import (
     ApprovalRequest,
     Decider,
@@ -27,6 +27,7 @@ from .models import (
     Via,
     Vote,
     utcnow,
+    utcnow_plus,
 )
 from .records import intake_done, intake_taken
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
@@ -58,7 +59,7 @@ class Store(Deliveries, WebhookDeliveries):
     """Transactions over the countersign database: every change of a request's state. Safe to share
     between threads."""
 
-    def create(self, values: dict[str, Any]) -> tuple[ApprovalRequest, bool]:
+    def create(self, values: dict[str, Any], card_lease: bool = False) -> tuple[ApprovalRequest, bool]:
         """Insert a pending request unless its id or idempotency key exists; audit `requested`.
 
         `values` holds the `ApprovalRequest` columns except status, card and decision; the audit
@@ -67,10 +68,15 @@ class Store(Deliveries, WebhookDeliveries):
         `attach_card`). Returns `(request, created)`: the stored row, which for `created=False` is
         the earlier request with the same key (compare `payload_sha256`: a repeat or a conflict).
         The row, its audit event and the removal of its intake message are one statement on
-        PostgreSQL (`sql.changed_request`).
+        PostgreSQL (`sql.changed_request`). With `card_lease`, a created request comes with its
+        card's posting lease taken, as `claim_card` takes it (`CARD_LEASE_SECONDS`, `card_attempts`
+        1), in the same INSERT: its creator posts the card without claiming it; everyone else
+        (a second run of the intake, the card sweep) waits for the lease as for a claim.
         """
         rules: Rules = values["rules"]
         clock = level_clock(rules, 0)
+        if card_lease:
+            clock |= {"card_lease_until": utcnow_plus(CARD_LEASE_SECONDS), "card_attempts": 1}
         why = {"rule": rules.review_rule} if rules.review_rule else {}
         requested = audit_row(values["id"], "requested", values["requester"], action=values["action"], **why)
         with self._write() as session:

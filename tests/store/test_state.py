@@ -33,6 +33,27 @@ def test_create_is_idempotent_on_the_key(store: Store) -> None:
     assert [e.event for e in store.audit_trail(first.id)] == ["requested"]
 
 
+def test_a_request_created_with_its_card_lease_is_claimed_by_nobody_else(store: Store) -> None:
+    first = new_request(store)
+    unposted = {k: v for k, v in _values(first).items() if k not in {"card_lease_until", "card_attempts"}}
+    values = {**unposted, "id": "01J00000000000000000000002", "idempotency_key": "leased"}
+    sent = statements(store)
+    row, created = store.create(values, card_lease=True)
+    assert created and row.card_attempts == 1 and row.card_lease_until is not None
+    assert sent == (
+        ["WITH changed"]
+        if _postgresql(store)
+        else ["INSERT approval_requests", "DELETE FROM", "INSERT audit_events"]
+    )
+    assert store.claim_card(row.id) is None  # the creator posts the card; a second poster waits
+    again, created = store.create(values, card_lease=True)
+    assert not created and again.card_attempts == 1  # a repeat takes no lease of its own
+    store.schedule_card(row, 0, unclaimed=True)  # the creator waits for its channel: the lease passes on
+    claimed = store.claim_card(row.id)
+    assert claimed is not None and claimed.card_attempts == 1  # no earlier post to look for
+    assert store.claim_card(first.id) is not None  # created without: claimed as before
+
+
 def _values(row: Any) -> dict[str, Any]:
     skip = {"status", "card_ts", "created_at", "decided_at", "decided_by", "decided_via", "decision_reason"}
     return {c.key: getattr(row, c.key) for c in row.__table__.columns if c.key not in skip}
