@@ -94,7 +94,7 @@ def _rates(go: Any, found: Stats) -> Any:
     ]
     layout = {
         "title": "Rejection and edit rate per action class (of human decisions)",
-        "yaxis": {"tickformat": ".0%"},
+        "yaxis": {"tickformat": ".0%", "range": [0, 1]},
     }
     return go.Figure(traces, layout=layout)
 
