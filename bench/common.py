@@ -14,7 +14,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from redis import Redis
 from sqlalchemy import Engine
@@ -393,3 +395,68 @@ def py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
     )
     time.sleep(1)  # attached
     return process
+
+
+@dataclass
+class WebStack:
+    """A running `countersign web` and `countersign worker` on `database_url` and `redis_url`, with
+    `sandbox` as their Slack; `url` is the web's base URL, `port` its port. `children` are killed
+    when the stack stops (add a child of the benchmark's own, e.g. a profiler)."""
+
+    sandbox: Any
+    url: str
+    port: int
+    redis_url: str
+    database_url: str
+    web: Child
+    worker: Child
+    tmp: Path
+    children: list[Child]
+
+
+@contextlib.contextmanager
+def web_stack(policy: str, database_url: str | None) -> Iterator[WebStack]:
+    """Start a private redis-server, the sandbox, a scratch database (`bench_database`) and
+    `countersign web` + `countersign worker` on them with `policy` (YAML text); yield once the web
+    answers `/healthz`; stop everything afterwards."""
+    from countersign.ports import free_port
+    from countersign.sandbox import Sandbox, serve
+
+    tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
+    redis_server, redis_url = start_redis(tmp)
+    sandbox = Sandbox(signing_secret=secrets.token_hex(16))
+    server = serve(sandbox)
+    children: list[Child] = []
+    try:
+        with bench_database(database_url, tmp) as url:
+            port = free_port()
+            sandbox.interactivity_url = f"http://127.0.0.1:{port}/slack/events"
+            env = countersign_env(tmp, policy, redis_url, url, server.url + "/api/") | {
+                "SLACK_SIGNING_SECRET": sandbox.signing_secret,
+                "PORT": str(port),
+            }
+            cli = [*PYTHON_M, "countersign.cli"]
+            web = Child("web", [*cli, "web", "--host", "127.0.0.1"], env, tmp / "web.log")
+            worker = Child("worker", [*cli, "worker"], env, tmp / "worker.log")
+            children = [web, worker]
+            for child in children:
+                child.start()
+            base = f"http://127.0.0.1:{port}"
+            wait_until(lambda: _answers(base + "/healthz"), 60, "countersign web did not start")
+            yield WebStack(sandbox, base, port, redis_url, url, web, worker, tmp, children)
+    finally:
+        for child in children:
+            child.kill()
+        redis_server.kill()
+        server.shutdown()
+
+
+def _answers(url: str) -> bool:
+    """True when a GET of `url` answers 200 within 2 s."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False

@@ -26,10 +26,8 @@ import http.client
 import multiprocessing
 import os
 import re
-import secrets
 import signal
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -47,24 +45,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     NO_INTAKE_LIMITS,
-    PYTHON_M,
     ROOT,
     Child,
-    bench_database,
     cards_stored,
-    countersign_env,
     exit_on_sigterm,
     percentile,
     print_table,
     session_cpu_seconds,
-    start_redis,
     wait_until,
+    web_stack,
 )
 from countersign import ApprovalClient
-from countersign.ports import free_port
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.jobs import json_queue, resume_job_id
-from countersign.sandbox import Sandbox, serve
+from countersign.sandbox import Sandbox
 from countersign.sandbox.interactivity import encode_payload
 from countersign.store import ApprovalRequest, Store, create_db_engine
 
@@ -164,53 +158,29 @@ def main() -> int:
     args = parser.parse_args()
     exit_on_sigterm()
 
-    tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
-    redis_server, redis_url = start_redis(tmp)
-    sandbox = Sandbox(signing_secret=secrets.token_hex(16))
-    server = serve(sandbox)
-    children: list[Child] = []
-    try:
-        with bench_database(args.database_url, tmp) as database_url:
-            port = free_port()
-            sandbox.interactivity_url = f"http://127.0.0.1:{port}/slack/events"
-            env = countersign_env(tmp, policy(), redis_url, database_url, server.url + "/api/") | {
-                "SLACK_SIGNING_SECRET": sandbox.signing_secret,
-                "PORT": str(port),
-            }
-            web = Child(
-                "web", [*PYTHON_M, "countersign.cli", "web", "--host", "127.0.0.1"], env, tmp / "web.log"
-            )
-            worker = Child("worker", [*PYTHON_M, "countersign.cli", "worker"], env, tmp / "worker.log")
-            children = [web, worker]
-            for child in children:
-                child.start()
-            engine, redis = create_db_engine(database_url), Redis.from_url(redis_url)
-            client = ApprovalClient(redis, Store(engine))
-            cards = _pending_cards(client, engine, round(args.rate * (args.warmup + args.seconds)))
-            engine.dispose()
-            bodies = [
-                encode_payload(sandbox.click_payload(c, ts, APPROVE_ACTION, APPROVER)) for _, c, ts in cards
-            ]
-            wait_until(lambda: _healthy(port), 60, "countersign web did not start")
-            children += [_profiler(args.profile, web, tmp)] if args.profile else []
-            database = make_url(database_url).database if args.database_url else None
-            before = [*(session_cpu_seconds(_pid(child)) for child in (web, worker)), time.process_time()]
-            before.append(_backends_cpu_seconds(database))
-            clicks, sender_cpu = _send(sandbox, bodies, args.rate)
-            queue = json_queue(AGENT_QUEUE, redis)
-            answered = sum(c.status == 200 for c in clicks)
-            wait_until(lambda: queue.count >= answered, 120, "resume jobs did not all arrive")
-            after = [*(session_cpu_seconds(_pid(child)) for child in (web, worker)), time.process_time()]
-            after.append(_backends_cpu_seconds(database))
-            cpu = Cpu(sender_cpu, *(b - a for a, b in zip(before, after, strict=True)))
-            enqueued = _enqueued_at(redis, [request_id for request_id, _, _ in cards])
-            if args.profile:
-                _stop(children.pop())
-    finally:
-        for child in children:
-            child.kill()
-        redis_server.kill()
-        server.shutdown()
+    with web_stack(policy(), args.database_url) as stack:
+        web, worker, database_url = stack.web, stack.worker, stack.database_url
+        engine, redis = create_db_engine(database_url), Redis.from_url(stack.redis_url)
+        client = ApprovalClient(redis, Store(engine))
+        cards = _pending_cards(client, engine, round(args.rate * (args.warmup + args.seconds)))
+        engine.dispose()
+        bodies = [
+            encode_payload(stack.sandbox.click_payload(c, ts, APPROVE_ACTION, APPROVER)) for _, c, ts in cards
+        ]
+        stack.children += [_profiler(args.profile, web, stack.tmp)] if args.profile else []
+        database = make_url(database_url).database if args.database_url else None
+        before = [*(session_cpu_seconds(_pid(child)) for child in (web, worker)), time.process_time()]
+        before.append(_backends_cpu_seconds(database))
+        clicks, sender_cpu = _send(stack.sandbox, bodies, args.rate)
+        queue = json_queue(AGENT_QUEUE, redis)
+        answered = sum(c.status == 200 for c in clicks)
+        wait_until(lambda: queue.count >= answered, 120, "resume jobs did not all arrive")
+        after = [*(session_cpu_seconds(_pid(child)) for child in (web, worker)), time.process_time()]
+        after.append(_backends_cpu_seconds(database))
+        cpu = Cpu(sender_cpu, *(b - a for a, b in zip(before, after, strict=True)))
+        enqueued = _enqueued_at(redis, [request_id for request_id, _, _ in cards])
+        if args.profile:
+            _stop(stack.children.pop())
     _report(args, clicks, enqueued, cpu, database_url)
     if args.profile:
         print()
@@ -322,15 +292,6 @@ def _backends_cpu_seconds(database: str | None) -> float:
         except (OSError, IndexError):
             continue  # the process exited meanwhile
     return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _healthy(port: int) -> bool:
-    try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-        connection.request("GET", "/healthz")
-        return connection.getresponse().status == 200
-    except OSError:
-        return False
 
 
 def _ms(values: list[float], p: float) -> str:

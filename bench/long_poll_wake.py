@@ -16,9 +16,7 @@ the same moment. Prints one table; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import secrets
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,20 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     NO_INTAKE_LIMITS,
-    PYTHON_M,
-    Child,
-    bench_database,
     cards_stored,
-    countersign_env,
     exit_on_sigterm,
     percentile,
     print_table,
-    start_redis,
     wait_until,
+    web_stack,
 )
-from countersign.ports import free_port
 from countersign.router.cards import APPROVE_ACTION
-from countersign.sandbox import Sandbox, serve
+from countersign.sandbox import Sandbox
 from countersign.store import create_db_engine
 from countersign.store.tokens import Tokens
 
@@ -68,49 +61,19 @@ def main() -> int:
     parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
     args = parser.parse_args()
     exit_on_sigterm()
-    tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
-    redis_server, redis_url = start_redis(tmp)
-    sandbox = Sandbox(signing_secret=secrets.token_hex(16))
-    server = serve(sandbox)
-    children: list[Child] = []
-    try:
-        with bench_database(args.database_url, tmp) as database_url:
-            port = free_port()
-            sandbox.interactivity_url = f"http://127.0.0.1:{port}/slack/events"
-            env = countersign_env(tmp, policy(), redis_url, database_url, server.url + "/api/") | {
-                "SLACK_SIGNING_SECRET": sandbox.signing_secret,
-                "PORT": str(port),
-            }
-            cli = [*PYTHON_M, "countersign.cli"]
-            children = [
-                Child("web", [*cli, "web", "--host", "127.0.0.1"], env, tmp / "web.log"),
-                Child("worker", [*cli, "worker"], env, tmp / "worker.log"),
-            ]
-            for child in children:
-                child.start()
-            engine = create_db_engine(database_url)
-            token = Tokens(engine).create_token("bench", [f"a{n}" for n in range(CHANNELS)]).secret
-            url = f"http://127.0.0.1:{port}"
-            wait_until(lambda: _healthy(url), 60, "countersign web did not start")
-            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=90) as api:
-                ids = [_create(api, n) for n in range(args.requests)]
-                wait_until(lambda: cards_stored(engine, ids) >= len(ids), 600, "cards were not all posted")
-                rows = _measure(api, sandbox, Redis.from_url(redis_url), ids, args.rate)
-            engine.dispose()
-    finally:
-        for child in children:
-            child.kill()
-        redis_server.kill()
-        server.shutdown()
+    with web_stack(policy(), args.database_url) as stack:
+        engine = create_db_engine(stack.database_url)
+        token = Tokens(engine).create_token("bench", [f"a{n}" for n in range(CHANNELS)]).secret
+        with httpx.Client(
+            base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=90
+        ) as api:
+            ids = [_create(api, n) for n in range(args.requests)]
+            wait_until(lambda: cards_stored(engine, ids) >= len(ids), 600, "cards were not all posted")
+            rows = _measure(api, stack.sandbox, Redis.from_url(stack.redis_url), ids, args.rate)
+        engine.dispose()
+        database_url = stack.database_url
     _report(args, rows, database_url.split(":", 1)[0])
     return 0
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url + "/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _create(api: httpx.Client, n: int) -> str:
