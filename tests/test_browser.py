@@ -145,3 +145,32 @@ def test_a_reviewer_clears_their_queue_in_the_browser(
     assert "Only visible to you" in answer.text and "Refund EPSILON" in answer.text
     browser.execute_script("arguments[0].scrollIntoView()", answer)
     _shot(browser, "8-countersign-pending")
+
+
+def test_replies_nest_under_their_card_and_mrkdwn_is_styled(
+    browser: WebDriver, sandbox: tuple[Sandbox, str]
+) -> None:
+    """A thread reply is shown inside its parent's thread, not as a message of its own in the channel,
+    and mrkdwn's code, bold and strike marks are styles, not characters (as Slack shows them)."""
+    from slack_sdk import WebClient
+
+    url = sandbox[1]
+    slack = WebClient(token="xoxb-test", base_url=url + "/api/")
+    parent = slack.chat_postMessage(channel="C0FINANCE", text="Refund `ord_42` is *waiting*; 2*3*4 stays")
+    slack.chat_postMessage(channel="C0FINANCE", text="~Pending~ Executed ✓", thread_ts=parent["ts"])
+    slack.chat_postMessage(channel="C0FINANCE", text="Another card")
+    browser.get(url + "/")
+    _shows(browser, "Another card")
+
+    messages = browser.find_elements(By.CSS_SELECTOR, "#channels section.channel > .msg")
+    assert [m.find_element(By.CSS_SELECTOR, ".text").text for m in messages] == [
+        "Refund ord_42 is waiting; 2*3*4 stays",
+        "Another card",
+    ]
+    reply = messages[0].find_element(By.CSS_SELECTOR, ".thread > .msg")
+    assert reply.find_element(By.CSS_SELECTOR, ".text").text == "Pending Executed ✓"
+    assert reply.find_element(By.CSS_SELECTOR, "s").text == "Pending"
+    assert messages[0].find_element(By.CSS_SELECTOR, ".text > code").text == "ord_42"
+    assert messages[0].find_element(By.CSS_SELECTOR, ".text > b").text == "waiting"
+    assert messages[1].find_elements(By.CSS_SELECTOR, ".thread > .msg") == []
+    _shot(browser, "9-thread-and-styles")
