@@ -31,7 +31,7 @@ from .cards import (
     decision_buttons,
     payload_lines,
 )
-from .texts import USER_ID_PREFIXES, clip, escape, sanitize, verdict, when
+from .texts import USER_ID_PREFIXES, clip, code, escape, sanitize, verdict, when
 
 MAX_LISTED = 20  # requests in one answer: two blocks each, within Slack's 50 a message
 MAX_TRAIL = 12  # audit events `show` lists, the latest
@@ -62,7 +62,7 @@ def help_message(unknown: str | None = None) -> dict[str, Any]:
     """The list of subcommands; with `unknown`, first says that subcommand is not one."""
     lines = [f"`{COMMAND} {usage}`: {what}" for usage, what in USAGE]
     if unknown is not None:
-        lines.insert(0, f"`{escape(clip(unknown, 40))}` is not a {COMMAND} subcommand.")
+        lines.insert(0, f"{code(unknown, 40)} is not a {COMMAND} subcommand.")
     text = "\n".join(lines)
     return message(text, [SectionBlock(block_id="help", text=MarkdownTextObject(text=text))])
 
@@ -115,7 +115,7 @@ def trail_line(event: AuditEvent) -> str:
 def show_message(request: ApprovalRequest | None, request_id: str, trail: list[AuditEvent]) -> dict[str, Any]:
     """The answer to `show ID`: status, decision and the latest `MAX_TRAIL` audit events."""
     if request is None:
-        text = f"countersign does not know a request `{escape(clip(request_id, 64))}`."
+        text = f"countersign does not know a request {code(request_id, 64)}."
         return message(text, [SectionBlock(block_id="show", text=MarkdownTextObject(text=text))])
     state = "Pending" if request.status == Status.PENDING else verdict(request)
     lines = [trail_line(event) for event in trail[-MAX_TRAIL:]]
@@ -143,7 +143,7 @@ def stats_message(counts: dict[tuple[Status, Execution | None], int], action: st
         if status == Status.APPROVED:
             name = str(execution) if execution is not None else "not run"
             runs[name] = runs.get(name, 0) + count
-    scope = f"`{escape(clip(action, 64))}`" if action else "all action classes"
+    scope = code(action, 64) if action else "all action classes"
     parts = [f"{status}: {count}" for status, count in by_status.items()]
     run_text = ", ".join(f"{name} {count}" for name, count in sorted(runs.items()))
     text = (

@@ -34,6 +34,13 @@ def escape(text: str) -> str:
     return sanitize(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def code(text: str, limit: int) -> str:
+    """`text` (cut to `limit` characters, `escape`d) as a mrkdwn code span. mrkdwn has no escape for a
+    backtick, which would end the span early and let the rest be read as mrkdwn, so a backtick in
+    `text` is shown as the look-alike U+02CB (modifier letter grave accent)."""
+    return "`" + escape(clip(text, limit)).replace("`", "\u02cb") + "`"
+
+
 # Bidirectional overrides and isolates can make text display in another order than it is stored
 # ("Trojan Source", CVE-2021-42574); other control characters have no business on a card.
 _UNSAFE = {

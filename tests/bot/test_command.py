@@ -73,6 +73,9 @@ def test_show_gives_status_decision_and_trail(
         assert f"· {event} ·" in shown
     unknown = _answer(sb, "U0ALICE", "show 01NOTAREQUEST")
     assert "does not know a request `01NOTAREQUEST`" in unknown["text"]
+    # A backtick would end the code span and let the rest be read as mrkdwn: it is shown as a look-alike.
+    spoof = _answer(sb, "U0ALICE", "show x`*Approved*`")
+    assert "does not know a request `x\u02cb*Approved*\u02cb`." in spoof["text"]
 
 
 def test_stats_counts_by_status_and_outcome(runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str) -> None:
