@@ -65,7 +65,7 @@ async def create_request(
     `Idempotency-Key` header, else the body's `idempotency_key`, else `requester:run_id:step`. The
     same key with the same payload answers what the first call answered (202, the same
     `request_id`), as Stripe's idempotent replays do; with another payload, 409."""
-    data = _json_object(await request.body())
+    data = _json_object(await request.body(), "request", "the approval request")
     if idempotency_key is not None and data.setdefault("idempotency_key", idempotency_key) != idempotency_key:
         raise HTTPException(422, "the Idempotency-Key header and the body's idempotency_key differ")
     request_id = await run_in_threadpool(_create, request, holder, data)
@@ -74,17 +74,18 @@ async def create_request(
     )
 
 
-def _json_object(body: bytes) -> dict[str, Any]:
+def _json_object(body: bytes, root: str, what: str) -> dict[str, Any]:
+    """The body as a JSON object, read by `schema.loads` (a key written twice is refused, so no two
+    readers of it can disagree on a value). Raises HTTPException 422 naming `root` (the object's name
+    in errors) or `what` (what the body should be)."""
     try:
         data = loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise HTTPException(
-            422, "the body is not JSON (send the approval request as a JSON object)"
-        ) from None
+        raise HTTPException(422, f"the body is not JSON (send {what} as a JSON object)") from None
     except ValueError as repeated:
-        raise HTTPException(422, f"request: {repeated}") from None
+        raise HTTPException(422, f"{root}: {repeated}") from None
     if not isinstance(data, dict):
-        raise HTTPException(422, "request: should be a JSON object")
+        raise HTTPException(422, f"{root}: should be a JSON object")
     return data
 
 
@@ -166,14 +167,21 @@ def post_outcome(request_id: str, report: OutcomeReport, request: Request, holde
 
 
 @router.post("/grants/verify", response_model=Verification)
-def verify(
+async def verify(
     decision: Annotated[dict[str, Any], Body(description="a decision as GET …/decision gives it")],
     request: Request,
     holder: Token,
 ) -> Verification:
     """Whether the decision's grant lets its payload run now: signed by this router
     (`COUNTERSIGN_SECRET`), for exactly this payload (RFC 8785 hash), not expired (database clock).
-    It does not claim the single execution: report the outcome once the action ran."""
+    It does not claim the single execution: report the outcome once the action ran. The body is read
+    again strictly (422 for a key written twice): the payload hashed here must be the one the caller
+    runs, whichever of two values its own JSON reader would keep."""
+    strict = _json_object(await request.body(), "decision", "the decision")
+    return await run_in_threadpool(_verify, request, strict)
+
+
+def _verify(request: Request, decision: dict[str, Any]) -> Verification:
     rt: Runtime = runtime(request)
     request_id = decision.get("request_id")
     shown = request_id if isinstance(request_id, str) else None

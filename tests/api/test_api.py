@@ -83,6 +83,11 @@ def test_create_long_poll_a_click_and_report_the_outcome(
     }
     forged = {**decision, "payload": {"amount": "9999.00", "currency": "USD"}}
     assert agent.post("/v1/grants/verify", json=forged).json()["why"] == "payload_mismatch"
+    # The signed amount and a larger one in the same object: which counts is up to each JSON reader.
+    signed = json.dumps(decision["payload"]["amount"])
+    twice = json.dumps(decision).replace(f'"amount": {signed}', f'"amount": {signed}, "amount": "9999.00"', 1)
+    refused = agent.post("/v1/grants/verify", content=twice, headers={"Content-Type": "application/json"})
+    assert _problem(refused, 422) == "decision: key written twice: amount"
     hidden = agent.get(f"/v1/requests/{request_id}").json()["decision"]["grant"]["signature"]
     assert hidden.startswith("hidden")
 
