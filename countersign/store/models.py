@@ -182,6 +182,7 @@ CARD_REFRESH_DUE = "card_refresh_due_at IS NOT NULL"  # migration 0007
 RESUME_PROBLEM = "problem IS NOT NULL"  # migration 0008
 WEBHOOKS_DUE = "next_attempt_at IS NOT NULL"  # migration 0011
 PENDING = "status = 'pending'"  # migration 0009: one requester's pending requests of a class
+DECIDING = "event IN ('approved', 'rejected', 'vote')"  # migration 0014: what a reviewer decided
 
 
 def _where(predicate: str) -> dict[str, Any]:
@@ -307,6 +308,9 @@ class AuditEvent(Base):
     """
 
     __tablename__ = "audit_events"
+    __table_args__ = (  # migration 0014: a reviewer's decisions (`Store.decided_by_user`, the Home tab)
+        Index("ix_audit_events_decided_by", "actor", "request_id", **_where(DECIDING)),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     request_id: Mapped[str] = mapped_column(String(64), index=True)

@@ -265,8 +265,8 @@ class Queries:
 
     def decided_by_user(self, user_id: str, limit: int = 10) -> list[ApprovalRequest]:
         """The requests `user_id` decided or voted on that are decided now, latest decision first,
-        at most `limit`: the audit trail's `approved`, `rejected` and `vote` events name them as actor.
-        (`audit_events.actor` has no index: a scan of the trail, for one reviewer's Home tab.)"""
+        at most `limit`: the audit trail's `approved`, `rejected` and `vote` events name them as actor
+        (found through the partial index `ix_audit_events_decided_by`, not a scan of the trail)."""
         with self._read() as session:
             acted = select(AuditEvent.request_id).where(
                 AuditEvent.actor == user_id, AuditEvent.event.in_((Status.APPROVED, Status.REJECTED, "vote"))
