@@ -124,7 +124,9 @@ def on_approve(ack: Ack, body: dict[str, Any], client: WebClient, context: BoltC
     """Approve button: ack, then vote."""
     ack()
     click = payload.click(body)
-    action = review.Action("approve", click.request_id, click.user, channel=click.channel, where=click.where)
+    action = review.Action(
+        "approve", click.request_id, click.user, channel=click.channel, where=click.where, shown=click.shown
+    )
     _after_ack(context, journal.act, client, click.user["slack_user_id"], click.channel, action)
 
 
@@ -172,6 +174,7 @@ def _on_submit(
             reason=submission.reason,
             values=submitted.values,
             where=submitted.where,
+            shown=submitted.shown,
         )
         _after_ack(context, journal.act, client, user_id, None, action)
 

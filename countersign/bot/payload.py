@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..router.cards import shown as shown_of
 from ..store import Decider
 
 MAX_REQUEST_ID = 64  # longer than any id countersign issues (26-character ULIDs)
@@ -22,7 +23,7 @@ Where = Literal["card", "home"]
 @dataclass(frozen=True)
 class Click:
     """A `block_actions` click on one of a card's buttons, or the same button on the App Home tab
-    (`where`)."""
+    (`where`); `shown`, what the clicker was shown (`shown`)."""
 
     action_id: str
     request_id: str
@@ -30,17 +31,20 @@ class Click:
     channel: str | None
     trigger_id: str
     where: Where = "card"
+    shown: dict[str, str | None] | None = None
 
 
 @dataclass(frozen=True)
 class ViewSubmission:
     """A `view_submission` of one of countersign's modals: `values` is `{block_id: typed text}`;
-    `where` the surface whose button opened it (`metadata`)."""
+    `where` the surface whose button opened it (`metadata`); `shown`, the modal as the submitter
+    saw it (`shown`)."""
 
     request_id: str
     user: Decider
     values: dict[str, str | None]
     where: Where = "card"
+    shown: dict[str, str | None] | None = None
 
 
 def user(body: dict[str, Any]) -> Decider:
@@ -61,6 +65,7 @@ def click(body: dict[str, Any]) -> Click:
         channel=(body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id"),
         trigger_id=str(body.get("trigger_id") or ""),
         where="home" if container.get("type") == "view" else "card",
+        shown=shown(body),
     )
 
 
@@ -74,7 +79,30 @@ def view_submission(body: dict[str, Any]) -> ViewSubmission:
         user=user(body),
         values=_values(body["view"].get("state")),
         where="home" if where == "home" else "card",
+        shown=shown(body),
     )
+
+
+def shown(body: dict[str, Any]) -> dict[str, str | None] | None:
+    """What the reviewer was shown when they acted, as Slack sent it with the interaction, for the
+    decision's audit event: `cards.shown` of the surface — `{"text", "blocks_sha256"}` of the
+    `message` a `block_actions` click on a card carries (its `text` and `blocks`), or of the `view`
+    a click on the Home tab or a modal's `view_submission` carries (a view has no `text`: null; and
+    `"view"`: its type, `home` or `modal`). Payload shapes:
+    https://docs.slack.dev/reference/interaction-payloads/block_actions-payload and
+    https://docs.slack.dev/reference/interaction-payloads/view-interactions-payload . None when
+    the body carries neither, or blocks that are not a list or cannot be canonical JSON."""
+    message, view = body.get("message"), body.get("view")
+    in_message = isinstance(message, dict)
+    surface: Any = message if in_message else view if isinstance(view, dict) else {}
+    blocks, text = surface.get("blocks"), surface.get("text") if in_message else None
+    if not isinstance(blocks, list):
+        return None
+    try:
+        seen = shown_of(text if isinstance(text, str) else None, blocks)
+    except ValueError:
+        return None
+    return seen if in_message else {**seen, "view": str(surface.get("type") or "")}
 
 
 def metadata(request_id: str, where: Where) -> str:

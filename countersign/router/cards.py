@@ -96,10 +96,19 @@ class Card:
         """`{"text": ..., "blocks": [...]}` for `chat.postMessage` / `chat.update`."""
         return {"text": self.text, "blocks": self.blocks}
 
-    def shown(self) -> dict[str, str]:
-        """What reviewers are shown, for the audit trail (`card_posted`): `{"text", "blocks_sha256"}`,
-        the SHA-256 of the RFC 8785 canonical JSON of `{"blocks": blocks}`."""
-        return {"text": self.text, "blocks_sha256": payload_sha256({"blocks": self.blocks})}
+    def shown(self) -> dict[str, str | None]:
+        """What reviewers are shown, for the audit trail (`card_posted`, `card_updated`): `shown`."""
+        return shown(self.text, self.blocks)
+
+
+def shown(text: str | None, blocks: list[dict[str, Any]]) -> dict[str, str | None]:
+    """What a reviewer was shown, as the audit trail records it (`card_posted`, `card_updated`, and
+    each decision's `shown`): `{"text": text, "blocks_sha256": SHA-256 (hex) of the RFC 8785
+    canonical JSON of {"blocks": blocks}}` (https://www.rfc-editor.org/rfc/rfc8785), so the same
+    blocks hash the same whatever their keys' order. The one function for every such hash: a
+    decision's hash equals that of the card version that showed it. Raises `ValueError` for blocks
+    RFC 8785 cannot represent (`schema.payload_sha256`)."""
+    return {"text": text, "blocks_sha256": payload_sha256({"blocks": blocks})}
 
 
 def _plain(text: str, limit: int) -> PlainTextObject:

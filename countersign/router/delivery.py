@@ -97,12 +97,13 @@ Posted = Literal["posted", "found", "duplicate"]
 
 
 class Message(NamedTuple):
-    """Where a message is in Slack: the id of its conversation and its `ts`; what it `shown` (a card
-    we posted: `cards.Card.shown`; None for one found in Slack)."""
+    """Where a message is in Slack: the id of its conversation and its `ts`; what it `shown`
+    (`cards.shown`: of a card we posted, or of one found in Slack as `conversations.history` returns
+    it; None when that has no blocks)."""
 
     channel: str
     ts: str
-    shown: dict[str, str] | None = None
+    shown: dict[str, str | None] | None = None
 
 
 class Slot(NamedTuple):
@@ -324,8 +325,18 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> Message | None:
             "request_id": row.id,
             "level": row.level,
         }:
-            return Message(channel, str(message["ts"]))
+            return Message(channel, str(message["ts"]), _shown_in(message))
     return None
+
+
+def _shown_in(message: dict[str, Any]) -> dict[str, str | None] | None:
+    """What a message found in `conversations.history` shows (`cards.shown` of its `text` and
+    `blocks`, as https://docs.slack.dev/reference/methods/conversations.history returns them), or
+    None when it has no blocks."""
+    blocks, text = message.get("blocks"), message.get("text")
+    if not isinstance(blocks, list):
+        return None
+    return cards.shown(text if isinstance(text, str) else None, blocks)
 
 
 def update_card(
@@ -367,8 +378,22 @@ def update_card(
         if decided:
             _not_rewritten(runtime, client, request, card, exc)
         return
+    if not decided:
+        _audit_version(runtime, request.id, request.card_ts, card.shown(), "counted")
     if request.card_refresh_due_at is not None:
         runtime.store.card_refreshed(request.id)
+
+
+def _audit_version(
+    runtime: Runtime, request_id: str, ts: str, shown: dict[str, str | None], why: str
+) -> None:
+    """Audit a pending request's card rewritten to show `shown` (`Store.card_rewritten`: only when
+    it differs from the version last recorded). The card is rewritten already and the reviewer's
+    vote committed, so a failure here is logged, not raised: the trail then lacks that version."""
+    try:
+        runtime.store.card_rewritten(request_id, ts, shown, why)
+    except Exception:
+        log.exception("request %s: the rewrite of card %s not audited", request_id, ts)
 
 
 def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None:
@@ -382,7 +407,8 @@ def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None
     if card is None:
         return None
     log.info("request %s: adopting card %s, posted before the request was decided", request.id, card.ts)
-    return runtime.store.attach_card(request, card.channel, card.ts) or runtime.store.get(request.id)
+    attached = runtime.store.attach_card(request, card.channel, card.ts, card.shown)
+    return attached or runtime.store.get(request.id)
 
 
 def refresh(runtime: Runtime, request_id: str) -> CardFacts | None:
@@ -442,7 +468,7 @@ def mark_escalated(runtime: Runtime, old: ApprovalRequest, to_channel: str) -> N
     if old.card_ts is None:
         return
     message = cards.escalated_card(old, to_channel).message()
-    wait = _rewrite(runtime.slack, old.id, old.channel, old.card_ts, message)
+    wait = _rewrite(runtime, old.id, old.channel, old.card_ts, message)
     if wait is not None:
         jobs.enqueue_rewrite(runtime.redis, old.id, old.channel, old.card_ts, message, wait)
 
@@ -451,20 +477,21 @@ def rewrite_message(request_id: str, channel: str, ts: str, message: dict[str, A
     """RQ job (router worker, `jobs.REWRITE_JOB`): replace the text and blocks of the message at
     (`channel`, `ts`) with `message`; a `Retry` in Slack's `Retry-After` seconds (30 for a 5xx or a
     timeout) while Slack is busy, at most `jobs.MAX_REWRITES` times."""
-    wait = _rewrite(current().slack, request_id, channel, ts, message)
+    wait = _rewrite(current(), request_id, channel, ts, message)
     return None if wait is None else Retry(max=jobs.MAX_REWRITES, interval=[wait])
 
 
-def _rewrite(
-    client: WebClient, request_id: str, channel: str, ts: str, message: dict[str, Any]
-) -> int | None:
-    """chat.update one message; the seconds to wait before trying again, or None when done (or
-    refused for good: logged)."""
+def _rewrite(runtime: Runtime, request_id: str, channel: str, ts: str, message: dict[str, Any]) -> int | None:
+    """chat.update the escalated card at `ts` to `message` (`{"text", "blocks"}`), audited as a
+    version of that card (`_audit_version`, `escalated`); the seconds to wait before trying again,
+    or None when done (or refused for good: logged)."""
+    client = runtime.slack
     try:
         client.chat_update(channel=conversation(client, channel), ts=ts, **message)
     except (SlackApiError, OSError) as exc:
         log.warning("request %s: message %s not rewritten (%s)", request_id, ts, _error(exc))
         return _wait_after(exc)
+    _audit_version(runtime, request_id, ts, cards.shown(message["text"], message["blocks"]), "escalated")
     return None
 
 

@@ -6,9 +6,10 @@ request they may decide (`homedue.mark_due`, called where cards are posted and r
 router's sweep (`publish_due`), debounced per reviewer and paced for Slack's tier (`homedue`). A
 click on a Home button is the card's click: the same listeners, the same `review` code path.
 
-The policy's `admins` also see "Gates": per action class, the numbers of `countersign stats` over the
-last `GATES_DAYS` days (`store.stats`), computed at most once per `GATES_TTL_SECONDS` for every
-process and kept in Redis (`GATES_KEY`), so publishing many Home tabs runs the query once.
+The policy's `admins` also see "Gates": per action class and per reviewer, the numbers of
+`countersign stats` over the last `GATES_DAYS` days (`store.stats`), computed at most once per
+`GATES_TTL_SECONDS` for every process and kept in Redis (`GATES_KEY`), so publishing many Home tabs
+runs the query once.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 PUBLISHES_PER_TICK = 10  # Home tabs one sweep tick publishes at most (the minute's budget still rules)
-GATES_KEY = "countersign:home:gates"  # JSON: {action class: `Tally.as_dict`}, the admins' "Gates"
+GATES_KEY = "countersign:home:gates:v2"  # JSON: `Gates`, the admins' "Gates"
 GATES_TTL_SECONDS = 60
 GATES_DAYS = 30
 
@@ -59,17 +60,19 @@ def is_admin(runtime: Runtime, user_id: str) -> bool:
         return False
 
 
-def gates_now(runtime: Runtime) -> dict[str, dict[str, Any]]:
-    """Per action class, `Tally.as_dict` of the requests created in the last `GATES_DAYS` days:
-    from Redis when computed less than `GATES_TTL_SECONDS` ago, else computed and kept there."""
+def gates_now(runtime: Runtime) -> inbox.Gates:
+    """`{"actions": {action class: Tally.as_dict}, "reviewers": {Slack user id: Tally.as_dict}}` of
+    the requests created in the last `GATES_DAYS` days (`store.stats.stats`): from Redis when
+    computed less than `GATES_TTL_SECONDS` ago, else computed and kept there."""
     cached = runtime.redis.get(GATES_KEY)
     if cached is not None:
-        found: dict[str, dict[str, Any]] = json.loads(cast(bytes, cached))
+        found: inbox.Gates = json.loads(cast(bytes, cached))
         return found
     since = datetime.now(UTC) - timedelta(days=GATES_DAYS)
-    gates = {
-        action: tally.as_dict()
-        for action, tally in sorted(stats(runtime.store.engine, since).actions.items())
+    numbers = stats(runtime.store.engine, since)
+    gates: inbox.Gates = {
+        "actions": {action: tally.as_dict() for action, tally in sorted(numbers.actions.items())},
+        "reviewers": {user: tally.as_dict() for user, tally in sorted(numbers.reviewers.items())},
     }
     runtime.redis.set(GATES_KEY, json.dumps(gates), ex=GATES_TTL_SECONDS)
     return gates

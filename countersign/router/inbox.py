@@ -38,6 +38,9 @@ MAX_TRAIL = 12  # audit events `show` lists, the latest
 KEY_FIELDS_LISTED = 3  # payload fields shown per request in a list
 HOME_LISTED = 25  # requests waiting on the Home tab: three blocks each, within Slack's 100 a view
 HOME_RECENT = 10  # requests "decided by you recently"
+GATES_REVIEWERS = 20  # reviewers listed in the admins' "Gates", most decisions first
+Gates = dict[str, dict[str, dict[str, Any]]]
+"""The admins' "Gates": `{"actions": {action class: Tally.as_dict}, "reviewers": {user id: ...}}`."""
 
 COMMAND = "/countersign"
 USAGE = [
@@ -156,7 +159,7 @@ def home_view(
     queue: list[ApprovalRequest],
     more: bool,
     decided: list[ApprovalRequest],
-    gates: dict[str, dict[str, Any]] | None = None,
+    gates: Gates | None = None,
 ) -> dict[str, Any]:
     """The App Home tab of a reviewer (`views.publish`'s `view`): the counts, "Waiting for you" (the
     `queue`, in order, each with the card's Approve / Reject / Edit / Details buttons, and whether
@@ -191,25 +194,55 @@ def home_view(
     return View(type="home", blocks=blocks).to_dict()
 
 
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g} s"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
 def gates_line(action: str, tally: dict[str, Any]) -> str:
     """One action class in "Gates" (mrkdwn): its counts (`Tally.as_dict` of store/stats.py), the
-    median seconds to a human decision and the rubber-stamp share, "n/a" where there is none."""
-    median, share = tally["median_seconds"], tally["rubber_stamp_share"]
+    median and p95 seconds to a human decision and the rubber-stamp share, "n/a" where there is
+    none."""
     return (
         f"*{escape(clip(action, 64))}*: {tally['requests']} requests · "
         f"{tally['auto_approved']} auto-approved · "
         f"{tally['approved']} approved · {tally['edited']} edited · {tally['rejected']} rejected · "
-        f"{tally['expired']} expired · median {'n/a' if median is None else f'{median:g} s'} to decide · "
-        f"rubber stamps {'n/a' if share is None else f'{share:.0%}'}"
+        f"{tally['expired']} expired · {tally['escalated']} escalated · "
+        f"median {_seconds(tally['median_seconds'])}, p95 {_seconds(tally['p95_seconds'])} to decide · "
+        f"rubber stamps {_share(tally['rubber_stamp_share'])}"
     )
 
 
-def gates_blocks(gates: dict[str, dict[str, Any]]) -> list[Block]:
-    """The admins' "Gates" section of the Home tab: a header and one line per action class of
-    `gates` (`{action class: Tally.as_dict}`, last 30 days), cut to one section's 3,000 characters."""
-    lines = [gates_line(action, tally) for action, tally in gates.items()]
+def reviewer_line(user: str, tally: dict[str, Any]) -> str:
+    """One reviewer in "Gates" (mrkdwn): the decisions they took part in, their approvals (edited
+    ones included) and the share of those that were rubber stamps."""
+    approvals = tally["approved"] + tally["edited"]
+    return (
+        f"{_actor(user)}: {tally['requests']} decisions · {approvals} approvals · "
+        f"{tally['rejected']} rejections · rubber stamps {_share(tally['rubber_stamp_share'])}"
+    )
+
+
+def gates_blocks(gates: Gates) -> list[Block]:
+    """The admins' "Gates" section of the Home tab (`Gates`, last 30 days): a header, one line per
+    action class, and one per reviewer, the `GATES_REVIEWERS` with most decisions (then "… N more"):
+    four blocks, each section cut to 3,000 characters
+    (https://docs.slack.dev/reference/block-kit/blocks/section-block)."""
+    lines = [gates_line(action, tally) for action, tally in gates["actions"].items()]
     text = "\n".join(lines) or "No requests in the last 30 days."
+    busiest = sorted(gates["reviewers"].items(), key=lambda item: (-item[1]["requests"], item[0]))
+    people = [reviewer_line(user, tally) for user, tally in busiest[:GATES_REVIEWERS]]
+    if len(busiest) > GATES_REVIEWERS:
+        people.append(f"… {len(busiest) - GATES_REVIEWERS} more reviewers (`countersign stats`)")
+    who_text = "\n".join(people) or "No human decisions in the last 30 days."
     return [
         HeaderBlock(block_id="gates", text="Gates (last 30 days)"),
         SectionBlock(block_id="gates-lines", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))),
+        HeaderBlock(block_id="gates-reviewers", text="Reviewers (last 30 days)"),
+        SectionBlock(
+            block_id="gates-reviewer-lines", text=MarkdownTextObject(text=clip(who_text, MAX_SECTION_TEXT))
+        ),
     ]

@@ -7,7 +7,8 @@ A weakening is a change that lets something through with less review than before
 removed `review_when`, `always_review` or `self_approval` turned the other way, a timeout that now
 `allow`s, escalation levels removed, a longer `grant_ttl`, fields newly `editable`, key fields no
 longer shown first, a reject reason no longer required, or unknown action classes now routed. A
-CEL rule cannot be compared for what it allows, so any change of one is reported.
+CEL rule cannot be compared for what it allows, so any change of one is reported. So is a user or
+user group added to `admins`: it lets them see every reviewer's numbers on the Home tab.
 """
 
 from __future__ import annotations
@@ -55,7 +56,15 @@ def weakenings(old: Policy, new: Policy) -> list[str]:
     lines += [f"{action}: removed, now routed by defaults" for action in sorted(routed)]
     if old.file.unknown_actions == "refuse" and new.file.unknown_actions == "route":
         lines.append("unknown action classes: refused → routed by defaults")
+    lines += [f"admins added: {', '.join(added)}"] if (added := _admins_added(old, new)) else []
     return lines
+
+
+def _admins_added(old: Policy, new: Policy) -> list[str]:
+    """The users and user groups `new`'s `admins` names that `old`'s did not, sorted."""
+    was, now = old.file.admins, new.file.admins
+    before = set(was.users + was.usergroups) if was is not None else set()
+    return sorted(set(now.users + now.usergroups) - before) if now is not None else []
 
 
 def _routes(policy: Policy, action: str) -> bool:

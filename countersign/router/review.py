@@ -39,6 +39,8 @@ EDIT_STEPS: frozenset[str] = frozenset({cards.EDIT_ACTION, "edit_submit"})
 APPROVING_STEPS: frozenset[str] = frozenset({"approve", *EDIT_STEPS})
 
 Settled = Literal["decided", "counted", "refused"]
+Shown = dict[str, str | None]
+"""What a reviewer was shown when they acted (`cards.shown`, read by `bot.payload.shown`)."""
 
 
 def why_refused(request: ApprovalRequest | None, user_id: str, step: str) -> dict[str, Any] | None:
@@ -139,10 +141,11 @@ def cast(
     vote: Literal[Outcome.APPROVED, Outcome.REJECTED],
     reason: str | None = None,
     where: str = "card",
+    shown: Shown | None = None,
 ) -> Settled | Literal["unknown_request"]:
-    """Count a reviewer's approval or rejection (quorum rules in `Store.vote`; `where` they clicked,
-    audited) and act on it: `decided` | `counted` | `refused`, or `unknown_request` (audited; the
-    caller answers the reviewer, since only it knows where)."""
+    """Count a reviewer's approval or rejection (quorum rules in `Store.vote`; `where` they clicked
+    and what they were `shown`, audited) and act on it: `decided` | `counted` | `refused`, or
+    `unknown_request` (audited; the caller answers the reviewer, since only it knows where)."""
     user_id = user["slack_user_id"]
     step = "approve" if vote == Outcome.APPROVED else "reject"
     try:
@@ -154,6 +157,7 @@ def cast(
             reason=reason,
             refuse=lambda row: why_refused(row, user_id, step),
             where=where,
+            shown=shown,
         )
     except UnknownRequest:
         runtime.store.record(request_id, "refused", user_id, why="unknown_request", step=step)
@@ -168,10 +172,12 @@ def approve(
     user: Decider,
     channel: str | None,
     where: str = "card",
+    shown: Shown | None = None,
 ) -> Settled:
-    """The Approve button (on a card, or the Home tab: `where`): vote to approve; a click on a
-    request countersign does not know is answered in `channel`, where the click came from."""
-    outcome = cast(runtime, client, request_id, user, Outcome.APPROVED, where=where)
+    """The Approve button (on a card, or the Home tab: `where`; what the clicker was `shown`): vote
+    to approve; a click on a request countersign does not know is answered in `channel`, where the
+    click came from."""
+    outcome = cast(runtime, client, request_id, user, Outcome.APPROVED, where=where, shown=shown)
     if outcome != "unknown_request":
         return outcome
     delivery.tell(client, channel, user["slack_user_id"], texts.UNKNOWN_REQUEST)
@@ -254,7 +260,12 @@ def check_reject(
 
 
 def approve_edited(
-    runtime: Runtime, client: WebClient, user: Decider, submission: Submission, where: str = "card"
+    runtime: Runtime,
+    client: WebClient,
+    user: Decider,
+    submission: Submission,
+    where: str = "card",
+    shown: Shown | None = None,
 ) -> Settled:
     """After the ack of a valid Edit submit: approve with the edited payload and its diff, when the
     submitter may still edit the request as the decision finds it. That is checked on the row the
@@ -273,6 +284,7 @@ def approve_edited(
         grant_ttl=submission.request.rules.grant_ttl_seconds,
         refuse=lambda row: why_refused(row, user_id, "edit_submit"),
         where=where,
+        shown=shown,
     )
     return settle(runtime, client, result, user_id, where)
 
@@ -282,7 +294,9 @@ class Action:
     """A reviewer's decision as Slack delivered it, in a form that can be journaled and replayed
     (`router.journal`): `approve` (the button; `channel` is where it was clicked), `reject` (the
     Reject modal's checked `reason`) or `edit` (the Edit modal's `values`, `{block_id: text}`);
-    `where` the surface: `card`, or `home` (the App Home tab), audited with the decision."""
+    `where` the surface: `card`, or `home` (the App Home tab), and `shown`, what Slack says the
+    reviewer was shown (`bot.payload.shown`: the card, the Home view or the modal), audited with the
+    decision."""
 
     kind: Literal["approve", "reject", "edit"]
     request_id: str
@@ -291,22 +305,25 @@ class Action:
     reason: str | None = None
     values: dict[str, str | None] = field(default_factory=dict)
     where: str = "card"
+    shown: Shown | None = None
 
 
 def act(runtime: Runtime, client: WebClient, action: Action) -> Settled | Literal["unknown_request"]:
     """Do what the reviewer asked: vote to approve or reject, or approve with the edit (checked again
     on the request as it is now; an edit no longer allowed is answered with why)."""
     if action.kind == "approve":
-        return approve(runtime, client, action.request_id, action.user, action.channel, action.where)
+        return approve(
+            runtime, client, action.request_id, action.user, action.channel, action.where, action.shown
+        )
     if action.kind == "reject":
-        request_id, user = action.request_id, action.user
-        return cast(runtime, client, request_id, user, Outcome.REJECTED, action.reason, action.where)
+        request_id, user, where = action.request_id, action.user, action.where
+        return cast(runtime, client, request_id, user, Outcome.REJECTED, action.reason, where, action.shown)
     user_id = action.user["slack_user_id"]
     submission = check_edit(runtime, action.request_id, user_id, action.values)
     if not submission.ok:
         delivery.tell(client, action.channel, user_id, next(iter(submission.errors.values()), ""))
         return "refused"
-    return approve_edited(runtime, client, action.user, submission, action.where)
+    return approve_edited(runtime, client, action.user, submission, action.where, action.shown)
 
 
 def already_recorded(runtime: Runtime, action: Action) -> bool:

@@ -11,12 +11,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import case, update
+from sqlalchemy import case, select, update
 
-from .models import ApprovalRequest, Status, utcnow, utcnow_plus
+from .models import ApprovalRequest, AuditEvent, Status, utcnow, utcnow_plus
 from .records import Records
 from .sql import audit_row, deadline, level_clock, no_live_card_lease, update_request
 
+CARD_VERSIONS = ("card_posted", "card_updated")
+"""The audit events that record a version of a card: its `ts` and what it showed (`text`,
+`blocks_sha256`)."""
 CARD_LEASE_SECONDS = 60
 """How long a card's posting lease lasts (`claim_card`, `Store.create`): a poster that died holding
 it is replaced by the card sweep this long after its claim."""
@@ -121,7 +124,7 @@ class Deliveries(Records):
             )
 
     def attach_card(
-        self, request: ApprovalRequest, channel: str, ts: str, shown: dict[str, str] | None = None
+        self, request: ApprovalRequest, channel: str, ts: str, shown: dict[str, Any] | None = None
     ) -> ApprovalRequest | None:
         """Record where the card of `request`'s escalation level is, once: the `channel` Slack
         answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
@@ -145,6 +148,25 @@ class Deliveries(Records):
         posted = audit_row(request.id, "card_posted", None, ts=ts, **(shown or {}))
         with self._write() as session:
             return update_request(session, where, posted, channel=channel, card_ts=ts, **clock)
+
+    def card_rewritten(self, request_id: str, ts: str, shown: dict[str, Any], why: str) -> bool:
+        """Audit `card_updated` (`{ts, why, text, blocks_sha256}`) for the card at `ts` of a pending
+        request, just rewritten to show `shown` (`{"text", "blocks_sha256"}`) because of `why`
+        (`counted`: a vote toward the quorum; `escalated`: the request moved on), unless the last
+        version recorded of that card (`CARD_VERSIONS` with this `ts`) shows the same: so the trail
+        holds each version a reviewer could have seen, once. True when recorded. One read of the
+        request's card events and, when changed, one INSERT."""
+        with self._write() as session:
+            stmt = (
+                select(AuditEvent.detail)
+                .where(AuditEvent.request_id == request_id, AuditEvent.event.in_(CARD_VERSIONS))
+                .order_by(AuditEvent.id.desc())
+            )
+            last = next((d for d in session.scalars(stmt) if d.get("ts") == ts), None)
+            if last is not None and all(last.get(key) == shown[key] for key in ("text", "blocks_sha256")):
+                return False
+            self._audit(session, request_id, "card_updated", None, ts=ts, why=why, **shown)
+        return True
 
     def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:
         """Take the request's due reminder for `lease_seconds` (once, even with two sweepers): its

@@ -104,6 +104,7 @@ class Store(Deliveries, WebhookDeliveries):
         grant_ttl: int = GRANT_TTL_SECONDS,
         refuse: Refuse | None = None,
         where: str | None = None,
+        shown: dict[str, Any] | None = None,
     ) -> Decided | AlreadyDecided | TimedOut | Refused:
         """Move a pending request to `outcome` (`approved` | `rejected`), first writer wins.
 
@@ -116,7 +117,8 @@ class Store(Deliveries, WebhookDeliveries):
         `approved_payload` (the reviewer's edit; default: the frozen payload) with its `edits` diff,
         and its grant expires `grant_ttl` seconds after the database's now. Raises `UnknownRequest`
         for an unknown request id, and `ValueError` for a decision via `slack` without `refuse`.
-        `where` (a reviewer's: `card` or `home`, the surface clicked) goes into the audit event.
+        `where` (a reviewer's: `card` or `home`, the surface clicked) and `shown` (what Slack says
+        the reviewer was shown: `{"text", "blocks_sha256"[, "view"]}`) go into the audit event.
         """
         if via == Via.SLACK and refuse is None:
             raise ValueError("a reviewer's decision is authorised on the row it locks: pass refuse")
@@ -130,7 +132,7 @@ class Store(Deliveries, WebhookDeliveries):
                 stopped = None if request.status == Status.PENDING else AlreadyDecided(request)
             if stopped is not None:
                 return stopped
-            decided = self._decide_in(session, request_id, values, resume, actor, where)
+            decided = self._decide_in(session, request_id, values, resume, actor, where, shown)
             assert decided is not None  # the row is locked and was pending
             return decided
 
@@ -170,15 +172,17 @@ class Store(Deliveries, WebhookDeliveries):
         resume: Resume,
         actor: str,
         surface: str | None = None,
+        shown: dict[str, Any] | None = None,
     ) -> Decided | None:
         """The conditional UPDATE out of `pending`, its audit event by `actor` (the Slack user whose
-        click decided, or `POLICY`), and its resume event (`_resume_events`)."""
+        click decided, or `POLICY`; with the `surface` and what they were `shown`, when given), and
+        its resume event (`_resume_events`)."""
         where = (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING)
         row = update_request(session, where, **values)
         if row is None:
             return None
         detail = {"via": values["decided_via"], "reason": values["decision_reason"], "edits": values["edits"]}
-        detail |= {"where": surface} if surface is not None else {}
+        detail |= _seen(surface, shown)
         self._audit(session, request_id, values["status"], actor, **detail)
         return self._resume_events(session, [row], resume, actor)[0]
 
@@ -221,6 +225,7 @@ class Store(Deliveries, WebhookDeliveries):
         reason: str | None = None,
         refuse: Refuse | None = None,
         where: str | None = None,
+        shown: dict[str, Any] | None = None,
     ) -> Decided | AlreadyDecided | Counted | TimedOut | Refused:
         """Count one approver's vote (`approved` | `rejected`), deciding when it settles the request.
 
@@ -236,7 +241,8 @@ class Store(Deliveries, WebhookDeliveries):
         `rules.grant_ttl_seconds`. A second vote by the same approver is not counted again
         (`Counted.repeated`). Only a request that needs more than one approval keeps its votes
         (`votes`); the one vote that settles any other is its decision (`decided_by`). `where` (the
-        surface clicked: `card` or `home`) goes into the `vote` and decision audit events. Raises
+        surface clicked: `card` or `home`) and `shown` (what Slack says the voter was shown: `{"text",
+        "blocks_sha256"[, "view"]}`) go into the `vote` and decision audit events. Raises
         `UnknownRequest` for an unknown request id.
         """
         with self._write() as session:
@@ -249,10 +255,8 @@ class Store(Deliveries, WebhookDeliveries):
             )
             if isinstance(counted, Counted):
                 return counted
-            surface = {"where": where} if where is not None else {}
-            self._audit(
-                session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason, **surface
-            )
+            seen = _seen(where, shown)
+            self._audit(session, request_id, "vote", voter["slack_user_id"], vote=vote, reason=reason, **seen)
             approvals = counted
             grant_ttl = request.rules.grant_ttl_seconds
             if vote == Outcome.REJECTED:
@@ -261,7 +265,9 @@ class Store(Deliveries, WebhookDeliveries):
                 values = verdict(Outcome.APPROVED, approvals, Via.SLACK, reason, grant_ttl)
             else:
                 return Counted(request, approvals)
-            decided = self._decide_in(session, request_id, values, resume, voter["slack_user_id"], where)
+            decided = self._decide_in(
+                session, request_id, values, resume, voter["slack_user_id"], where, shown
+            )
             assert decided is not None  # the row is locked and was pending
             return decided
 
@@ -417,3 +423,9 @@ class Store(Deliveries, WebhookDeliveries):
                 execution_detail=detail,
                 executed_at=utcnow(),
             )
+
+
+def _seen(where: str | None, shown: dict[str, Any] | None) -> dict[str, Any]:
+    """A reviewer's audit detail of where they acted (`where`) and what they were `shown`, each
+    when given."""
+    return ({"where": where} if where is not None else {}) | ({"shown": shown} if shown is not None else {})

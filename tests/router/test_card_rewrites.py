@@ -14,7 +14,7 @@ from redis import Redis
 from sqlalchemy import update
 
 from countersign.agent import ApprovalClient, report_outcome
-from countersign.router import delivery, timeouts
+from countersign.router import cards, delivery, timeouts
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
@@ -40,6 +40,14 @@ def scheduled(redis: Redis) -> list[str]:
 def scheduled_at(redis: Redis, job_id: str) -> float:
     """The unix time at which RQ runs the scheduled job `job_id`."""
     return float(redis.zscore(json_queue("countersign", redis).scheduled_job_registry.key, job_id))
+
+
+def _detail(store: Store, request_id: str, name: str, nth: int = 0) -> dict[str, Any]:
+    """The detail of the request's `nth` audit event called `name`, once there."""
+    return wait_for(
+        lambda: ([e.detail for e in store.audit_trail(request_id) if e.event == name][nth:] or [None])[0],
+        what=f"audit event {name} #{nth}",
+    )
 
 
 def refresh_due(store: Store, request_id: str) -> bool:
@@ -153,6 +161,11 @@ def test_a_card_whose_poster_died_before_storing_it_is_found_and_rewritten_once_
     assert row is not None and (row.status, row.card_ts) == ("approved", card["ts"])
     assert "Approved by <@U0LEAD>" in json.dumps(card_of(sb, card["ts"])["blocks"])
     assert len(sb.messages("C0FINANCE")) == 1  # adopted, not posted again
+    posted = [e.detail for e in store.audit_trail(request_id) if e.event == "card_posted"]
+    assert len(posted) == 2  # the worker's own, and the adoption's, both of the card as Slack keeps it
+    seen = cards.shown(card["text"], card["blocks"])
+    assert all((d["ts"], d["text"], d["blocks_sha256"]) == (card["ts"], *seen.values()) for d in posted)
+    assert _detail(store, request_id, "approved")["shown"] == seen
 
 
 def test_a_request_decided_while_its_card_was_being_posted_gets_its_card_rewritten(
@@ -175,3 +188,52 @@ def test_a_request_decided_while_its_card_was_being_posted_gets_its_card_rewritt
     row = store.get(request_id)
     assert row is not None and (row.status, row.card_ts) == ("approved", card["ts"])
     assert not has_buttons(card) and "Approved by <@U0LEAD>" in json.dumps(card["blocks"])
+
+
+def test_every_version_of_a_pending_card_is_in_the_trail_and_matches_the_votes_made_on_it(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """A quorum's first vote rewrites the card (`card_updated`, `counted`), and the second vote,
+    made on that version, says so; the escalated card's rewrite is a version too."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, payload={"amount": "25000.00", "currency": "USD"})
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    counted = _detail(store, request_id, "card_updated")
+    now = card_of(sb, card["ts"])
+    assert "1 of 2 approvals" in json.dumps(now["blocks"]) and counted["why"] == "counted"
+    assert {"text": counted["text"], "blocks_sha256": counted["blocks_sha256"]} == cards.shown(
+        now["text"], now["blocks"]
+    )
+    assert _detail(store, request_id, "vote")["shown"] == cards.shown(card["text"], card["blocks"])
+
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")  # a repeat: nothing new is shown
+    wait_for(lambda: "You had already approved" in str(sb.ephemerals("U0LEAD")))
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
+    second = _detail(store, request_id, "vote", nth=1)["shown"]
+    assert second == {"text": counted["text"], "blocks_sha256": counted["blocks_sha256"]}
+    assert [e.event for e in store.audit_trail(request_id)].count("card_updated") == 1
+
+
+def test_an_escalated_cards_rewrite_is_a_version_in_the_trail(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)
+    old = card_of(sb, card["ts"])
+    assert not has_buttons(old)
+    escalated = _detail(store, request_id, "card_updated")
+    assert (escalated["ts"], escalated["why"]) == (card["ts"], "escalated")
+    assert escalated["blocks_sha256"] == cards.shown(old["text"], old["blocks"])["blocks_sha256"]

@@ -13,6 +13,8 @@ import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient
+from countersign.router.policy import load_policy
+from countersign.router.policydiff import weakenings
 from countersign.router.reload import PolicyHolder
 from countersign.router.runtime import Runtime
 from countersign.store import Store
@@ -117,6 +119,21 @@ def test_a_weakening_is_taken_and_logged_with_its_diff(
     )
 
 
+def test_an_admin_added_is_a_weakening_and_one_removed_is_not(tmp_path: Path) -> None:
+    """Admins see every reviewer's numbers (the Home tab's "Gates"): adding one widens who sees them."""
+    old = tmp_path / "old.yml"
+    old.write_text(EXAMPLE.replace("version: 1\n", "version: 1\nadmins: {users: [U0LEAD]}\n"))
+    added = EXAMPLE.replace(
+        "version: 1\n", "version: 2\nadmins: {users: [U0LEAD, U0BOB], usergroups: [S0X]}\n"
+    )
+    new = tmp_path / "new.yml"
+    new.write_text(added)
+    assert weakenings(load_policy(old), load_policy(new)) == ["admins added: S0X, U0BOB"]
+    assert weakenings(load_policy(new), load_policy(old)) == []  # fewer admins: nobody sees more
+    new.write_text(EXAMPLE.replace("version: 1", "version: 2"))
+    assert weakenings(load_policy(new), load_policy(old)) == ["admins added: U0LEAD"]  # none before
+
+
 def test_a_class_is_dropped_only_when_removed_actions_lists_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -156,6 +173,8 @@ def test_policy_check_old_new_says_whether_new_may_replace_old(tmp_path: Path) -
     assert "  issue_refund: C0FINANCE (U0LEAD, U0ALICE, U0BOB; after 14400 s: allow)" in weaker.stdout
     same = check(EXAMPLE.replace("version: 1", "version: 2"))
     assert same.stdout.splitlines()[0].endswith("(version 1); it weakens nothing")
+    admin = check(EXAMPLE.replace("version: 1\n", "version: 2\nadmins: {users: [U0BOB]}\n"))
+    assert admin.stdout.splitlines()[0].endswith("(version 1); it weakens it: admins added: U0BOB")
     cut = check(cut_before(EXAMPLE, "    require:"))
     assert cut.returncode == 1 and cut.stdout == ""
     assert cut.stderr == (

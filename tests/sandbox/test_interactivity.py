@@ -119,3 +119,22 @@ def test_bot_can_update_the_card_and_use_response_url_while_acking(
     assert stored["text"] == "Approved"
     assert stored["edited"] is True
     assert [e["text"] for e in sb.ephemerals("U0ALICE")] == ["Recorded your approval"]
+
+
+def test_a_click_carries_what_the_clicker_was_shown_as_slack_does(
+    client: WebClient, sb: Sandbox, receiver: Receiver
+) -> None:
+    """Slack sends the clicked message (its `text` and `blocks`, as stored) with a card's
+    block_actions, and the Home view with a Home click: countersign audits what the reviewer was
+    shown from them (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload)."""
+    blocks = [{**block, "block_id": f"b{n}"} for n, block in enumerate(card("req-7"))]
+    ts = client.chat_postMessage(channel=CHANNEL, text="Approval needed: deploy", blocks=blocks)["ts"]
+    home = {"type": "home", "blocks": [blocks[2] | {"block_id": "decide-req-7"}]}
+    client.views_publish(user_id="U0ALICE", view=home)
+
+    assert sb.click(CHANNEL, ts, "approve", "U0ALICE") == (200, "")
+    assert sb.click_home("U0ALICE", "decide-req-7", "approve") == (200, "")
+
+    on_card, on_home = (request["payload"] for request in receiver.requests)
+    assert (on_card["message"]["text"], on_card["message"]["blocks"]) == ("Approval needed: deploy", blocks)
+    assert on_home["view"]["blocks"] == home["blocks"] and on_home["view"]["type"] == "home"

@@ -212,6 +212,24 @@ def test_card_is_attached_once_where_slack_posted_it(store: Store) -> None:
     assert stored is not None and (stored.channel, stored.card_ts) == ("D0LEAD", "1.000100")
 
 
+def test_a_card_rewrite_is_audited_only_when_it_shows_something_new(store: Store) -> None:
+    row = new_request(store)
+    first = {"text": "Refund ACME", "blocks_sha256": "aa" * 32}
+    store.attach_card(row, "C0X", "1.000100", first)
+    assert store.card_rewritten(row.id, "1.000100", first, "counted") is False  # as posted
+    counted = {"text": "Refund ACME", "blocks_sha256": "bb" * 32}
+    assert store.card_rewritten(row.id, "1.000100", counted, "counted") is True
+    assert store.card_rewritten(row.id, "1.000100", counted, "counted") is False  # recorded already
+    assert store.card_rewritten(row.id, "1.000200", counted, "escalated") is True  # another card
+    assert store.card_rewritten(row.id, "1.000100", {**counted, "text": "Refund ACME!"}, "counted") is True
+    updated = [e.detail for e in store.audit_trail(row.id) if e.event == "card_updated"]
+    assert [(d["ts"], d["why"], d["blocks_sha256"][:2]) for d in updated] == [
+        ("1.000100", "counted", "bb"),
+        ("1.000200", "escalated", "bb"),
+        ("1.000100", "counted", "bb"),
+    ]
+
+
 def test_dead_letter_is_kept_once_with_its_reason(store: Store) -> None:
     assert store.dead_letter("job-1", "payload: Input should be a valid dictionary", {"payload": [1]}) is True
     assert store.dead_letter("job-1", "again", {}) is False
@@ -364,7 +382,9 @@ def test_an_approval_one_vote_settles_is_four_statements_three_on_postgresql_and
     row = new_request(store)
     sent = statements(store)
     lee: Decider = {"slack_user_id": "U0LEAD", "name": "lee"}
-    assert isinstance(store.vote(row.id, lee, Outcome.APPROVED, resume, refuse=anyone), Decided)
+    shown = {"text": "Refund ACME", "blocks_sha256": "ab" * 32}  # what the click says lee was shown
+    decided = store.vote(row.id, lee, Outcome.APPROVED, resume, refuse=anyone, where="card", shown=shown)
+    assert isinstance(decided, Decided)
     inserts = (
         ["WITH audit"]  # the resume event, and vote, approved, resume_published in the same statement
         if _postgresql(store)
@@ -376,12 +396,9 @@ def test_an_approval_one_vote_settles_is_four_statements_three_on_postgresql_and
         *inserts,
     ]
     assert store.votes(row.id) == [] and store.get(row.id).decided_by == [lee]  # type: ignore[union-attr]
-    assert [e.event for e in store.audit_trail(row.id)] == [
-        "requested",
-        "vote",
-        "approved",
-        "resume_published",
-    ]
+    trail = store.audit_trail(row.id)
+    assert [e.event for e in trail] == ["requested", "vote", "approved", "resume_published"]
+    assert trail[1].detail["shown"] == trail[2].detail["shown"] == shown  # in the events it writes anyway
 
 
 def test_a_batch_of_expiries_is_three_statements_whatever_its_size_two_on_postgresql(store: Store) -> None:
