@@ -24,7 +24,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, Level, TimeoutResult
+from ..store import ApprovalRequest, Decided, Level, TimeoutResult
 from . import delivery, directory, relay, threads
 from .delivery import post_card
 from .runtime import Runtime
@@ -52,14 +52,20 @@ def sweep(
     """Time out, escalate and remind what is due; returns how many requests changed state.
 
     Timeouts are taken `batch` at a time, and taken again at once while a whole batch was due and
-    changed, for up to `drain_seconds`: a backlog (many requests timing out together) drains in one
+    changed, for up to `drain_seconds` (first those that expire, in one statement a batch, then those
+    that escalate): a backlog (many requests timing out together) drains in one
     tick instead of `batch` a second, and reminders and cards (`limit` a tick) and the relay still
     get their turn. The
     cards of expired requests are not rewritten with their expiry but by the card step, `rewrites`
     a tick, oldest due first, at Slack's pace.
     """
     changed, started = 0, time.monotonic()
-    while True:
+    while True:  # the requests that expire, read by nothing but their UPDATE (`Store.expire_due`)
+        expired = _expire_due(runtime, batch)
+        changed += expired
+        if expired < batch or time.monotonic() - started > drain_seconds:
+            break
+    while True:  # those that escalate, and any the loop above left (it failed, or ran out of time)
         due = runtime.store.due_for_timeout(batch)
         done = _time_out(runtime, due)
         changed += done
@@ -104,11 +110,22 @@ def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
     return changed + _expire(runtime, expiring)
 
 
+def _expire_due(runtime: Runtime, batch: int) -> int:
+    """Expire up to `batch` due requests whose policy does not escalate them, in one store
+    transaction that reads nothing first (`Store.expire_due`), and publish them (`_expired`). If it
+    fails, nothing is expired (the sweep's second loop then takes them one by one). Returns how many
+    were expired."""
+    try:
+        decided = runtime.store.expire_due(batch, runtime.resume_event)
+    except Exception:
+        log.exception("expiring up to %d due requests together failed; trying them one by one", batch)
+        return 0
+    return _expired(runtime, decided)
+
+
 def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) -> int:
-    """Expire `(request, result)`s in one store transaction, publish their resume events together
-    (one more transaction); their cards are rewritten later, at Slack's pace, by the card step (the
-    store marks them due), but for a card whose poster died before storing it, looked up at once.
-    If the batch fails, each request is tried alone, so one bad request cannot hold the others up.
+    """Expire `(request, result)`s in one store transaction and publish them (`_expired`). If the
+    batch fails, each request is tried alone, so one bad request cannot hold the others up.
     Returns how many were expired."""
     if not due:
         return 0
@@ -120,6 +137,16 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) 
             return 0
         log.exception("expiring %d requests together failed; expiring them one by one", len(due))
         return sum(_expire(runtime, [one]) for one in due)
+    return _expired(runtime, decided)
+
+
+def _expired(runtime: Runtime, decided: list[Decided]) -> int:
+    """Publish the resume events of just-expired requests together (one Redis transaction, one
+    more database transaction); their cards are rewritten later, at Slack's pace, by the card step
+    (the store marks them due), but for a card whose poster died before storing it, looked up at
+    once. Returns how many there are."""
+    if not decided:
+        return 0
     try:
         relay.publish_all(runtime.store, runtime.redis, [one.event for one in decided])
     except Exception:

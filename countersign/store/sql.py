@@ -7,12 +7,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    and_,
     bindparam,
     case,
     column,
     func,
     insert,
     literal,
+    literal_column,
+    not_,
     or_,
     select,
     text,
@@ -26,6 +29,7 @@ from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.selectable import TextualSelect
 
+from ..defaults import GRANT_TTL_SECONDS
 from .models import (
     ApprovalRequest,
     AuditEvent,
@@ -210,6 +214,61 @@ def expire_due(
         update(ApprovalRequest)
         .where(*where)
         .values(**values, card_refresh_due_at=case((shown, utcnow())))
+        .returning(ApprovalRequest)
+        .execution_options(synchronize_session=False)
+    )
+    return list(session.scalars(stmt))
+
+
+TIMEOUT_RULES = {
+    "postgresql": (
+        "COALESCE(approval_requests.rules -> 'levels' -> GREATEST(0, LEAST(approval_requests.level,"
+        " jsonb_array_length(approval_requests.rules -> 'levels') - 1)) ->> 'on_timeout', 'deny')",
+        "COALESCE(jsonb_array_length(approval_requests.rules -> 'levels'), 0)",
+        f"COALESCE((approval_requests.rules ->> 'grant_ttl')::integer, {GRANT_TTL_SECONDS})",
+    ),
+    "sqlite": (
+        "COALESCE(json_extract(approval_requests.rules, '$.levels[' || MAX(0, MIN(approval_requests.level,"
+        " json_array_length(approval_requests.rules, '$.levels') - 1)) || '].on_timeout'), 'deny')",
+        "COALESCE(json_array_length(approval_requests.rules, '$.levels'), 0)",
+        f"COALESCE(json_extract(approval_requests.rules, '$.grant_ttl'), {GRANT_TTL_SECONDS})",
+    ),
+}
+"""Per dialect, read from a request's stored `rules` (JSON, `Rules.to_json`) in SQL: its current
+level's `on_timeout` (`Rules.level`: the last level past the end; `deny` without levels), how many
+levels it has, and its grant's lifetime in seconds."""
+
+
+def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
+    """One UPDATE ... RETURNING expiring up to `limit` requests due (pending, past `expires_at`,
+    oldest first) whose current level does not escalate (its `on_timeout` is not `escalate`, or it is
+    the last level), its policy read from the stored rules in SQL (`TIMEOUT_RULES`): no row is read
+    before. As `expire_due`: `allow` only for a row with a card (`card_ts`), with a grant valid its
+    rules' `grant_ttl`, the others `deny`; a row with a card is due for its rewrite now. On
+    PostgreSQL the due rows are locked as found, skipping rows another transaction holds (a click
+    deciding it, another sweep: `FOR UPDATE SKIP LOCKED`). Returns the rows expired, in any order."""
+    on_timeout, levels, grant_ttl = map(literal_column, TIMEOUT_RULES[session.get_bind().dialect.name])
+    escalates = and_(on_timeout == "escalate", ApprovalRequest.level + 1 < levels)
+    due = (
+        select(ApprovalRequest.id)
+        .where(is_pending(), ApprovalRequest.expires_at <= utcnow(), not_(escalates))
+        .order_by(ApprovalRequest.expires_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    shown = ApprovalRequest.card_ts.is_not(None)
+    allowed = and_(on_timeout == "allow", shown)
+    values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, 0, timeout_result=TimeoutResult.DENY)
+    values |= {
+        "timeout_result": case((allowed, TimeoutResult.ALLOW), else_=TimeoutResult.DENY),
+        "approved_payload": case((allowed, ApprovalRequest.payload), else_=ApprovalRequest.approved_payload),
+        "grant_expires_at": case((allowed, utcnow_plus(grant_ttl)), else_=ApprovalRequest.grant_expires_at),
+        "card_refresh_due_at": case((shown, utcnow())),
+    }
+    stmt = (
+        update(ApprovalRequest)
+        .where(ApprovalRequest.id.in_(due.scalar_subquery()), ApprovalRequest.status == Status.PENDING)
+        .values(**values)
         .returning(ApprovalRequest)
         .execution_options(synchronize_session=False)
     )
