@@ -225,7 +225,8 @@ def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent]) -> int:
 
     RQ's unique enqueue is a script a job (`Queue.enqueue(unique=True)`), and its batch enqueue
     (`Queue.enqueue_many` on a pipeline, https://python-rq.org/docs/, "Bulk Job Enqueueing", which
-    `_write_jobs` does more cheaply) does not check for an existing job. So the keys of the jobs found missing (job and marker) are
+    `_write_jobs` does more cheaply) does not check for an existing job. So the keys of the jobs
+    found missing (job and marker) are
     WATCHed, read again, and those still missing enqueued in a MULTI/EXEC that Redis refuses if any
     of those keys changed meanwhile, e.g. the decision path's `enqueue_resume` of the same job
     (https://redis.io/docs/latest/develop/interact/transactions/, "Optimistic locking using
@@ -260,10 +261,10 @@ def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
 def _write_jobs(queue: Queue, events: Sequence[OutboxEvent], pipeline: Pipeline) -> None:
     """Queue on `pipeline` the resume jobs of `events` (all on `queue`) as RQ's `enqueue_many` does
     (the queue in RQ's set of queues, each job's hash as `Job.save` writes it, its id pushed on the
-    queue), but with one `Job` a function, given each event's id, argument and description in
-    turn, rather than one built a job (`Job.create` was most of the Python cost of a batch: BENCHMARKS.md,
-    "Issue 14, fifth pass"), and the ids pushed in one RPUSH. The hash holds the same fields as
-    `enqueue_resume`'s (`Job.to_dict`): RQ's workers, retries, maintenance and `rq info` read it alike."""
+    queue), but with one `Job` a function, given each event's id, argument and description in turn
+    (public setters), rather than one `Job.create` a job (BENCHMARKS.md, "Issue 14, fifth pass"),
+    and the ids pushed in one RPUSH. The hash holds the same fields as `enqueue_resume` writes
+    (`Job.to_dict`), so RQ's workers, retries, maintenance and `rq info` read it alike."""
     pipeline.sadd(queue.redis_queues_keys, queue.key)
     writers: dict[str, Job] = {}  # by function
     enqueued_at = now()

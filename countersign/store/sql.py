@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.dml import Delete, Insert, Update
+from sqlalchemy.sql.elements import ColumnClause
 from sqlalchemy.sql.selectable import TextualSelect
 
 from ..defaults import GRANT_TTL_SECONDS
@@ -247,7 +248,10 @@ def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
     rules' `grant_ttl`, the others `deny`; a row with a card is due for its rewrite now. On
     PostgreSQL the due rows are locked as found, skipping rows another transaction holds (a click
     deciding it, another sweep: `FOR UPDATE SKIP LOCKED`). Returns the rows expired, in any order."""
-    on_timeout, levels, grant_ttl = map(literal_column, TIMEOUT_RULES[session.get_bind().dialect.name])
+    read: list[ColumnClause[Any]] = [
+        literal_column(sql) for sql in TIMEOUT_RULES[session.get_bind().dialect.name]
+    ]
+    on_timeout, levels, grant_ttl = read
     escalates = and_(on_timeout == "escalate", ApprovalRequest.level + 1 < levels)
     due = (
         select(ApprovalRequest.id)
