@@ -295,15 +295,17 @@ def _resume_writer(queue: Queue, event: OutboxEvent) -> Job:
 
 def _missing(redis: Redis, events: Sequence[OutboxEvent]) -> tuple[list[OutboxEvent], int]:
     """The `events` whose resume job neither exists nor has run, sorted by queue; and how many of
-    `events` have run (their marker)."""
+    `events` have run (their marker). One EXISTS of its job and marker an event, and one of all the
+    markers (EXISTS counts the keys that exist)."""
+    if not events:
+        return [], 0
     with redis.pipeline(transaction=False) as pipeline:
         for event in events:
-            pipeline.exists(Job.key_for(event.job_id))
-            pipeline.exists(resumed_key(event.request_id))
-        found = pipeline.execute()
-    queued, ran = found[::2], found[1::2]
-    missing = [event for event, *present in zip(events, queued, ran, strict=True) if not any(present)]
-    return sorted(missing, key=lambda event: _job_target(event)[0]), sum(ran)
+            pipeline.exists(Job.key_for(event.job_id), resumed_key(event.request_id))
+        pipeline.exists(*(resumed_key(event.request_id) for event in events))
+        *found, ran = pipeline.execute()
+    missing = [event for event, present in zip(events, found, strict=True) if not present]
+    return sorted(missing, key=lambda event: _job_target(event)[0]), ran
 
 
 def _job_target(event: OutboxEvent) -> tuple[str, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -144,7 +145,8 @@ def _expired(runtime: Runtime, decided: list[Decided]) -> int:
     """Publish the resume events of just-expired requests together (one Redis transaction, one
     more database transaction); their cards are rewritten later, at Slack's pace, by the card step
     (the store marks them due), but for a card whose poster died before storing it, looked up at
-    once. Returns how many there are."""
+    once. Logs one line for them all (each expiry is in its request's audit trail), and a warning
+    for each whose card was never posted. Returns how many there are."""
     if not decided:
         return 0
     try:
@@ -153,19 +155,32 @@ def _expired(runtime: Runtime, decided: list[Decided]) -> int:
         log.exception(
             "resume events of %d expired request(s) not marked published; the relay retries", len(decided)
         )
+    results = Counter(str(one.request.timeout_result) for one in decided)
+    log.info(
+        "%d request(s) expired: %s",
+        len(decided),
+        ", ".join(f"{n} {why}" for why, n in sorted(results.items())),
+    )
     for one in decided:
-        unseen = one.request.card_ts is None  # `allow` needs a card someone saw: the store denied it
-        log.log(
-            logging.WARNING if unseen else logging.INFO,
-            "request %s expired at level %s: %s%s",
+        if one.request.card_ts is not None:
+            continue
+        # `allow` needs a card someone saw: the store denied it
+        log.warning(
+            "request %s expired at level %s: deny (its card was never posted, so nothing runs)",
             one.request.id,
             one.request.level,
-            one.request.timeout_result,
-            " (its card was never posted, so nothing runs)" if unseen else "",
         )
-        if unseen and one.request.card_attempts > 0:  # a card posted by a process that died: adopt it
-            _each(lambda rt, r: delivery.update_card(rt, rt.slack, r), runtime, one.request)
+        if one.request.card_attempts > 0:  # a card posted by a process that died: adopt it
+            _each(_adopt_card, runtime, one.request)
     return len(decided)
+
+
+def _adopt_card(runtime: Runtime, request: ApprovalRequest) -> None:
+    """Find the card of an expired `request` whose poster died before storing it, and rewrite it as
+    expired (the request read again: an expiry's row holds only the decision's columns)."""
+    row = runtime.store.get(request.id)
+    if row is not None:
+        delivery.update_card(runtime, runtime.slack, row)
 
 
 def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session, aliased, load_only
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.elements import ColumnClause
 from sqlalchemy.sql.selectable import TextualSelect
@@ -240,12 +240,29 @@ level's `on_timeout` (`Rules.level`: the last level past the end; `deny` without
 levels it has, and its grant's lifetime in seconds."""
 
 
+EXPIRED_COLUMNS = (
+    *(ApprovalRequest.id, ApprovalRequest.idempotency_key, ApprovalRequest.action, ApprovalRequest.status),
+    *(ApprovalRequest.payload, ApprovalRequest.approved_payload, ApprovalRequest.edits),
+    *(ApprovalRequest.decided_by, ApprovalRequest.decided_via, ApprovalRequest.decision_reason),
+    *(ApprovalRequest.decided_at, ApprovalRequest.policy_version, ApprovalRequest.policy_sha256),
+    *(ApprovalRequest.timeout_result, ApprovalRequest.grant_expires_at, ApprovalRequest.level),
+    *(ApprovalRequest.resume_queue, ApprovalRequest.resume_func, ApprovalRequest.resume_webhook),
+    *(ApprovalRequest.card_ts, ApprovalRequest.card_attempts),
+)
+"""The columns `expire_all_due` returns: those of the decision (`decision_of`, its grant), of the
+resume event's target, and what the sweep logs and checks (level, card). The others (the stored
+rules, context, approvers, ...) are not loaded: most of the cost of reading a row back was
+decoding its JSON columns."""
+
+
 def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
     """One UPDATE ... RETURNING expiring up to `limit` requests due (pending, past `expires_at`,
     oldest first) whose current level does not escalate (its `on_timeout` is not `escalate`, or it is
     the last level), its policy read from the stored rules in SQL (`TIMEOUT_RULES`): no row is read
-    before. As `expire_due`: `allow` only for a row with a card (`card_ts`), with a grant valid its
-    rules' `grant_ttl`, the others `deny`; a row with a card is due for its rewrite now. On
+    before, and only `EXPIRED_COLUMNS` are returned (another attribute of a returned row raises
+    SQLAlchemy's `DetachedInstanceError` once the session is closed). As `expire_due`: `allow`
+    only for a row with a card (`card_ts`), with a grant valid its rules' `grant_ttl`, the others
+    `deny`; a row with a card is due for its rewrite now. On
     PostgreSQL the due rows are locked as found, skipping rows another transaction holds (a click
     deciding it, another sweep: `FOR UPDATE SKIP LOCKED`). Returns the rows expired, in any order."""
     read: list[ColumnClause[Any]] = [
@@ -274,6 +291,7 @@ def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
         .where(ApprovalRequest.id.in_(due.scalar_subquery()), ApprovalRequest.status == Status.PENDING)
         .values(**values)
         .returning(ApprovalRequest)
+        .options(load_only(*EXPIRED_COLUMNS))
         .execution_options(synchronize_session=False)
     )
     return list(session.scalars(stmt))

@@ -316,7 +316,8 @@ class Store(Deliveries, WebhookDeliveries):
         it is the last level), as `expire` would with that `on_timeout`, reading nothing first: one
         UPDATE ... RETURNING (`sql.expire_all_due`, the policy read from the stored rules in SQL) and
         one INSERT of the resume and audit events. Rows another transaction holds (a click deciding
-        it) are left to it or to the next call. Returns the `Decided` of those expired, in any order;
+        it) are left to it or to the next call. Returns the `Decided` of those expired, in any order
+        (their rows hold only the decision's columns, `sql.EXPIRED_COLUMNS`);
         fewer than `limit` when no more were due. Requests that escalate are left to
         `due_for_timeout` and `escalate`. Any error rolls the whole batch back."""
         with self._write() as session:
