@@ -3,10 +3,12 @@ one conditional UPDATE every transition is made of. Times are the database's clo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    Integer,
     and_,
     bindparam,
     case,
@@ -265,16 +267,22 @@ def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
     `deny`; a row with a card is due for its rewrite now. On
     PostgreSQL the due rows are locked as found, skipping rows another transaction holds (a click
     deciding it, another sweep: `FOR UPDATE SKIP LOCKED`). Returns the rows expired, in any order."""
-    read: list[ColumnClause[Any]] = [
-        literal_column(sql) for sql in TIMEOUT_RULES[session.get_bind().dialect.name]
-    ]
+    stmt = _expire_all_due(session.get_bind().dialect.name)
+    return list(session.scalars(stmt, {"limit": limit}))
+
+
+@functools.cache
+def _expire_all_due(dialect: str) -> Update:
+    """`expire_all_due`'s statement on `dialect`, built once (it runs every second, mostly expiring
+    nothing: building it was most of an idle call), its LIMIT bound as `limit`."""
+    read: list[ColumnClause[Any]] = [literal_column(sql) for sql in TIMEOUT_RULES[dialect]]
     on_timeout, levels, grant_ttl = read
     escalates = and_(on_timeout == "escalate", ApprovalRequest.level + 1 < levels)
     due = (
         select(ApprovalRequest.id)
         .where(is_pending(), ApprovalRequest.expires_at <= utcnow(), not_(escalates))
         .order_by(ApprovalRequest.expires_at)
-        .limit(limit)
+        .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
     )
     shown = ApprovalRequest.card_ts.is_not(None)
@@ -286,7 +294,7 @@ def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
         "grant_expires_at": case((allowed, utcnow_plus(grant_ttl)), else_=ApprovalRequest.grant_expires_at),
         "card_refresh_due_at": case((shown, utcnow())),
     }
-    stmt = (
+    return (
         update(ApprovalRequest)
         .where(ApprovalRequest.id.in_(due.scalar_subquery()), ApprovalRequest.status == Status.PENDING)
         .values(**values)
@@ -294,7 +302,6 @@ def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
         .options(load_only(*EXPIRED_COLUMNS))
         .execution_options(synchronize_session=False)
     )
-    return list(session.scalars(stmt))
 
 
 def update_request(
