@@ -28,17 +28,27 @@ On a scratch PostgreSQL database, with a private redis-server and the Slack sand
    `U0HEAVY`, with the partial GIN index of migration 0005 and after dropping it;
 8. reads the processes' resident memory once more (flat = no per-request state in a process).
 
+`--warm-up-rounds N` runs N unmeasured expiry rounds first (after step 5) and reads the memory
+again after them: what the measured rounds add to a sweep that has already expired a backlog of
+that size. `--tracemalloc` runs the worker's processes with `PYTHONTRACEMALLOC=1` and a
+`sitecustomize` (written to the run's temporary directory) that dumps a tracemalloc snapshot on
+SIGUSR1; the bench takes one from the sweep process at each memory reading, and prints what Python
+holds there and which lines' allocations grew most over the first round and over the rounds after
+it (the timings of such a run are not comparable: tracing slows the sweep).
+
 Prints one table; asserts nothing. PostgreSQL only (the sizes are PostgreSQL's).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import signal
 import sys
 import tempfile
 import time
+import tracemalloc
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -124,6 +134,12 @@ def main() -> int:
     parser.add_argument(
         "--profile", type=Path, help="write a py-spy profile (raw, collapsed) of the expiry sweep"
     )
+    parser.add_argument(
+        "--warm-up-rounds", type=int, default=0, help="unmeasured expiry rounds of --due first (default 0)"
+    )
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="tracemalloc snapshots of the sweep process (slows it)"
+    )
     args = parser.parse_args()
     exit_on_sigterm()
 
@@ -152,7 +168,13 @@ def _run(
     args: argparse.Namespace, env: dict[str, str], sandbox: Sandbox, port: int, tmp: Path
 ) -> list[tuple[str, object]]:
     web = Child("web", [*PYTHON_M, "countersign.cli", "web", "--host", "127.0.0.1"], env, tmp / "web.log")
-    worker = Child("worker", [*PYTHON_M, "countersign.cli", "worker"], env, tmp / "worker.log")
+    traced = _snapshot_hook(tmp) if args.tracemalloc else None
+    worker_env = (
+        env
+        if traced is None
+        else {**env, "PYTHONTRACEMALLOC": "1", "PYTHONPATH": f"{traced}:{env['PYTHONPATH']}"}
+    )
+    worker = Child("worker", [*PYTHON_M, "countersign.cli", "worker"], worker_env, tmp / "worker.log")
     engine = create_db_engine(env["DATABASE_URL"])
     store = Store(engine)
     redis = Redis.from_url(env["REDIS_URL"])
@@ -166,6 +188,7 @@ def _run(
         _click_all(sandbox, store, [_through_intake(client, store, "warm-up")])
         time.sleep(3)  # a few sweep ticks
         before = {**_rss("web", web), **_rss("worker", worker)}
+        memory = [_traced(_sweep_pid(worker), traced)] if traced else []
 
         started = time.monotonic()
         _clone(engine, template, args.pending)
@@ -178,11 +201,16 @@ def _run(
         _click_all(sandbox, store, clicked)
 
         rounds, snapshots = [], [before]
-        for n in range(args.rounds):  # does memory keep growing, round after round?
+        for n in range(args.warm_up_rounds + args.rounds):  # does memory keep growing, round after round?
             due = _pick(engine, (5, 3, 1, 9, 7)[n % 5], args.due)
             _seed_cards(engine, sandbox, due)
-            rounds.append(_expire(engine, sandbox, due, _sweep_pid(worker), args.profile if n == 0 else None))
-            snapshots.append({**_rss("web", web), **_rss("worker", worker)})
+            first = n == args.warm_up_rounds
+            expiry = _expire(engine, sandbox, due, _sweep_pid(worker), args.profile if first else None)
+            if n >= args.warm_up_rounds:
+                rounds.append(expiry)
+            if n + 1 >= args.warm_up_rounds:
+                snapshots.append({**_rss("web", web), **_rss("worker", worker)})
+                memory += [_traced(_sweep_pid(worker), traced)] if traced else []
 
         listing = _listing(engine, store, args.repeats)
         snapshots.append({**_rss("web", web), **_rss("worker", worker)})
@@ -200,6 +228,7 @@ def _run(
         *_expiry_rows(rounds),
         *listing,
         *_rss_rows(*snapshots),
+        *_traced_rows(memory),
     ]
 
 
@@ -460,9 +489,68 @@ def _rss(role: str, child: Child) -> dict[str, int]:
     return found
 
 
+SNAPSHOT_HOOK = """\
+# Written by bench/pause_cost.py --tracemalloc: on SIGUSR1, dump a tracemalloc snapshot to <pid>.snap.
+import os, signal, tracemalloc
+
+
+def _dump(*_):
+    path = os.path.join({folder!r}, str(os.getpid()))
+    tracemalloc.take_snapshot().dump(path + ".tmp")
+    os.replace(path + ".tmp", path + ".snap")
+
+
+if tracemalloc.is_tracing():
+    signal.signal(signal.SIGUSR1, _dump)
+"""
+
+
+def _snapshot_hook(tmp: Path) -> Path:
+    """A folder holding the `sitecustomize` of `--tracemalloc` (`SNAPSHOT_HOOK`), for PYTHONPATH."""
+    folder = tmp / "tracemalloc"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(SNAPSHOT_HOOK.format(folder=str(folder)))
+    return folder
+
+
+def _traced(pid: int, folder: Path) -> tracemalloc.Snapshot:
+    """A tracemalloc snapshot of process `pid` (run with `_snapshot_hook`)."""
+    path = folder / f"{pid}.snap"
+    path.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    wait_until(path.exists, 300, "the sweep process dumped no tracemalloc snapshot")
+    return tracemalloc.Snapshot.load(str(path))
+
+
+def _traced_rows(memory: list[tracemalloc.Snapshot], top: int = 8) -> list[tuple[str, object]]:
+    """What Python holds in the sweep at each memory reading (tracemalloc), and the lines whose
+    allocations still held grew most over the first round, and over the rounds after it."""
+    if not memory:
+        return []
+    rows: list[tuple[str, object]] = [
+        ("sweep, held by Python (tracemalloc), MiB", " -> ".join(
+            f"{sum(s.size for s in snap.statistics('filename')) / 2**20:.1f}" for snap in memory
+        ))
+    ]  # fmt: skip
+    for label, old, new in (
+        ("first round", memory[0], memory[1]),
+        ("rounds after it", memory[1], memory[-1]),
+    ):
+        for stat in new.compare_to(old, "lineno")[:top]:
+            frame = stat.traceback[0]
+            where = f"{'/'.join(Path(frame.filename).parts[-2:])}:{frame.lineno}"
+            rows.append(
+                (
+                    f"  grew over the {label}: {where}",
+                    f"{stat.size_diff / 1024:+.0f} KiB, {stat.count_diff:+d} blocks",
+                )
+            )
+    return rows
+
+
 def _rss_rows(*snapshots: dict[str, int]) -> list[tuple[str, object]]:
-    """One row per process kind: MiB at each snapshot (before the bulk insert, after the first
-    expiry round, at the end), then the total."""
+    """One row per process kind: MiB at each snapshot (before the bulk insert, after the warm-up
+    rounds if any, after each expiry round, at the end), then the total."""
     rows: list[tuple[str, object]] = [
         (f"RSS {name}, MiB", " -> ".join(f"{snap.get(name, 0) / 1024:.1f}" for snap in snapshots))
         for name in snapshots[0]

@@ -8,8 +8,9 @@ In this process, on a scratch PostgreSQL database (no Redis, no Slack, no RQ), i
    intake limit's `pending_count`, `create` with the card's posting lease, `attach_card`, `vote` (one
    approval settles it), `claim_execution`, `record_outcome` and the refresh job's `card_facts`;
 2. `--expire` pending requests past their deadline (copies of one request, one `INSERT ... SELECT`),
-   expired as the sweep does it: `due_for_timeout(500)` then `Store.expire` of that batch, until none
-   is due (their resume events are written, not enqueued).
+   expired as the sweep does it: `Store.expire_due(500)` while it expires a whole batch, then the
+   sweep's `due_for_timeout(500)` of those that escalate (their resume events are written, not
+   enqueued).
 
 For each: this process's CPU (`time.process_time`), wall time and the SQL statements sent
 (SQLAlchemy `before_cursor_execute`; a transaction's BEGIN and COMMIT and the pool's ping are not
@@ -46,7 +47,6 @@ from countersign.store import (
     ResumeEvent,
     Rules,
     Store,
-    TimeoutResult,
     create_db_engine,
 )
 
@@ -133,11 +133,13 @@ def clone_due(engine: Engine, template: str, count: int) -> None:
 
 
 def expire_all(store: Store) -> int:
-    """Expire everything due, `BATCH` at a time, as the sweep does; how many were expired."""
+    """Expire everything due, `BATCH` at a time, as the sweep does (`Store.expire_due` while a whole
+    batch came back, then its read of what escalates, none here); how many were expired."""
     expired = 0
-    while due := store.due_for_timeout(BATCH):
-        expired += len(store.expire([(row, TimeoutResult.DENY) for row in due], resume))
-    return expired
+    while (batch := len(store.expire_due(BATCH, resume))) == BATCH:
+        expired += batch
+    assert not store.due_for_timeout(BATCH)
+    return expired + batch
 
 
 @contextmanager

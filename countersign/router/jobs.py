@@ -20,13 +20,14 @@ from datetime import timedelta
 from typing import Any
 
 from redis import Redis
+from redis.client import Pipeline
 from redis.exceptions import WatchError
 from rq import Callback, Queue, RateLimit, Retry, get_current_job
 from rq.exceptions import DuplicateJobError
-from rq.job import Job
-from rq.queue import EnqueueData
+from rq.job import Job, JobStatus
 from rq.rate_limit import RateLimitRegistry
 from rq.serializers import JSONSerializer
+from rq.utils import now
 
 from ..defaults import RESUME_MARKER_TTL_SECONDS
 from ..store import OutboxEvent
@@ -223,8 +224,9 @@ def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent]) -> int:
     was enqueued), `WatchError` when the jobs to enqueue kept changing over `ENQUEUE_ATTEMPTS`.
 
     RQ's unique enqueue is a script a job (`Queue.enqueue(unique=True)`), and its batch enqueue
-    (`Queue.enqueue_many` on a pipeline, https://python-rq.org/docs/, "Bulk Job Enqueueing") does
-    not check for an existing job. So the keys of the jobs found missing (job and marker) are
+    (`Queue.enqueue_many` on a pipeline, https://python-rq.org/docs/, "Bulk Job Enqueueing", which
+    `_write_jobs` does more cheaply) does not check for an existing job. So the keys of the jobs
+    found missing (job and marker) are
     WATCHed, read again, and those still missing enqueued in a MULTI/EXEC that Redis refuses if any
     of those keys changed meanwhile, e.g. the decision path's `enqueue_resume` of the same job
     (https://redis.io/docs/latest/develop/interact/transactions/, "Optimistic locking using
@@ -240,7 +242,8 @@ def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent]) -> int:
 
 def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
     """WATCH the job and marker keys of `events`, and enqueue those whose job still neither exists
-    nor has run, in one MULTI/EXEC. False, with nothing enqueued, if a watched key changed."""
+    nor has run, in one MULTI/EXEC (`_write_jobs`). False, with nothing enqueued, if a watched key
+    changed."""
     keys = [key for event in events for key in (Job.key_for(event.job_id), resumed_key(event.request_id))]
     with redis.pipeline() as transaction:
         try:
@@ -248,34 +251,61 @@ def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
             missing, _ = _missing(redis, events)
             transaction.multi()
             for queue, batch in itertools.groupby(missing, key=lambda event: _job_target(event)[0]):
-                json_queue(queue, redis).enqueue_many([_resume_data(e) for e in batch], pipeline=transaction)
+                _write_jobs(json_queue(queue, redis), list(batch), transaction)
             transaction.execute()
         except WatchError:
             return False
     return True
 
 
+def _write_jobs(queue: Queue, events: Sequence[OutboxEvent], pipeline: Pipeline) -> None:
+    """Queue on `pipeline` the resume jobs of `events` (all on `queue`) as RQ's `enqueue_many` does
+    (the queue in RQ's set of queues, each job's hash as `Job.save` writes it, its id pushed on the
+    queue), but with one `Job` a function, given each event's id, argument and description in turn
+    (public setters), rather than one `Job.create` a job (BENCHMARKS.md, "Issue 14, fifth pass"),
+    and the ids pushed in one RPUSH. The hash holds the same fields as `enqueue_resume` writes
+    (`Job.to_dict`), so RQ's workers, retries, maintenance and `rq info` read it alike."""
+    pipeline.sadd(queue.redis_queues_keys, queue.key)
+    writers: dict[str, Job] = {}  # by function
+    enqueued_at = now()
+    for event in events:
+        func = _job_target(event)[1]
+        job = writers.get(func) or writers.setdefault(func, _resume_writer(queue, event))
+        job.id, job.args, job.description = event.job_id, [event.body], _description(event)
+        job.created_at = job.enqueued_at = enqueued_at
+        job.save(pipeline=pipeline)
+    pipeline.rpush(queue.key, *(event.job_id for event in events))
+
+
+def _resume_writer(queue: Queue, event: OutboxEvent) -> Job:
+    """A queued resume job of `event`'s function on `queue`, with every option `enqueue_resume` gives
+    it, to be given each job's id, argument and description (`_write_jobs`)."""
+    options = _resume_options(event)
+    del options["description"]
+    return Job.create(
+        _job_target(event)[1],
+        connection=queue.connection,
+        serializer=queue.serializer,
+        origin=queue.name,
+        status=JobStatus.QUEUED,
+        timeout=RESUME_TIMEOUT_SECONDS,
+        **options,
+    )
+
+
 def _missing(redis: Redis, events: Sequence[OutboxEvent]) -> tuple[list[OutboxEvent], int]:
     """The `events` whose resume job neither exists nor has run, sorted by queue; and how many of
-    `events` have run (their marker)."""
+    `events` have run (their marker). One EXISTS of its job and marker an event, and one of all the
+    markers (EXISTS counts the keys that exist)."""
+    if not events:
+        return [], 0
     with redis.pipeline(transaction=False) as pipeline:
         for event in events:
-            pipeline.exists(Job.key_for(event.job_id))
-            pipeline.exists(resumed_key(event.request_id))
-        found = pipeline.execute()
-    queued, ran = found[::2], found[1::2]
-    missing = [event for event, *present in zip(events, queued, ran, strict=True) if not any(present)]
-    return sorted(missing, key=lambda event: _job_target(event)[0]), sum(ran)
-
-
-def _resume_data(event: OutboxEvent) -> EnqueueData:
-    return Queue.prepare_data(
-        _job_target(event)[1],
-        [event.body],
-        job_id=event.job_id,
-        timeout=RESUME_TIMEOUT_SECONDS,
-        **_resume_options(event),
-    )
+            pipeline.exists(Job.key_for(event.job_id), resumed_key(event.request_id))
+        pipeline.exists(*(resumed_key(event.request_id) for event in events))
+        *found, ran = pipeline.execute()
+    missing = [event for event, present in zip(events, found, strict=True) if not present]
+    return sorted(missing, key=lambda event: _job_target(event)[0]), ran
 
 
 def _job_target(event: OutboxEvent) -> tuple[str, str]:
@@ -293,5 +323,10 @@ def _resume_options(event: OutboxEvent) -> dict[str, Any]:
         "retry": RESUME_RETRY,
         "on_failure": Callback(RESUME_FAILED_CALLBACK),
         "on_success": Callback(RESUME_DONE_CALLBACK),
-        "description": f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}",
+        "description": _description(event),
     }
+
+
+def _description(event: OutboxEvent) -> str:
+    """The RQ description of a resume job (`rq info`, RQ's dashboards)."""
+    return f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}"

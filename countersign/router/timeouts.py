@@ -18,13 +18,14 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, Level, TimeoutResult
+from ..store import ApprovalRequest, Decided, Level, TimeoutResult
 from . import delivery, directory, relay, threads
 from .delivery import post_card
 from .runtime import Runtime
@@ -52,14 +53,20 @@ def sweep(
     """Time out, escalate and remind what is due; returns how many requests changed state.
 
     Timeouts are taken `batch` at a time, and taken again at once while a whole batch was due and
-    changed, for up to `drain_seconds`: a backlog (many requests timing out together) drains in one
+    changed, for up to `drain_seconds` (first those that expire, in one statement a batch, then those
+    that escalate): a backlog (many requests timing out together) drains in one
     tick instead of `batch` a second, and reminders and cards (`limit` a tick) and the relay still
     get their turn. The
     cards of expired requests are not rewritten with their expiry but by the card step, `rewrites`
     a tick, oldest due first, at Slack's pace.
     """
     changed, started = 0, time.monotonic()
-    while True:
+    while True:  # the requests that expire, read by nothing but their UPDATE (`Store.expire_due`)
+        expired = _expire_due(runtime, batch)
+        changed += expired
+        if expired < batch or time.monotonic() - started > drain_seconds:
+            break
+    while True:  # those that escalate, and any the loop above left (it failed, or ran out of time)
         due = runtime.store.due_for_timeout(batch)
         done = _time_out(runtime, due)
         changed += done
@@ -104,11 +111,22 @@ def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
     return changed + _expire(runtime, expiring)
 
 
+def _expire_due(runtime: Runtime, batch: int) -> int:
+    """Expire up to `batch` due requests whose policy does not escalate them, in one store
+    transaction that reads nothing first (`Store.expire_due`), and publish them (`_expired`). If it
+    fails, nothing is expired (the sweep's second loop then takes them one by one). Returns how many
+    were expired."""
+    try:
+        decided = runtime.store.expire_due(batch, runtime.resume_event)
+    except Exception:
+        log.exception("expiring up to %d due requests together failed; trying them one by one", batch)
+        return 0
+    return _expired(runtime, decided)
+
+
 def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) -> int:
-    """Expire `(request, result)`s in one store transaction, publish their resume events together
-    (one more transaction); their cards are rewritten later, at Slack's pace, by the card step (the
-    store marks them due), but for a card whose poster died before storing it, looked up at once.
-    If the batch fails, each request is tried alone, so one bad request cannot hold the others up.
+    """Expire `(request, result)`s in one store transaction and publish them (`_expired`). If the
+    batch fails, each request is tried alone, so one bad request cannot hold the others up.
     Returns how many were expired."""
     if not due:
         return 0
@@ -120,25 +138,49 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) 
             return 0
         log.exception("expiring %d requests together failed; expiring them one by one", len(due))
         return sum(_expire(runtime, [one]) for one in due)
+    return _expired(runtime, decided)
+
+
+def _expired(runtime: Runtime, decided: list[Decided]) -> int:
+    """Publish the resume events of just-expired requests together (one Redis transaction, one
+    more database transaction); their cards are rewritten later, at Slack's pace, by the card step
+    (the store marks them due), but for a card whose poster died before storing it, looked up at
+    once. Logs one line for them all (each expiry is in its request's audit trail), and a warning
+    for each whose card was never posted. Returns how many there are."""
+    if not decided:
+        return 0
     try:
         relay.publish_all(runtime.store, runtime.redis, [one.event for one in decided])
     except Exception:
         log.exception(
             "resume events of %d expired request(s) not marked published; the relay retries", len(decided)
         )
+    results = Counter(str(one.request.timeout_result) for one in decided)
+    log.info(
+        "%d request(s) expired: %s",
+        len(decided),
+        ", ".join(f"{n} {why}" for why, n in sorted(results.items())),
+    )
     for one in decided:
-        unseen = one.request.card_ts is None  # `allow` needs a card someone saw: the store denied it
-        log.log(
-            logging.WARNING if unseen else logging.INFO,
-            "request %s expired at level %s: %s%s",
+        if one.request.card_ts is not None:
+            continue
+        # `allow` needs a card someone saw: the store denied it
+        log.warning(
+            "request %s expired at level %s: deny (its card was never posted, so nothing runs)",
             one.request.id,
             one.request.level,
-            one.request.timeout_result,
-            " (its card was never posted, so nothing runs)" if unseen else "",
         )
-        if unseen and one.request.card_attempts > 0:  # a card posted by a process that died: adopt it
-            _each(lambda rt, r: delivery.update_card(rt, rt.slack, r), runtime, one.request)
+        if one.request.card_attempts > 0:  # a card posted by a process that died: adopt it
+            _each(_adopt_card, runtime, one.request)
     return len(decided)
+
+
+def _adopt_card(runtime: Runtime, request: ApprovalRequest) -> None:
+    """Find the card of an expired `request` whose poster died before storing it, and rewrite it as
+    expired (the request read again: an expiry's row holds only the decision's columns)."""
+    row = runtime.store.get(request.id)
+    if row is not None:
+        delivery.update_card(runtime, runtime.slack, row)
 
 
 def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:

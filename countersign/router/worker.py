@@ -124,6 +124,7 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
     ticks = 0
     try:
         while os.getppid() == parent_pid:
+            started = time.monotonic()
             steps: list[tuple[str, Callable[[], object]]] = [
                 ("scheduler", lambda: _schedule(scheduler)),
                 ("timeouts", lambda: timeouts.sweep(runtime)),
@@ -145,7 +146,8 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
                 except Exception:
                     log.exception("sweep step %s failed; retrying", name)
             ticks += 1
-            time.sleep(SWEEP_INTERVAL_SECONDS)
+            # ticks start a second apart: a tick that ran long (a backlog) is followed at once
+            time.sleep(max(0.0, SWEEP_INTERVAL_SECONDS - (time.monotonic() - started)))
     finally:  # also on SIGTERM, so a restarted worker schedules at once; with Redis gone, so are they
         with contextlib.suppress(RedisError):
             scheduler.release_locks()

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from sqlalchemy import (
     JSON,
+    ColumnElement,
     DateTime,
     Enum,
     Float,
@@ -144,16 +145,17 @@ def _sqlite_utcnow(element: utcnow, compiler: Any, **kw: Any) -> str:
 
 
 class utcnow_plus(FunctionElement[datetime]):
-    """The database's current UTC time plus a whole number of seconds (negative: minus).
+    """The database's current UTC time plus a whole number of seconds (negative: minus), or plus an
+    integer SQL expression's seconds (e.g. read from a row).
 
-    The seconds are a bound parameter, so statements using this stay in SQLAlchemy's compiled
+    Whole seconds are a bound parameter, so statements using this stay in SQLAlchemy's compiled
     statement cache instead of being compiled again on every call."""
 
     type = UTCDateTime()
     inherit_cache = True
 
-    def __init__(self, seconds: int) -> None:
-        super().__init__(literal(int(seconds), Integer()))
+    def __init__(self, seconds: int | ColumnElement[int]) -> None:
+        super().__init__(seconds if isinstance(seconds, ColumnElement) else literal(int(seconds), Integer()))
 
 
 @compiles(utcnow_plus, "postgresql")

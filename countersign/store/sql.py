@@ -3,16 +3,21 @@ one conditional UPDATE every transition is made of. Times are the database's clo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    Integer,
+    and_,
     bindparam,
     case,
     column,
     func,
     insert,
     literal,
+    literal_column,
+    not_,
     or_,
     select,
     text,
@@ -22,10 +27,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session, aliased, load_only
 from sqlalchemy.sql.dml import Delete, Insert, Update
+from sqlalchemy.sql.elements import ColumnClause
 from sqlalchemy.sql.selectable import TextualSelect
 
+from ..defaults import GRANT_TTL_SECONDS
 from .models import (
     ApprovalRequest,
     AuditEvent,
@@ -214,6 +221,87 @@ def expire_due(
         .execution_options(synchronize_session=False)
     )
     return list(session.scalars(stmt))
+
+
+TIMEOUT_RULES = {
+    "postgresql": (
+        "COALESCE(approval_requests.rules -> 'levels' -> GREATEST(0, LEAST(approval_requests.level,"
+        " jsonb_array_length(approval_requests.rules -> 'levels') - 1)) ->> 'on_timeout', 'deny')",
+        "COALESCE(jsonb_array_length(approval_requests.rules -> 'levels'), 0)",
+        f"COALESCE((approval_requests.rules ->> 'grant_ttl')::integer, {GRANT_TTL_SECONDS})",
+    ),
+    "sqlite": (
+        "COALESCE(json_extract(approval_requests.rules, '$.levels[' || MAX(0, MIN(approval_requests.level,"
+        " json_array_length(approval_requests.rules, '$.levels') - 1)) || '].on_timeout'), 'deny')",
+        "COALESCE(json_array_length(approval_requests.rules, '$.levels'), 0)",
+        f"COALESCE(json_extract(approval_requests.rules, '$.grant_ttl'), {GRANT_TTL_SECONDS})",
+    ),
+}
+"""Per dialect, read from a request's stored `rules` (JSON, `Rules.to_json`) in SQL: its current
+level's `on_timeout` (`Rules.level`: the last level past the end; `deny` without levels), how many
+levels it has, and its grant's lifetime in seconds."""
+
+
+EXPIRED_COLUMNS = (
+    *(ApprovalRequest.id, ApprovalRequest.idempotency_key, ApprovalRequest.action, ApprovalRequest.status),
+    *(ApprovalRequest.payload, ApprovalRequest.approved_payload, ApprovalRequest.edits),
+    *(ApprovalRequest.decided_by, ApprovalRequest.decided_via, ApprovalRequest.decision_reason),
+    *(ApprovalRequest.decided_at, ApprovalRequest.policy_version, ApprovalRequest.policy_sha256),
+    *(ApprovalRequest.timeout_result, ApprovalRequest.grant_expires_at, ApprovalRequest.level),
+    *(ApprovalRequest.resume_queue, ApprovalRequest.resume_func, ApprovalRequest.resume_webhook),
+    *(ApprovalRequest.card_ts, ApprovalRequest.card_attempts),
+)
+"""The columns `expire_all_due` returns: those of the decision (`decision_of`, its grant), of the
+resume event's target, and what the sweep logs and checks (level, card). The others (the stored
+rules, context, approvers, ...) are not loaded: most of the cost of reading a row back was
+decoding its JSON columns."""
+
+
+def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
+    """One UPDATE ... RETURNING expiring up to `limit` requests due (pending, past `expires_at`,
+    oldest first) whose current level does not escalate (its `on_timeout` is not `escalate`, or it is
+    the last level), its policy read from the stored rules in SQL (`TIMEOUT_RULES`): no row is read
+    before, and only `EXPIRED_COLUMNS` are returned (another attribute of a returned row raises
+    SQLAlchemy's `DetachedInstanceError` once the session is closed). As `expire_due`: `allow`
+    only for a row with a card (`card_ts`), with a grant valid its rules' `grant_ttl`, the others
+    `deny`; a row with a card is due for its rewrite now. On
+    PostgreSQL the due rows are locked as found, skipping rows another transaction holds (a click
+    deciding it, another sweep: `FOR UPDATE SKIP LOCKED`). Returns the rows expired, in any order."""
+    stmt = _expire_all_due(session.get_bind().dialect.name)
+    return list(session.scalars(stmt, {"limit": limit}))
+
+
+@functools.cache
+def _expire_all_due(dialect: str) -> Update:
+    """`expire_all_due`'s statement on `dialect`, built once (it runs every second, mostly expiring
+    nothing: building it was most of an idle call), its LIMIT bound as `limit`."""
+    read: list[ColumnClause[Any]] = [literal_column(sql) for sql in TIMEOUT_RULES[dialect]]
+    on_timeout, levels, grant_ttl = read
+    escalates = and_(on_timeout == "escalate", ApprovalRequest.level + 1 < levels)
+    due = (
+        select(ApprovalRequest.id)
+        .where(is_pending(), ApprovalRequest.expires_at <= utcnow(), not_(escalates))
+        .order_by(ApprovalRequest.expires_at)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+    )
+    shown = ApprovalRequest.card_ts.is_not(None)
+    allowed = and_(on_timeout == "allow", shown)
+    values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, 0, timeout_result=TimeoutResult.DENY)
+    values |= {
+        "timeout_result": case((allowed, TimeoutResult.ALLOW), else_=TimeoutResult.DENY),
+        "approved_payload": case((allowed, ApprovalRequest.payload), else_=ApprovalRequest.approved_payload),
+        "grant_expires_at": case((allowed, utcnow_plus(grant_ttl)), else_=ApprovalRequest.grant_expires_at),
+        "card_refresh_due_at": case((shown, utcnow())),
+    }
+    return (
+        update(ApprovalRequest)
+        .where(ApprovalRequest.id.in_(due.scalar_subquery()), ApprovalRequest.status == Status.PENDING)
+        .values(**values)
+        .returning(ApprovalRequest)
+        .options(load_only(*EXPIRED_COLUMNS))
+        .execution_options(synchronize_session=False)
+    )
 
 
 def update_request(

@@ -36,6 +36,7 @@ from .sql import (
     audit_row,
     changed_request,
     execution_update,
+    expire_all_due,
     expire_due,
     insert_if_new,
     insert_outbox,
@@ -312,22 +313,37 @@ class Store(Deliveries, WebhookDeliveries):
             rows = [
                 row for (asked, ttl), some in groups.items() for row in expire_due(session, some, asked, ttl)
             ]
-            for row in rows:
-                result = row.timeout_result
-                detail: dict[str, Any] = {
-                    "via": Via.TIMEOUT,
-                    "reason": None,
-                    "edits": [],
-                    "result": result,
-                    "level": row.level,
-                }
-                shown = {
-                    "auto_proceeded": result == TimeoutResult.ALLOW,
-                    "card_shown": row.card_ts is not None,
-                }
-                self._audit(session, row.id, Outcome.EXPIRED, POLICY, **detail, **shown)
-            decided = {one.request.id: one for one in self._resume_events(session, rows, resume, POLICY)}
+            decided = {one.request.id: one for one in self._expired(session, rows, resume)}
         return [decided[request.id] for request, _ in due if request.id in decided]
+
+    def expire_due(self, limit: int, resume: Resume) -> list[Decided]:
+        """Expire up to `limit` requests that are due (past `expires_at`, database clock, oldest first)
+        and whose policy does not escalate them (their level's `on_timeout` is `deny` or `allow`, or
+        it is the last level), as `expire` would with that `on_timeout`, reading nothing first: one
+        UPDATE ... RETURNING (`sql.expire_all_due`, the policy read from the stored rules in SQL) and
+        one INSERT of the resume and audit events. Rows another transaction holds (a click deciding
+        it) are left to it or to the next call. Returns the `Decided` of those expired, in any order
+        (their rows hold only the decision's columns, `sql.EXPIRED_COLUMNS`);
+        fewer than `limit` when no more were due. Requests that escalate are left to
+        `due_for_timeout` and `escalate`. Any error rolls the whole batch back."""
+        with self._write() as session:
+            return self._expired(session, expire_all_due(session, limit), resume)
+
+    def _expired(self, session: Session, rows: Sequence[ApprovalRequest], resume: Resume) -> list[Decided]:
+        """The audit events (`expired` by `POLICY`) and resume events (`_resume_events`) of `rows`,
+        just expired in the transaction `session`."""
+        for row in rows:
+            result = row.timeout_result
+            detail: dict[str, Any] = {
+                "via": Via.TIMEOUT,
+                "reason": None,
+                "edits": [],
+                "result": result,
+                "level": row.level,
+            }
+            shown = {"auto_proceeded": result == TimeoutResult.ALLOW, "card_shown": row.card_ts is not None}
+            self._audit(session, row.id, Outcome.EXPIRED, POLICY, **detail, **shown)
+        return self._resume_events(session, rows, resume, POLICY)
 
     def escalate(
         self, request: ApprovalRequest, channel: str, approvers: list[str]
