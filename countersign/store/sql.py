@@ -13,8 +13,10 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
+    table,
     text,
     tuple_,
     type_coerce,
@@ -124,6 +126,14 @@ def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[Outb
     return list(session.scalars(with_recorded_audits(session, stmt.returning(OutboxEvent))))
 
 
+CHANGED = table("changed", *(column(each.name, each.type) for each in ApprovalRequest.__table__.c))
+"""The rows `changed_request`'s CTE (named `changed`) returns, as a table declared once."""
+CHANGED_REQUEST = aliased(ApprovalRequest, CHANGED, adapt_on_names=True)
+"""The request entity over `CHANGED`: built once, where an alias of each call's CTE made SQLAlchemy
+build 45 proxy columns and an aliased entity on every call."""
+CHANGED_ID = CHANGED.c.id
+
+
 def changed_request(
     session: Session,
     stmt: Insert | Update,
@@ -148,9 +158,9 @@ def changed_request(
     changed = stmt.returning(ApprovalRequest.__table__, *extra).cte("changed")
     ctes = [audit_insert(AUDITS_IF_CHANGED, audits).cte("audit")] if audits else []
     if also is not None:
-        ctes.append(also(select(changed.c.id)).cte("also"))
-    request = aliased(ApprovalRequest, changed)
-    outer = select(request, *(changed.c[each.name] for each in extra)).add_cte(changed, *ctes)
+        ctes.append(also(select(CHANGED_ID)).cte("also"))
+    extras: list[Any] = [literal_column(f"{CHANGED.name}.{each.name}") for each in extra]
+    outer = select(CHANGED_REQUEST, *extras).add_cte(changed, *ctes)
     # the row as changed, also over the copy the session holds (a row locked before, `Store.vote`)
     return session.execute(outer.execution_options(populate_existing=True)).one_or_none()
 
