@@ -143,7 +143,7 @@ class Deliveries(Records):
             ApprovalRequest.level == request.level,
         )
         posted = audit_row(request.id, "card_posted", None, ts=ts, **(shown or {}))
-        with self._write() as session:
+        with self._write(one_statement=True) as session:
             return update_request(session, where, posted, channel=channel, card_ts=ts, **clock)
 
     def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:

@@ -139,7 +139,7 @@ def changed_request(
     stmt: Insert | Update,
     audits: Sequence[AuditRow],
     *extra: Any,
-    also: Callable[[Any], Delete] | None = None,
+    also: Callable[[Any], Delete | Update] | None = None,
 ) -> Sequence[Any] | None:
     """Run `stmt`, an INSERT or a conditional UPDATE of at most one request (without RETURNING),
     and, only if it changed the row, insert `audits` and run `also(changed ids)`: on PostgreSQL all
@@ -241,29 +241,37 @@ def execution_update(
 ) -> ApprovalRequest | None:
     """`update_request` of request `request_id` (and `where`) with its `audit` event, for the
     agent's worker claiming or reporting its execution: the worker has the decision, so a problem
-    noted on the resume event is cleared (`resume_taken`) in the same transaction, only when the
-    UPDATE's RETURNING says there is one (no second statement otherwise)."""
-    noted = select(OutboxEvent.id).where(
-        OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
-    )
+    noted on the resume event is cleared (`problem_cleared`) with the change: in the same statement
+    on PostgreSQL (`changed_request`'s `also`), elsewhere by a second statement only when the
+    UPDATE's RETURNING says there is one."""
     stmt = update(ApprovalRequest).where(ApprovalRequest.id == request_id, *where).values(**values)
-    found = changed_request(session, stmt, [audit], noted.exists().label("problem"))
-    if found is None:
-        return None
-    row: ApprovalRequest = found[0]
-    if found[1]:  # a problem is noted
-        resume_taken(session, request_id)
+    if on_postgresql(session):
+        found = changed_request(session, stmt, [audit], also=problem_cleared)
+    else:
+        noted = select(OutboxEvent.id).where(
+            OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
+        )
+        found = changed_request(session, stmt, [audit], noted.exists().label("problem"))
+        if found is not None and found[1]:  # a problem is noted
+            resume_taken(session, request_id)
+    row: ApprovalRequest | None = None if found is None else found[0]
     return row
+
+
+def problem_cleared(request_ids: Any) -> Update:
+    """The UPDATE clearing the problems noted on the resume events of `request_ids` (a list, or a
+    subquery of ids)."""
+    return (
+        update(OutboxEvent)
+        .where(OutboxEvent.request_id.in_(request_ids), OutboxEvent.problem.is_not(None))
+        .values(problem=None)
+    )
 
 
 def resume_taken(session: Session, request_id: str) -> None:
     """The agent's worker has the request's decision (it claimed or reported the execution): clear
     the problem noted on its resume event, if any (in the caller's transaction)."""
-    session.execute(
-        update(OutboxEvent)
-        .where(OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None))
-        .values(problem=None)
-    )
+    session.execute(problem_cleared([request_id]))
 
 
 def is_pending() -> Any:
