@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -460,3 +462,16 @@ def _answers(url: str) -> bool:
             return bool(answer.status == 200)
     except OSError:
         return False
+
+
+def top_frames(raw: Path, count: int = 25) -> list[tuple[str, object]]:
+    """The `count` functions present in most samples of a py-spy raw (collapsed stacks) file, with
+    their inclusive share: `[("function (file:line)", "12.3")]`."""
+    total, inclusive = 0, Counter[str]()
+    for line in raw.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        total += int(samples)
+        frames = {re.sub(r":\d+\)$", ")", frame.replace(str(ROOT) + "/", "")) for frame in stack.split(";")}
+        for frame in frames:
+            inclusive[frame] += int(samples)
+    return [(frame, f"{100 * n / total:.1f}") for frame, n in inclusive.most_common(count)]

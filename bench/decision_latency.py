@@ -25,13 +25,11 @@ import argparse
 import http.client
 import multiprocessing
 import os
-import re
 import signal
 import sys
 import threading
 import time
 import urllib.parse
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,13 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     NO_INTAKE_LIMITS,
-    ROOT,
     Child,
     cards_stored,
     exit_on_sigterm,
     percentile,
     print_table,
     session_cpu_seconds,
+    top_frames,
     wait_until,
     web_stack,
 )
@@ -229,19 +227,6 @@ def _stop(profiler: Child) -> None:
     assert profiler.process is not None
     profiler.process.send_signal(signal.SIGINT)
     profiler.process.wait(timeout=60)
-
-
-def top_frames(raw: Path, count: int = 25) -> list[tuple[str, object]]:
-    """The `count` functions present in most samples of a py-spy raw (collapsed stacks) file, with
-    their inclusive share: `[("function (file:line)", "12.3")]`."""
-    total, inclusive = 0, Counter[str]()
-    for line in raw.read_text().splitlines():
-        stack, _, samples = line.rpartition(" ")
-        total += int(samples)
-        frames = {re.sub(r":\d+\)$", ")", frame.replace(str(ROOT) + "/", "")) for frame in stack.split(";")}
-        for frame in frames:
-            inclusive[frame] += int(samples)
-    return [(frame, f"{100 * n / total:.1f}") for frame, n in inclusive.most_common(count)]
 
 
 def _pending_cards(client: ApprovalClient, engine: object, count: int) -> list[tuple[str, str, str]]:

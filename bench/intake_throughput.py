@@ -11,12 +11,14 @@ worker count, in the same run (issue 14: the baseline ran RQ's forking `Worker`,
 class and a channel of its own, so Slack's pace of about one message a second per channel (which
 countersign honours; `bench/busy_channel.py` measures it) does not cap the figure. Uses a private
 redis-server and, with `--database-url`, PostgreSQL (default: a new SQLite file). Prints one
-table; asserts nothing.
+table; asserts nothing. `--profile FILE` records the first router worker with py-spy (wall clock,
+idle included) during the intake and prints its top functions.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -36,7 +38,9 @@ from bench.common import (
     countersign_env,
     exit_on_sigterm,
     print_table,
+    py_spy,
     start_redis,
+    top_frames,
     wait_until,
 )
 from countersign import ApprovalClient
@@ -54,6 +58,11 @@ def policy(classes: int) -> str:
     )
 
 
+def _pid(worker: Child) -> int:
+    assert worker.process is not None
+    return worker.process.pid
+
+
 def run_workers(count: int, argv: list[str], env: dict[str, str], log: Path) -> list[Child]:
     workers = [Child(f"worker-{n}", argv, env, log) for n in range(count)]
     for worker in workers:
@@ -66,6 +75,12 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000, help="approval requests (default 1000)")
     parser.add_argument("--workers", type=int, default=2, help="RQ workers on each side (default 2)")
     parser.add_argument("--database-url", help="a PostgreSQL server to create a scratch database on")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="record the first router worker with py-spy during the intake (raw format) into this "
+        "file, and print its top functions",
+    )
     args = parser.parse_args()
     exit_on_sigterm()
 
@@ -91,6 +106,9 @@ def main() -> int:
             ("ratio (target >= 0.5)", f"{rate / base_rate:.2f}"),
         ]
     )
+    if args.profile is not None:
+        header = ("py-spy, router worker 0: function (inclusive)", "% of samples")
+        print_table(top_frames(args.profile, 40), header=header)
     return 0
 
 
@@ -121,8 +139,10 @@ def _intake_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str],
     engine = create_db_engine(env["DATABASE_URL"])
     client = ApprovalClient(redis, Store(engine))
     workers = run_workers(args.workers, [*PYTHON_M, "countersign.cli", "worker"], env, tmp / "worker.log")
+    spy = None
     try:
         wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
+        spy = None if args.profile is None else py_spy(_pid(workers[0]), args.profile)
         start = time.monotonic()
         for n in range(args.requests):
             client.request(
@@ -136,6 +156,9 @@ def _intake_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str],
         wait_until(lambda: cards_stored(engine) >= args.requests, 900)
         return time.monotonic() - start
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait()
         for worker in workers:
             worker.kill()
         engine.dispose()

@@ -14,8 +14,8 @@ In this process, on a scratch PostgreSQL database (no Redis, no Slack, no RQ), i
 
 For each: this process's CPU (`time.process_time`), wall time and the SQL statements sent
 (SQLAlchemy `before_cursor_execute`; a transaction's BEGIN and COMMIT and the pool's ping are not
-statements). `--profile` prints a cProfile of the measured part to stderr. Prints one table;
-asserts nothing.
+statements; `--round-trips N` counts those too, over N more cycles). `--profile` prints a cProfile
+of the measured part to stderr. Prints one table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg._connection_base import BaseConnection
 from sqlalchemy import Engine, event, text
 from ulid import ULID
 
@@ -157,12 +159,43 @@ def measured(into: dict[str, float], profile: bool) -> Iterator[None]:
     )
 
 
+def round_trips(store: Store, cycles: int) -> tuple[float, float]:
+    """Round trips to PostgreSQL per cycle over `cycles` cycles: `(cursor executes, connection
+    commands)`. The executes are the statements and the pool's pings (`SELECT 1`), the commands
+    psycopg's `BEGIN` and `COMMIT`, which it sends apart (its private `_exec_command`, wrapped here)."""
+    counts = [0, 0]
+    execute, command = psycopg.Cursor.execute, BaseConnection._exec_command
+
+    def counted_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts[0] += 1
+        return execute(self, *args, **kwargs)
+
+    def counted_command(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts[1] += 1
+        return command(self, *args, **kwargs)
+
+    psycopg.Cursor.execute, BaseConnection._exec_command = counted_execute, counted_command  # type: ignore[method-assign]
+    try:
+        for _ in range(cycles):
+            cycle(store)
+    finally:
+        psycopg.Cursor.execute, BaseConnection._exec_command = execute, command  # type: ignore[method-assign]
+    return counts[0] / cycles, counts[1] / cycles
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=500, help="measured approval cycles (default 500)")
     parser.add_argument("--warmup", type=int, default=50, help="cycles not measured, first (default 50)")
     parser.add_argument("--expire", type=int, default=10_000, help="requests expired (default 10000)")
     parser.add_argument("--profile", action="store_true", help="cProfile of the measured parts, to stderr")
+    parser.add_argument(
+        "--round-trips",
+        type=int,
+        default=0,
+        metavar="CYCLES",
+        help="after the measured cycles, count PostgreSQL round trips over this many more",
+    )
     parser.add_argument(
         "--database-url", required=True, help="the PostgreSQL server to create a scratch database on"
     )
@@ -177,6 +210,7 @@ def main() -> int:
         with measured(cycles, args.profile):
             for _ in range(args.cycles):
                 cycle(store)
+        trips = round_trips(store, args.round_trips) if args.round_trips else None
         template = create(store)
         store.attach_card(template, "C0REFUNDS", "1700000000.000200")
         clone_due(engine, template.id, args.expire)
@@ -190,6 +224,14 @@ def main() -> int:
             ("  CPU per cycle, ms", f"{cycles['cpu'] * 1000 / args.cycles:.2f}"),
             ("  wall per cycle, ms", f"{cycles['wall'] * 1000 / args.cycles:.2f}"),
             ("  SQL statements per cycle", f"{cycles['statements'] / args.cycles:.2f}"),
+            *(
+                []
+                if trips is None
+                else [
+                    ("  round trips per cycle: executes (statements, pings)", f"{trips[0]:.2f}"),
+                    ("  round trips per cycle: BEGIN, COMMIT", f"{trips[1]:.2f}"),
+                ]
+            ),
             (f"requests expired, {BATCH} a batch", expired),
             ("  CPU, s", f"{expiry['cpu']:.2f}"),
             ("  wall, s", f"{expiry['wall']:.2f}"),

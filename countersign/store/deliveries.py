@@ -84,7 +84,7 @@ class Deliveries(Records):
     def refresh_card_later(self, request_id: str, seconds: int) -> None:
         """Slack would not rewrite the card now: have the card sweep try again in `seconds`
         (database clock), and on each later tick until it succeeds (`card_refreshed`)."""
-        with self._write() as session:
+        with self._write(one_statement=True) as session:
             session.execute(
                 update(ApprovalRequest)
                 .where(ApprovalRequest.id == request_id)
@@ -96,7 +96,7 @@ class Deliveries(Records):
         old card vanished and a status message stands in for it: later rewrites edit that message,
         so a vanished card gets one status message, not one a refresh (audited `card_replaced`)."""
         moved = {"channel": moved_to[0], "card_ts": moved_to[1]} if moved_to else {}
-        with self._write() as session:
+        with self._write(one_statement=not moved_to) as session:  # moved: its audit event at commit
             session.execute(
                 update(ApprovalRequest)
                 .where(ApprovalRequest.id == request_id)
@@ -146,7 +146,7 @@ class Deliveries(Records):
             ApprovalRequest.level == request.level,
         )
         posted = audit_row(request.id, "card_posted", None, ts=ts, **(shown or {}))
-        with self._write() as session:
+        with self._write(one_statement=True) as session:
             return update_request(session, where, posted, channel=channel, card_ts=ts, **clock)
 
     def card_rewritten(self, request_id: str, ts: str, shown: dict[str, Any], why: str) -> bool:

@@ -54,6 +54,10 @@ class Queries:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._writer = engine.execution_options(**WRITE)
+        # On PostgreSQL a statement is a transaction of its own in autocommit: no BEGIN and COMMIT
+        # round trips (psycopg sends each apart). SQLite keeps its BEGIN [IMMEDIATE] (engine.py).
+        postgresql = engine.dialect.name == "postgresql"
+        self._one_statement = engine.execution_options(isolation_level="AUTOCOMMIT") if postgresql else None
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -61,19 +65,29 @@ class Queries:
         return cls(create_db_engine(url))
 
     @contextmanager
-    def _write(self) -> Iterator[Session]:
+    def _write(self, one_statement: bool = False) -> Iterator[Session]:
         """A write transaction. The audit events it records (`_audit`) are inserted together, in
         the order recorded, by one multi-row INSERT just before it commits (none if it raises), unless
-        a statement took them along (`sql.with_recorded_audits`, `sql.changed_request`)."""
-        with Session(self._writer, expire_on_commit=False) as session, session.begin():
+        a statement took them along (`sql.with_recorded_audits`, `sql.changed_request`).
+
+        `one_statement`: the caller runs one statement, its audit events taken along: on PostgreSQL
+        it runs in autocommit, a transaction of its own without the BEGIN and COMMIT round trips.
+        Raises `RuntimeError` (after the statement) if audit events were left for the commit."""
+        autocommit = one_statement and self._one_statement is not None
+        bind = self._one_statement if autocommit else self._writer
+        with Session(bind, expire_on_commit=False) as session, session.begin():
             yield session
             audits = session.info.pop(AUDIT, None)
+            if audits and autocommit:
+                raise RuntimeError("audit events left for the commit of a one-statement write")
             if audits:
                 session.execute(insert(AuditEvent), audits)
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+        """A read: one statement (every read here is one), in autocommit on PostgreSQL (no BEGIN and
+        COMMIT round trips: the statement is its own snapshot); a transaction on SQLite."""
+        with Session(self._one_statement or self.engine, expire_on_commit=False) as session, session.begin():
             yield session
 
     def _insert(self, session: Session, model: type[Base], values: dict[str, Any]) -> bool:

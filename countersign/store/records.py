@@ -39,7 +39,7 @@ class Records(Queries):
     def accept(self, request_id: str, message: dict[str, Any]) -> None:
         """Keep an intake message (the `IntakeMessage` as JSON) until intake has taken it; once per
         request id (a repeated `request()` with the same key keeps the first)."""
-        with self._write() as session:
+        with self._write(one_statement=True) as session:
             self._insert(session, IntakeOutbox, {"id": request_id, "message": message})
 
     def intake_waiting(self, older_than_seconds: int, limit: int = 100) -> list[IntakeOutbox]:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    table,
     text,
     tuple_,
     type_coerce,
@@ -131,12 +132,20 @@ def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[Outb
     return list(session.scalars(with_recorded_audits(session, stmt.returning(OutboxEvent))))
 
 
+CHANGED = table("changed", *(column(each.name, each.type) for each in ApprovalRequest.__table__.c))
+"""The rows `changed_request`'s CTE (named `changed`) returns, as a table declared once."""
+CHANGED_REQUEST = aliased(ApprovalRequest, CHANGED, adapt_on_names=True)
+"""The request entity over `CHANGED`: built once, where an alias of each call's CTE made SQLAlchemy
+build 45 proxy columns and an aliased entity on every call."""
+CHANGED_ID = CHANGED.c.id
+
+
 def changed_request(
     session: Session,
     stmt: Insert | Update,
     audits: Sequence[AuditRow],
     *extra: Any,
-    also: Callable[[Any], Delete] | None = None,
+    also: Callable[[Any], Delete | Update] | None = None,
 ) -> Sequence[Any] | None:
     """Run `stmt`, an INSERT or a conditional UPDATE of at most one request (without RETURNING),
     and, only if it changed the row, insert `audits` and run `also(changed ids)`: on PostgreSQL all
@@ -155,9 +164,9 @@ def changed_request(
     changed = stmt.returning(ApprovalRequest.__table__, *extra).cte("changed")
     ctes = [audit_insert(AUDITS_IF_CHANGED, audits).cte("audit")] if audits else []
     if also is not None:
-        ctes.append(also(select(changed.c.id)).cte("also"))
-    request = aliased(ApprovalRequest, changed)
-    outer = select(request, *(changed.c[each.name] for each in extra)).add_cte(changed, *ctes)
+        ctes.append(also(select(CHANGED_ID)).cte("also"))
+    extras: list[Any] = [literal_column(f"{CHANGED.name}.{each.name}") for each in extra]
+    outer = select(CHANGED_REQUEST, *extras).add_cte(changed, *ctes)
     # the row as changed, also over the copy the session holds (a row locked before, `Store.vote`)
     return session.execute(outer.execution_options(populate_existing=True)).one_or_none()
 
@@ -319,29 +328,37 @@ def execution_update(
 ) -> ApprovalRequest | None:
     """`update_request` of request `request_id` (and `where`) with its `audit` event, for the
     agent's worker claiming or reporting its execution: the worker has the decision, so a problem
-    noted on the resume event is cleared (`resume_taken`) in the same transaction, only when the
-    UPDATE's RETURNING says there is one (no second statement otherwise)."""
-    noted = select(OutboxEvent.id).where(
-        OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
-    )
+    noted on the resume event is cleared (`problem_cleared`) with the change: in the same statement
+    on PostgreSQL (`changed_request`'s `also`), elsewhere by a second statement only when the
+    UPDATE's RETURNING says there is one."""
     stmt = update(ApprovalRequest).where(ApprovalRequest.id == request_id, *where).values(**values)
-    found = changed_request(session, stmt, [audit], noted.exists().label("problem"))
-    if found is None:
-        return None
-    row: ApprovalRequest = found[0]
-    if found[1]:  # a problem is noted
-        resume_taken(session, request_id)
+    if on_postgresql(session):
+        found = changed_request(session, stmt, [audit], also=problem_cleared)
+    else:
+        noted = select(OutboxEvent.id).where(
+            OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
+        )
+        found = changed_request(session, stmt, [audit], noted.exists().label("problem"))
+        if found is not None and found[1]:  # a problem is noted
+            resume_taken(session, request_id)
+    row: ApprovalRequest | None = None if found is None else found[0]
     return row
+
+
+def problem_cleared(request_ids: Any) -> Update:
+    """The UPDATE clearing the problems noted on the resume events of `request_ids` (a list, or a
+    subquery of ids)."""
+    return (
+        update(OutboxEvent)
+        .where(OutboxEvent.request_id.in_(request_ids), OutboxEvent.problem.is_not(None))
+        .values(problem=None)
+    )
 
 
 def resume_taken(session: Session, request_id: str) -> None:
     """The agent's worker has the request's decision (it claimed or reported the execution): clear
     the problem noted on its resume event, if any (in the caller's transaction)."""
-    session.execute(
-        update(OutboxEvent)
-        .where(OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None))
-        .values(problem=None)
-    )
+    session.execute(problem_cleared([request_id]))
 
 
 def is_pending() -> Any:

@@ -80,16 +80,17 @@ class Store(Deliveries, WebhookDeliveries):
             clock |= {"card_lease_until": utcnow_plus(CARD_LEASE_SECONDS), "card_attempts": 1}
         why = {"rule": rules.review_rule} if rules.review_rule else {}
         requested = audit_row(values["id"], "requested", values["requester"], action=values["action"], **why)
-        with self._write() as session:
+        with self._write(one_statement=True) as session:
             new = insert_if_new(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
             found = changed_request(session, new, [requested], also=intake_taken)
-            if found is None:
-                same_key = ApprovalRequest.idempotency_key == values["idempotency_key"]
-                earlier = session.scalars(select(ApprovalRequest).where(same_key)).one()
-                if earlier.id == values["id"]:  # stored by an earlier intake of the same message
-                    intake_done(session, earlier.id)
-                return earlier, False
-        return found[0], True
+        if found is not None:
+            return found[0], True
+        with self._write() as session:
+            same_key = ApprovalRequest.idempotency_key == values["idempotency_key"]
+            earlier = session.scalars(select(ApprovalRequest).where(same_key)).one()
+            if earlier.id == values["id"]:  # stored by an earlier intake of the same message
+                intake_done(session, earlier.id)
+        return earlier, False
 
     def decide(
         self,
@@ -395,7 +396,7 @@ class Store(Deliveries, WebhookDeliveries):
         `already_executed` | `grant_expired`), audited as `execution_refused`. Either way the agent
         has its decision: a problem noted on the resume event (`OutboxEvent.problem`) is cleared.
         """
-        with self._write() as session:
+        with self._write(one_statement=True) as session:
             row = execution_update(
                 session,
                 request_id,
@@ -408,8 +409,9 @@ class Store(Deliveries, WebhookDeliveries):
                 execution=Execution.STARTED,
                 executed_at=utcnow(),
             )
-            if row is not None:
-                return row
+        if row is not None:
+            return row
+        with self._write() as session:
             resume_taken(session, request_id)
             current = session.get(ApprovalRequest, request_id)
             why = why_not_executable(current)
@@ -426,7 +428,7 @@ class Store(Deliveries, WebhookDeliveries):
         Returns the updated request, or None if it was already closed or is not approved.
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
-        with self._write() as session:
+        with self._write(one_statement=True) as session:
             return execution_update(
                 session,
                 request_id,
