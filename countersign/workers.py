@@ -104,6 +104,11 @@ class CountersignWorker(SimpleWorker):
             self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
 
+    def teardown(self) -> None:
+        """RQ's teardown (the worker's death registered), then the heartbeat thread ended."""
+        super().teardown()  # type: ignore[no-untyped-call]
+        self._job_heartbeat.stop()
+
     def prepare_execution(self, job: Job) -> Execution:
         """RQ's `prepare_execution` and `prepare_job_execution` in one transaction: the execution record
         (its hash, the job's executions registry, the started registry, the worker's executions set),
@@ -247,6 +252,7 @@ class _JobHeartbeat:
         self._worker = worker
         self._changed = threading.Condition()
         self._running: tuple[Job, Execution] | None = None
+        self._stopped = False
         self._thread: threading.Thread | None = None
 
     @contextmanager
@@ -265,9 +271,17 @@ class _JobHeartbeat:
                 self._running = None
                 self._changed.notify()
 
+    def stop(self) -> None:
+        """End the thread (the worker is done), once no job runs."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
+        if self._thread is not None:
+            self._thread.join()
+
     def _beat(self) -> None:
         with self._changed:
-            while True:
+            while not self._stopped:
                 running = self._running
                 if running is None:
                     self._changed.wait()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from redis import Redis
@@ -47,6 +48,7 @@ def test_the_worker_sends_rqs_bookkeeping_of_itself_every_few_seconds_not_severa
     assert not [key for key in redis.keys(f"rq:job:{RESUME_JOB_PREFIX}*")]  # deleted once run, as RQ does
     assert not redis.smembers(f"rq:worker:{_only_worker(redis)}:executions")  # no execution left
     assert not redis.keys("rq:execution*") and not json_queue(QUEUE, redis).started_job_registry.count
+    assert "job heartbeat" not in [thread.name for thread in threading.enumerate()]  # ended with the worker
 
 
 def test_countersigns_jobs_in_a_lane_leave_it_as_they_succeed(redis: Redis) -> None:
