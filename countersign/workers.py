@@ -53,9 +53,12 @@ job's modules, the database pool and the Slack and Redis clients are loaded once
   `maintain_heartbeats` every `job_monitoring_interval` seconds of that job) and waits while none
   does; a beat is sent under the thread's lock, so none is under way for a job once it has ended.
 
-Each of these saves Redis commands a job (`bench/pause_vs_langgraph.py --redis-profile`: BENCHMARKS.md,
-"Issue 14, second pass"); RQ's own job records (the execution, the registries, the job hash) are
-untouched, so RQ's maintenance, retries, `rq info` and the failed registry work as with `SimpleWorker`.
+Each of these saves Redis commands or round trips a job (`bench/pause_vs_langgraph.py --redis-profile`:
+BENCHMARKS.md, "Issue 14, second pass" and "Issue 14, fifth pass"). RQ's job records (the execution
+record, the registries, the job hash, the intermediate queue) hold what they hold with `SimpleWorker`
+while a job runs, and are gone when it has succeeded, so RQ's maintenance (abandoned jobs, the
+intermediate queue, lanes), retries, `rq info` and the failed registry work as with `SimpleWorker`;
+RQ's failure and retry paths are RQ's own.
 """
 
 from __future__ import annotations
