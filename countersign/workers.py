@@ -32,10 +32,33 @@ job's modules, the database pool and the Slack and Redis clients are loaded once
 - **No heartbeat on the job hash as it ends** (`handle_execution_ended`): its `last_heartbeat` field is
   read by nothing (the started registry's score is the job's liveness), and the job is deleted or
   marked finished or failed in the next transaction.
+- **A job started in one transaction** (`prepare_execution`): RQ sends two, the execution record and
+  the worker's `busy` state (`prepare_execution`), then the job's start fields, written twice (its
+  heartbeat, then its status, start time and worker, which include that heartbeat), and its removal
+  from the intermediate queue (`prepare_job_execution`, run by a forking worker's work-horse, which
+  this class has not). The started registry, the execution record and the job's status now change
+  together.
+- **countersign's own jobs deleted in one transaction as they succeed** (`handle_job_success`):
+  an intake or resume job (`jobs.OWN_JOB_PREFIXES`) keeps no result (`result_ttl=0`), has no
+  dependents (nothing enqueues a job depending on one), no repeat and no group. For such a job RQ
+  WATCHes and reads its dependents, reads its status, reads its execution records back twice
+  (`Job.delete`: the executions registry's ZREMRANGEBYSCORE, ZRANGE and each record's HGETALL, once
+  to take them out of the started registry and once to delete them), then deletes it in a MULTI/EXEC.
+  This class deletes the same keys it knows already (the job's hash, dependents, dependencies and
+  results, its execution record and registry, its entries in the started registry and the worker's
+  executions set, and for a job in a lane its entry in the lane's waiting set) with the worker's
+  counters and its `idle` state, in one MULTI/EXEC, then releases the job's lane slot as RQ does
+  (`release_slot`). Other jobs (card rewrites, an agent's own jobs) take RQ's path.
+- **One heartbeat thread a worker**, not one a job: it beats for whichever job runs (RQ's
+  `maintain_heartbeats` every `job_monitoring_interval` seconds of that job) and waits while none
+  does; a beat is sent under the thread's lock, so none is under way for a job once it has ended.
 
-Each of these saves Redis commands a job (`bench/pause_vs_langgraph.py --redis-profile`: BENCHMARKS.md,
-"Issue 14, second pass"); RQ's own job records (the execution, the registries, the job hash) are
-untouched, so RQ's maintenance, retries, `rq info` and the failed registry work as with `SimpleWorker`.
+Each of these saves Redis commands or round trips a job (`bench/pause_vs_langgraph.py --redis-profile`:
+BENCHMARKS.md, "Issue 14, second pass" and "Issue 14, fifth pass"). RQ's job records (the execution
+record, the registries, the job hash, the intermediate queue) hold what they hold with `SimpleWorker`
+while a job runs, and are gone when it has succeeded, so RQ's maintenance (abandoned jobs, the
+intermediate queue, lanes), retries, `rq info` and the failed registry work as with `SimpleWorker`;
+RQ's failure and retry paths are RQ's own.
 """
 
 from __future__ import annotations
@@ -47,22 +70,27 @@ from contextlib import contextmanager
 from typing import Any
 
 from redis.client import Pipeline
-from redis.exceptions import RedisError
 from rq import SimpleWorker
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.queue import Queue
+from rq.rate_limit import RateLimitRegistry, release_slot
+from rq.registry import StartedJobRegistry
+from rq.results import Result
 from rq.utils import now
 from rq.worker import BaseWorker, WorkerStatus
+
+from .router.jobs import OWN_JOB_PREFIXES
 
 HEARTBEAT_EVERY_SECONDS = 5.0
 """The worker's own heartbeat is sent at most this often (RQ's default TTL of it: 480 s)."""
 
 
 class CountersignWorker(SimpleWorker):
-    """RQ's non-forking worker with a heartbeat thread while a job runs, the worker's heartbeat at most
-    every `heartbeat_every` seconds, and its state written only when it changes (module docstring).
-    Takes `SimpleWorker`'s arguments."""
+    """RQ's non-forking worker with a heartbeat thread for the running job, the worker's heartbeat at
+    most every `heartbeat_every` seconds, its state written only when it changes, a job started in one
+    transaction and countersign's own jobs deleted in one as they succeed (module docstring). Takes
+    `SimpleWorker`'s arguments."""
 
     heartbeat_every: float = HEARTBEAT_EVERY_SECONDS
 
@@ -71,16 +99,67 @@ class CountersignWorker(SimpleWorker):
         self._beaten_at = float("-inf")  # time.monotonic() of the last heartbeat sent
         self._state_sent: str | None = None
         self._suspension_checked_at = float("-inf")
+        self._job_heartbeat = _JobHeartbeat(self)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         execution = self.prepare_execution(job)
-        with _heartbeats(self, job, execution):
+        with self._job_heartbeat.running(job, execution):
             self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
 
+    def teardown(self) -> None:
+        """RQ's teardown (the worker's death registered), then the heartbeat thread ended."""
+        super().teardown()  # type: ignore[no-untyped-call]
+        self._job_heartbeat.stop()
+
+    def prepare_execution(self, job: Job) -> Execution:
+        """RQ's `prepare_execution` and `prepare_job_execution` in one transaction: the execution record
+        (its hash, the job's executions registry, the started registry, the worker's executions set),
+        the worker's `busy` state (and heartbeat, when due), the job's start fields (status, start
+        time, worker, heartbeat) written once, and the job taken off the intermediate queue (RQ's
+        `remove_from_intermediate_queue`: when the worker has one queue). Raises `RedisError`."""
+        with self.connection.pipeline() as pipeline:
+            heartbeat_ttl = self.get_heartbeat_ttl(job)
+            execution = Execution.create(job, heartbeat_ttl, pipeline=pipeline, worker_name=self.name)
+            self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
+            self.heartbeat(heartbeat_ttl, pipeline=pipeline)
+            job.prepare_for_execution(self.name, pipeline=pipeline)
+            pipeline.persist(job.key)
+            if len(self.queues) == 1:
+                pipeline.lrem(Queue(job.origin, connection=self.connection).intermediate_queue_key, 1, job.id)
+            pipeline.execute()
+        self.executions[execution.id] = execution
+        return execution
+
+    def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
+        """Done by `prepare_execution` already; only the process title, as RQ sets it."""
+        self.procline(f"Processing {job.func_name} from {job.origin} since {time.time()}")  # type: ignore[no-untyped-call]
+
+    def handle_job_success(
+        self, job: Job, queue: Queue, started_job_registry: StartedJobRegistry, execution: Execution
+    ) -> None:
+        """RQ's success handling, but for countersign's own jobs (`_ends_with_its_job`) one transaction
+        that deletes the job and its execution record by the keys known (no read of them), with the
+        worker's counters and `idle` state; then the job's lane slot is released, as RQ does. Raises
+        `RedisError`."""
+        if not _ends_with_its_job(job, self.default_result_ttl):
+            super().handle_job_success(job, queue, started_job_registry, execution)
+            return
+        assert job.started_at and job.ended_at  # set by perform_job and handle_execution_ended
+        with self.connection.pipeline() as pipeline:
+            self.increment_successful_job_count(pipeline=pipeline)
+            self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
+            _delete_succeeded(job, execution, pipeline)
+            self.set_state(WorkerStatus.IDLE, pipeline=pipeline)
+            pipeline.execute()
+        self.executions.pop(execution.id, None)
+        release_slot(job)
+        taken = job.ended_at - job.started_at
+        self.log.info("Successfully completed job %s in %ss on worker %s", job.id, taken, self.name)
+
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
         """RQ's heartbeat TTL of a job on a forking worker: its monitoring interval plus 60 s (at most
-        its remaining timeout plus 60 s), which `_heartbeats` renews while the job runs."""
+        its remaining timeout plus 60 s), which `_JobHeartbeat` renews while the job runs."""
         return BaseWorker.get_heartbeat_ttl(self, job, working_time)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
@@ -139,23 +218,83 @@ def _deleted_on_success(job: Job, default_result_ttl: int) -> bool:
     )
 
 
-@contextmanager
-def _heartbeats(worker: BaseWorker, job: Job, execution: Execution) -> Iterator[None]:
-    """Renew the worker's, the job's and its execution's heartbeats every `job_monitoring_interval`
-    seconds while the enclosed job runs (RQ's `maintain_heartbeats`, on a thread of its own)."""
-    done = threading.Event()
+def _ends_with_its_job(job: Job, default_result_ttl: int) -> bool:
+    """`job` is one of countersign's own (intake, resume: no dependents, by `jobs.OWN_JOB_PREFIXES`),
+    keeps no result, does not repeat and is in no group: its success deletes it (`_delete_succeeded`)."""
+    return (
+        job.id.startswith(OWN_JOB_PREFIXES)
+        and job.get_result_ttl(default_result_ttl) == 0
+        and not job.repeats_left
+        and not job.group_id
+    )
 
-    def beat() -> None:
-        while not done.wait(worker.job_monitoring_interval):
-            try:
-                worker.maintain_heartbeats(job, execution)
-            except RedisError as exc:  # the next beat tries again; the job goes on
-                worker.log.warning("job %s: heartbeat not sent (%s)", job.id, exc)
 
-    thread = threading.Thread(target=beat, name=f"heartbeat {job.id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
+def _delete_succeeded(job: Job, execution: Execution, pipeline: Pipeline) -> None:
+    """Queue on `pipeline` what RQ's `Job.delete` and `cleanup_execution` remove of a job that
+    succeeded on this worker, by key: its hash, dependents, dependencies and results; its execution
+    record, its entries in the started registry and the worker's executions set; its executions
+    registry (a job in a lane: only this execution in it, and the job out of the lane's waiting set,
+    as RQ's `Job.delete` keeps a lane's live executions)."""
+    registry = job.execution_registry.key
+    keys = [job.key, job.dependents_key, job.dependencies_key, Result.get_key(job.id), execution.key]  # type: ignore[no-untyped-call]
+    pipeline.delete(*keys, *([] if job.has_rate_limit else [registry]))
+    pipeline.zrem(job.started_job_registry.key, execution.composite_key)
+    pipeline.srem(execution.worker_executions_key, execution.composite_key)
+    if job.has_rate_limit:
+        pipeline.zrem(registry, execution.id)
+        RateLimitRegistry.from_job(job).cancel(job.id, pipeline=pipeline)
+
+
+class _JobHeartbeat:
+    """The thread of a worker that renews the running job's, its execution's and the worker's
+    heartbeats every `job_monitoring_interval` seconds of that job (RQ's `maintain_heartbeats`);
+    started with the first job, it waits while no job runs. A beat is sent holding the lock, so
+    `running` returns with no beat under way for its job."""
+
+    def __init__(self, worker: BaseWorker) -> None:
+        self._worker = worker
+        self._changed = threading.Condition()
+        self._running: tuple[Job, Execution] | None = None
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def running(self, job: Job, execution: Execution) -> Iterator[None]:
+        """Beat for `job` while the enclosed block runs it."""
+        with self._changed:
+            self._running = (job, execution)
+            self._changed.notify()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="job heartbeat", daemon=True)
+            self._thread.start()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running = None
+                self._changed.notify()
+
+    def stop(self) -> None:
+        """End the thread (the worker is done), once no job runs."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _beat(self) -> None:
+        with self._changed:
+            while not self._stopped:
+                running = self._running
+                if running is None:
+                    self._changed.wait()
+                    continue
+                timed_out = not self._changed.wait(self._worker.job_monitoring_interval)
+                if timed_out and self._running is running:
+                    self._send(*running)
+
+    def _send(self, job: Job, execution: Execution) -> None:
+        try:
+            self._worker.maintain_heartbeats(job, execution)
+        except Exception as exc:  # the next beat tries again; the job goes on, and so does this thread
+            self._worker.log.warning("job %s: heartbeat not sent (%s)", job.id, exc)

@@ -79,8 +79,13 @@ ENQUEUE_ATTEMPTS = 5
 change under it (each a job enqueued by another process at that moment), then leaves the batch to
 the next relay sweep."""
 
+INTAKE_JOB_PREFIX = "intake-"
+"""An intake job's id is this and the request id (`intake_job_id`)."""
 RESUME_JOB_PREFIX = "resume-"
 """A resume job's id is this and the request id (`resume_job_id`)."""
+OWN_JOB_PREFIXES = (INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX)
+"""The ids of the jobs countersign enqueues with `result_ttl=0` and no job depending on them, which
+countersign's worker deletes in one transaction as they succeed (`workers.CountersignWorker`)."""
 
 JOB_PATHS = (INTAKE_JOB, REWRITE_JOB, RESUME_FAILED_CALLBACK, RESUME_DONE_CALLBACK)
 """Every job function and callback of ours, by import path (a test imports each)."""
@@ -93,7 +98,7 @@ def json_queue(name: str, redis: Redis) -> Queue:
 
 def intake_job_id(request_id: str) -> str:
     """The RQ job id of a request's intake job."""
-    return f"intake-{request_id}"
+    return f"{INTAKE_JOB_PREFIX}{request_id}"
 
 
 def resume_job_id(request_id: str) -> str:

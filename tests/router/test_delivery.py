@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from redis import Redis
-from rq import SimpleWorker
 from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
@@ -26,6 +25,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.schema import payload_sha256
 from countersign.store import Store
+from countersign.workers import CountersignWorker
 from tests.helpers import builders, drain, empty_resume, hold_channel, wait_for
 from tests.helpers.builders import refund
 
@@ -116,7 +116,7 @@ def test_a_burst_of_one_action_does_not_queue_the_other_actions_behind_all_of_it
     queue = json_queue(INTAKE_QUEUE, redis)
     # the burst takes its lane's places in the queue; the rest of it waits outside, the other behind the lane
     assert queue.get_job_ids() == [intake_job_id(i) for i in [*burst[:INTAKE_LANE_WIDTH], other]]
-    worker = SimpleWorker([queue], connection=redis, serializer=JSONSerializer)
+    worker = CountersignWorker([queue], connection=redis, serializer=JSONSerializer)
     worker.work(burst=True, max_jobs=INTAKE_LANE_WIDTH + 1)  # the jobs in the order the worker takes them
     assert card_count(sb, other) == 1  # its card is posted while most of the burst has not run yet
     assert [store.get(i) is not None for i in burst].count(True) == INTAKE_LANE_WIDTH
@@ -132,7 +132,7 @@ def test_a_card_whose_time_has_come_is_not_queued_behind_its_lanes_first_runs(
     hold_channel(redis, "C0FINANCE")
     burst = [client.request(refund(run_id=str(n))) for n in range(3 * INTAKE_LANE_WIDTH)]
     queue = json_queue(INTAKE_QUEUE, redis)
-    worker = SimpleWorker([queue], connection=redis, serializer=JSONSerializer)
+    worker = CountersignWorker([queue], connection=redis, serializer=JSONSerializer)
     worker.work(burst=True, max_jobs=INTAKE_LANE_WIDTH)  # the lane's first runs: each card waits for its time
     job_id = intake_job_id(burst[0])
     redis.zadd(queue.scheduled_job_registry.key, {job_id: 0})  # its time has come
