@@ -22,6 +22,7 @@ from gunicorn.app.base import BaseApplication
 from uvicorn_worker import UvicornWorker
 
 from ..config import Settings
+from ..heap import freeze_loaded
 from ..router.runtime import slack_at_start
 from . import guard
 
@@ -62,7 +63,9 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         from ..api import create_api
         from .web import create_wsgi
 
-        return create_api(slack=create_wsgi(ours=self.ours))
+        app = create_api(slack=create_wsgi(ours=self.ours))
+        freeze_loaded()  # this worker's modules and app, out of the full collections' reach
+        return app
 
 
 def serve(settings: Settings, workers: int = 2, host: str = "0.0.0.0") -> None:

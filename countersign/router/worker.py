@@ -40,6 +40,7 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 
 from ..config import Settings
+from ..heap import freeze_loaded
 from ..store.chain import AuditChain
 from ..workers import CountersignWorker
 from . import home, journal, refreshes, relay, timeouts, webhooks
@@ -95,6 +96,7 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
             maintenance_interval=MAINTENANCE_INTERVAL_SECONDS,
         )
         worker.policies = runtime.policies
+        freeze_loaded()  # the worker's modules, policy and connections, out of the full collections' reach
         worker.work(burst=burst, logging_level=settings.COUNTERSIGN_LIBRARY_LOG_LEVEL)
     finally:
         sweeper.terminate()
