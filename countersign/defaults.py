@@ -14,3 +14,13 @@ finishes), which the relay's heal and `clear_taken` look for."""
 
 SLACK_TIMEOUT_SECONDS = 10
 """The Web API client's timeout for one call."""
+
+INTAKE_JOB_PREFIX = "intake-"
+"""An intake job's RQ id is this and the request id (`router.jobs.intake_job_id`)."""
+
+RESUME_JOB_PREFIX = "resume-"
+"""A resume job's RQ id is this and the request id (`router.jobs.resume_job_id`)."""
+
+OWN_JOB_PREFIXES = (INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX)
+"""The ids of the jobs countersign enqueues with `result_ttl=0` and no job depending on them, which
+countersign's worker deletes in one transaction as they succeed (`workers.CountersignWorker`)."""

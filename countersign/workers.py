@@ -39,7 +39,7 @@ job's modules, the database pool and the Slack and Redis clients are loaded once
   this class has not). The started registry, the execution record and the job's status now change
   together.
 - **countersign's own jobs deleted in one transaction as they succeed** (`handle_job_success`):
-  an intake or resume job (`jobs.OWN_JOB_PREFIXES`) keeps no result (`result_ttl=0`), has no
+  an intake or resume job (`defaults.OWN_JOB_PREFIXES`) keeps no result (`result_ttl=0`), has no
   dependents (nothing enqueues a job depending on one), no repeat and no group. For such a job RQ
   WATCHes and reads its dependents, reads its status, reads its execution records back twice
   (`Job.delete`: the executions registry's ZREMRANGEBYSCORE, ZRANGE and each record's HGETALL, once
@@ -80,7 +80,7 @@ from rq.results import Result
 from rq.utils import now
 from rq.worker import BaseWorker, WorkerStatus
 
-from .router.jobs import OWN_JOB_PREFIXES
+from .defaults import OWN_JOB_PREFIXES
 
 HEARTBEAT_EVERY_SECONDS = 5.0
 """The worker's own heartbeat is sent at most this often (RQ's default TTL of it: 480 s)."""
@@ -219,7 +219,7 @@ def _deleted_on_success(job: Job, default_result_ttl: int) -> bool:
 
 
 def _ends_with_its_job(job: Job, default_result_ttl: int) -> bool:
-    """`job` is one of countersign's own (intake, resume: no dependents, by `jobs.OWN_JOB_PREFIXES`),
+    """`job` is one of countersign's own (intake, resume: no dependents, by `defaults.OWN_JOB_PREFIXES`),
     keeps no result, does not repeat and is in no group: its success deletes it (`_delete_succeeded`)."""
     return (
         job.id.startswith(OWN_JOB_PREFIXES)

@@ -15,7 +15,8 @@ from rq import RateLimit, Retry, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from countersign.router.jobs import INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX, json_queue
+from countersign.defaults import INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX
+from countersign.router.jobs import json_queue
 from countersign.workers import CountersignWorker
 from tests.helpers import REPO, agent, wait_for
 from tests.helpers.redis_server import RedisServer

@@ -29,7 +29,7 @@ from rq.rate_limit import RateLimitRegistry
 from rq.serializers import JSONSerializer
 from rq.utils import now
 
-from ..defaults import RESUME_MARKER_TTL_SECONDS
+from ..defaults import INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX, RESUME_MARKER_TTL_SECONDS
 from ..store import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -78,14 +78,6 @@ ENQUEUE_ATTEMPTS = 5
 """`enqueue_resumes` reads and tries its transaction this many times while the jobs it would enqueue
 change under it (each a job enqueued by another process at that moment), then leaves the batch to
 the next relay sweep."""
-
-INTAKE_JOB_PREFIX = "intake-"
-"""An intake job's id is this and the request id (`intake_job_id`)."""
-RESUME_JOB_PREFIX = "resume-"
-"""A resume job's id is this and the request id (`resume_job_id`)."""
-OWN_JOB_PREFIXES = (INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX)
-"""The ids of the jobs countersign enqueues with `result_ttl=0` and no job depending on them, which
-countersign's worker deletes in one transaction as they succeed (`workers.CountersignWorker`)."""
 
 JOB_PATHS = (INTAKE_JOB, REWRITE_JOB, RESUME_FAILED_CALLBACK, RESUME_DONE_CALLBACK)
 """Every job function and callback of ours, by import path (a test imports each)."""
