@@ -96,10 +96,6 @@ class Card:
         """`{"text": ..., "blocks": [...]}` for `chat.postMessage` / `chat.update`."""
         return {"text": self.text, "blocks": self.blocks}
 
-    def shown(self) -> dict[str, str | None]:
-        """What reviewers are shown, for the audit trail (`card_posted`, `card_updated`): `shown`."""
-        return shown(self.text, self.blocks)
-
 
 def shown(text: str | None, blocks: list[dict[str, Any]]) -> dict[str, str | None]:
     """What a reviewer was shown, as the audit trail records it (`card_posted`, `card_updated`, and
