@@ -107,6 +107,40 @@ def shown(text: str | None, blocks: list[dict[str, Any]]) -> dict[str, str | Non
     return {"text": text, "blocks_sha256": payload_sha256({"blocks": blocks})}
 
 
+def shown_in(surface: Any) -> dict[str, str | None] | None:
+    """`shown` of what a message or part of a view shows, as Slack holds it: its `blocks` and its
+    `text` — a message's own (`card_posted` and `card_updated` from the `message` Slack answers a
+    post or rewrite with, a click on a card from the `message` it carries) or, for blocks without
+    one (a request's entry on the App Home tab, `inbox.home_entry`), the text the blocks show
+    (`blocks_text`). None when `surface` has no list of blocks, or blocks RFC 8785 cannot
+    represent. The one function that derives the text and hash of what a reviewer was shown."""
+    blocks = surface.get("blocks") if isinstance(surface, dict) else None
+    if not isinstance(blocks, list):
+        return None
+    text = surface.get("text")
+    try:
+        return shown(text if isinstance(text, str) else blocks_text(blocks), blocks)
+    except ValueError:
+        return None
+
+
+def blocks_text(blocks: list[Any]) -> str:
+    """What `blocks` say, for the audit trail: the `text` of every text object in them (`plain_text`
+    or `mrkdwn`: headers, sections and their fields, context lines, button labels), in their order,
+    one a line (https://docs.slack.dev/reference/block-kit/composition-objects/text-object)."""
+    found: list[str] = []
+    pending: list[Any] = [blocks]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict) and value.get("type") in ("plain_text", "mrkdwn"):
+            found.append(str(value.get("text", "")))
+        elif isinstance(value, dict):
+            pending.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            pending.extend(reversed(value))
+    return "\n".join(found)
+
+
 def _plain(text: str, limit: int) -> PlainTextObject:
     return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
 

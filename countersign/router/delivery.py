@@ -98,7 +98,7 @@ Posted = Literal["posted", "found", "duplicate"]
 
 class Message(NamedTuple):
     """Where a message is in Slack: the id of its conversation and its `ts`; what it `shown`
-    (`cards.shown`: of a card we posted, as Slack answered, `_stored`; of one found in Slack, as
+    (`cards.shown_in`: of a card we posted, as Slack answered, `_stored`; of one found in Slack, as
     `conversations.history` returns it, None when that has no blocks)."""
 
     channel: str
@@ -325,28 +325,16 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> Message | None:
             "request_id": row.id,
             "level": row.level,
         }:
-            return Message(channel, str(message["ts"]), _shown_in(message))
+            return Message(channel, str(message["ts"]), cards.shown_in(message))
     return None
 
 
 def _stored(response: Any, sent: dict[str, Any]) -> dict[str, str | None]:
-    """What a card posted or rewritten shows (`cards.shown`), as Slack answered it: the `message`
+    """What a card posted or rewritten shows (`cards.shown_in`), as Slack answered it: the `message`
     chat.postMessage and chat.update return (https://docs.slack.dev/reference/methods/chat.postMessage,
     https://docs.slack.dev/reference/methods/chat.update) is the message as Slack keeps it, which is
     what a later click on it carries; else the `sent` `{"text", "blocks"}`."""
-    message = response.get("message")
-    found = _shown_in(message) if isinstance(message, dict) else None
-    return found or cards.shown(sent["text"], sent["blocks"])
-
-
-def _shown_in(message: dict[str, Any]) -> dict[str, str | None] | None:
-    """What a message found in `conversations.history` shows (`cards.shown` of its `text` and
-    `blocks`, as https://docs.slack.dev/reference/methods/conversations.history returns them), or
-    None when it has no blocks."""
-    blocks, text = message.get("blocks"), message.get("text")
-    if not isinstance(blocks, list):
-        return None
-    return cards.shown(text if isinstance(text, str) else None, blocks)
+    return cards.shown_in(response.get("message")) or cards.shown(sent["text"], sent["blocks"])
 
 
 def update_card(
