@@ -126,16 +126,16 @@ def shown_in(surface: Any) -> dict[str, str | None] | None:
 
 def blocks_text(blocks: list[Any]) -> str:
     """What `blocks` say, for the audit trail: the `text` of every text object in them (`plain_text`
-    or `mrkdwn`: headers, sections and their fields, context lines, button labels), in their order,
-    one a line (https://docs.slack.dev/reference/block-kit/composition-objects/text-object)."""
+    or `mrkdwn`: headers, sections and then their fields, context lines, button labels), in their
+    order, one a line (https://docs.slack.dev/reference/block-kit/composition-objects/text-object)."""
     found: list[str] = []
     pending: list[Any] = [blocks]
     while pending:
         value = pending.pop()
         if isinstance(value, dict) and value.get("type") in ("plain_text", "mrkdwn"):
             found.append(str(value.get("text", "")))
-        elif isinstance(value, dict):
-            pending.extend(reversed(list(value.values())))
+        elif isinstance(value, dict):  # a section's text before its fields, whatever the keys' order
+            pending.extend(reversed([value[k] for k in sorted(value, key=lambda k: k != "text")]))
         elif isinstance(value, list):
             pending.extend(reversed(value))
     return "\n".join(found)

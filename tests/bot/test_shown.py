@@ -19,7 +19,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import wait_for
-from tests.helpers.builders import post_card
+from tests.helpers.builders import new_request, post_card
 
 
 def _event(store: Store, request_id: str, name: str) -> dict[str, Any]:
@@ -75,9 +75,8 @@ def test_a_click_on_the_home_tab_audits_that_request_s_entry_alone(
     sb, _ = sandbox
     request_id, _ = post_card(client, redis, sb)
     alone = _entry(_home_listing(sb, "U0ALICE", request_id), request_id)
-    other_id, _ = post_card(
-        client, redis, sb, summary="Refund GLOBEX", payload={"amount": "75.00"}, run_id="r2", step="s2"
-    )
+    rules = runtime.store.get(request_id).rules  # type: ignore[union-attr]
+    other_id = new_request(runtime.store, approvers=["U0ALICE"], rules=rules, summary="Refund GLOBEX").id
     view = _home_listing(sb, "U0ALICE", request_id, other_id)
 
     assert sb.click_home("U0ALICE", f"decide-{request_id}", APPROVE_ACTION) == (200, "")
@@ -86,6 +85,7 @@ def test_a_click_on_the_home_tab_audits_that_request_s_entry_alone(
     shown = decided["shown"]
     assert decided["where"] == "home" and shown["view"] == "home"
     assert "Refund ACME" in str(shown["text"]) and "amount: 120.00" in str(shown["text"])
+    assert str(shown["text"]).startswith("Refund ACME\n")
     assert "GLOBEX" not in str(shown["text"]) and other_id not in str(shown["text"])
     assert len(alone) == 3 and _entry(view, request_id) == alone
     assert shown["blocks_sha256"] == cards.shown(None, alone)["blocks_sha256"]
