@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ulid import ULID
 
 from bench.common import bench_database, percentile, print_table
-from countersign.router.cards import request_card
+from countersign.router.cards import request_card, shown
 from countersign.store import ApprovalRequest, Outcome, ResumeEvent, Rules, Store, create_db_engine
 from countersign.store.chain import AuditChain
 
@@ -153,16 +153,16 @@ def measure(url: str, writers: int, decisions: int) -> list[tuple[str, object]]:
     store = Store(create_db_engine(url))
     _seal_all(url)
     card = request_card(store.get(_requests(store, 1)[0]))  # type: ignore[arg-type]
-    shown = card.shown()
+    carried = shown(card.text, card.blocks)
     rows: list[tuple[str, object]] = []
     runs: list[tuple[str, float | None, dict[str, Any] | None, bool]] = [
         ("no sealer", None, None, True),
         ("sealer every 1 s", 1.0, None, False),
         ("sealer back to back", 0.0, None, False),
-        ("no sealer, with shown", None, shown, True),
+        ("no sealer, with shown", None, carried, True),
     ]
-    for name, sealer, carried, timed_seal in runs:
-        latencies, rate = phase(url, store, writers, decisions, sealer, carried)
+    for name, sealer, detail, timed_seal in runs:
+        latencies, rate = phase(url, store, writers, decisions, sealer, detail)
         rows.append((f"{name}: commit latency", _ms(latencies)))
         rows.append((f"{name}: decisions a second", f"{rate:.0f}"))
         sealed, seconds = _seal_all(url)

@@ -25,7 +25,7 @@ def open_modal(runtime: Runtime, client: WebClient, click: Click) -> None:
     view_id = client.views_open(trigger_id=click.trigger_id, view=loading_view(title))["view"]["id"]
     view = review.modal_view(runtime, click.request_id, click.user["slack_user_id"], click.action_id)
     if "private_metadata" in view:  # a form: its submit is to say where it was opened from
-        view["private_metadata"] = metadata(click.request_id, click.where)
+        view["private_metadata"] = metadata(click.request_id, click.where, click.shown)
     client.views_update(view_id=view_id, view=view)
 
 

@@ -96,10 +96,6 @@ class Card:
         """`{"text": ..., "blocks": [...]}` for `chat.postMessage` / `chat.update`."""
         return {"text": self.text, "blocks": self.blocks}
 
-    def shown(self) -> dict[str, str | None]:
-        """What reviewers are shown, for the audit trail (`card_posted`, `card_updated`): `shown`."""
-        return shown(self.text, self.blocks)
-
 
 def shown(text: str | None, blocks: list[dict[str, Any]]) -> dict[str, str | None]:
     """What a reviewer was shown, as the audit trail records it (`card_posted`, `card_updated`, and
@@ -109,6 +105,40 @@ def shown(text: str | None, blocks: list[dict[str, Any]]) -> dict[str, str | Non
     decision's hash equals that of the card version that showed it. Raises `ValueError` for blocks
     RFC 8785 cannot represent (`schema.payload_sha256`)."""
     return {"text": text, "blocks_sha256": payload_sha256({"blocks": blocks})}
+
+
+def shown_in(surface: Any) -> dict[str, str | None] | None:
+    """`shown` of what a message or part of a view shows, as Slack holds it: its `blocks` and its
+    `text` — a message's own (`card_posted` and `card_updated` from the `message` Slack answers a
+    post or rewrite with, a click on a card from the `message` it carries) or, for blocks without
+    one (a request's entry on the App Home tab, `inbox.home_entry`), the text the blocks show
+    (`blocks_text`). None when `surface` has no list of blocks, or blocks RFC 8785 cannot
+    represent. The one function that derives the text and hash of what a reviewer was shown."""
+    blocks = surface.get("blocks") if isinstance(surface, dict) else None
+    if not isinstance(blocks, list):
+        return None
+    text = surface.get("text")
+    try:
+        return shown(text if isinstance(text, str) else blocks_text(blocks), blocks)
+    except ValueError:
+        return None
+
+
+def blocks_text(blocks: list[Any]) -> str:
+    """What `blocks` say, for the audit trail: the `text` of every text object in them (`plain_text`
+    or `mrkdwn`: headers, sections and then their fields, context lines, button labels), in their
+    order, one a line (https://docs.slack.dev/reference/block-kit/composition-objects/text-object)."""
+    found: list[str] = []
+    pending: list[Any] = [blocks]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict) and value.get("type") in ("plain_text", "mrkdwn"):
+            found.append(str(value.get("text", "")))
+        elif isinstance(value, dict):  # a section's text before its fields, whatever the keys' order
+            pending.extend(reversed([value[k] for k in sorted(value, key=lambda k: k != "text")]))
+        elif isinstance(value, list):
+            pending.extend(reversed(value))
+    return "\n".join(found)
 
 
 def _plain(text: str, limit: int) -> PlainTextObject:

@@ -98,8 +98,8 @@ Posted = Literal["posted", "found", "duplicate"]
 
 class Message(NamedTuple):
     """Where a message is in Slack: the id of its conversation and its `ts`; what it `shown`
-    (`cards.shown`: of a card we posted, or of one found in Slack as `conversations.history` returns
-    it; None when that has no blocks)."""
+    (`cards.shown_in`: of a card we posted, as Slack answered, `_stored`; of one found in Slack, as
+    `conversations.history` returns it, None when that has no blocks)."""
 
     channel: str
     ts: str
@@ -232,7 +232,7 @@ def _post(
         response = runtime.slack.chat_postMessage(
             channel=request.channel, metadata=metadata, **card.message()
         )
-        return Message(str(response["channel"]), str(response["ts"]), card.shown())
+        return Message(str(response["channel"]), str(response["ts"]), _stored(response, card.message()))
     except SlackApiError as exc:
         error = exc.response.get("error")
         if rate_limited(exc):
@@ -325,18 +325,16 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> Message | None:
             "request_id": row.id,
             "level": row.level,
         }:
-            return Message(channel, str(message["ts"]), _shown_in(message))
+            return Message(channel, str(message["ts"]), cards.shown_in(message))
     return None
 
 
-def _shown_in(message: dict[str, Any]) -> dict[str, str | None] | None:
-    """What a message found in `conversations.history` shows (`cards.shown` of its `text` and
-    `blocks`, as https://docs.slack.dev/reference/methods/conversations.history returns them), or
-    None when it has no blocks."""
-    blocks, text = message.get("blocks"), message.get("text")
-    if not isinstance(blocks, list):
-        return None
-    return cards.shown(text if isinstance(text, str) else None, blocks)
+def _stored(response: Any, sent: dict[str, Any]) -> dict[str, str | None]:
+    """What a card posted or rewritten shows (`cards.shown_in`), as Slack answered it: the `message`
+    chat.postMessage and chat.update return (https://docs.slack.dev/reference/methods/chat.postMessage,
+    https://docs.slack.dev/reference/methods/chat.update) is the message as Slack keeps it, which is
+    what a later click on it carries; else the `sent` `{"text", "blocks"}`."""
+    return cards.shown_in(response.get("message")) or cards.shown(sent["text"], sent["blocks"])
 
 
 def update_card(
@@ -370,7 +368,7 @@ def update_card(
         else cards.request_card(request, approvals or [])
     )
     try:
-        client.chat_update(
+        response = client.chat_update(
             channel=conversation(client, request.channel), ts=request.card_ts, **card.message()
         )
     except (SlackApiError, OSError) as exc:
@@ -379,7 +377,7 @@ def update_card(
             _not_rewritten(runtime, client, request, card, exc)
         return
     if not decided:
-        _audit_version(runtime, request.id, request.card_ts, card.shown(), "counted")
+        _audit_version(runtime, request.id, request.card_ts, _stored(response, card.message()), "counted")
     if request.card_refresh_due_at is not None:
         runtime.store.card_refreshed(request.id)
 
@@ -487,11 +485,11 @@ def _rewrite(runtime: Runtime, request_id: str, channel: str, ts: str, message: 
     or None when done (or refused for good: logged)."""
     client = runtime.slack
     try:
-        client.chat_update(channel=conversation(client, channel), ts=ts, **message)
+        response = client.chat_update(channel=conversation(client, channel), ts=ts, **message)
     except (SlackApiError, OSError) as exc:
         log.warning("request %s: message %s not rewritten (%s)", request_id, ts, _error(exc))
         return _wait_after(exc)
-    _audit_version(runtime, request_id, ts, cards.shown(message["text"], message["blocks"]), "escalated")
+    _audit_version(runtime, request_id, ts, _stored(response, message), "escalated")
     return None
 
 

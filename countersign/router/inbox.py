@@ -70,9 +70,24 @@ def help_message(unknown: str | None = None) -> dict[str, Any]:
     return message(text, [SectionBlock(block_id="help", text=MarkdownTextObject(text=text))])
 
 
+def _entry_ids(request_id: str, version: str) -> tuple[str, str, str]:
+    """The `block_id`s of one request in a list (`version`: where it is listed), each naming the
+    request: its section, its id line, and its buttons (on the Home tab only)."""
+    return f"req-{request_id}-{version}", f"id-{request_id}-{version}", f"decide-{request_id}"
+
+
+def home_entry(request_id: str, blocks: list[Any]) -> list[dict[str, Any]]:
+    """The blocks of request `request_id`'s entry among a Home view's `blocks` (as `home_view`
+    renders them and Slack returns them): those whose `block_id` is one of its `_entry_ids`, in the
+    view's order; [] when it is not listed (or `request_id` is empty)."""
+    ids = set(_entry_ids(request_id, "home")) if request_id else set()
+    return [block for block in blocks if isinstance(block, dict) and block.get("block_id") in ids]
+
+
 def request_blocks(request: ApprovalRequest, version: str) -> list[Block]:
     """One request in a list: its summary, action class, first key payload fields and deadline (a
-    section), and its id (a context line, for `show`)."""
+    section), and its id (a context line, for `show`); `block_id`s from `_entry_ids`."""
+    section, id_line, _ = _entry_ids(request.id, version)
     lines = payload_lines(request.payload_to_run, request.rules.key_fields)[:KEY_FIELDS_LISTED]
     fields: list[PlainTextObject | MarkdownTextObject] = [_plain(f"Action: {request.action}", CARD_FIELD_MAX)]
     fields += [_plain(line, CARD_FIELD_MAX) for line in lines]
@@ -81,13 +96,11 @@ def request_blocks(request: ApprovalRequest, version: str) -> list[Block]:
     )
     return [
         SectionBlock(
-            block_id=f"req-{request.id}-{version}",
+            block_id=section,
             text=_plain(request.summary, MAX_HEADER_TEXT),
             fields=fields,
         ),
-        ContextBlock(
-            block_id=f"id-{request.id}-{version}", elements=[MarkdownTextObject(text=f"`{request.id}`")]
-        ),
+        ContextBlock(block_id=id_line, elements=[MarkdownTextObject(text=f"`{request.id}`")]),
     ]
 
 
@@ -164,7 +177,8 @@ def home_view(
     """The App Home tab of a reviewer (`views.publish`'s `view`): the counts, "Waiting for you" (the
     `queue`, in order, each with the card's Approve / Reject / Edit / Details buttons, and whether
     there are more than listed), "Decided by you recently" (`decided`, latest first) and, for an
-    admin, "Gates" (`gates_blocks`)."""
+    admin, "Gates" (`gates_blocks`). Every block of a request's entry has a `block_id` naming it
+    (`_entry_ids`), so a decision made there audits that entry alone (`home_entry`)."""
     waiting = f"{len(queue)}{'+' if more else ''}"
     blocks: list[Block] = [
         ContextBlock(
@@ -183,7 +197,8 @@ def home_view(
         )
     for request in queue[:HOME_LISTED]:
         blocks += request_blocks(request, "home")
-        blocks.append(ActionsBlock(block_id=f"decide-{request.id}", elements=decision_buttons(request)))
+        buttons = _entry_ids(request.id, "home")[2]
+        blocks.append(ActionsBlock(block_id=buttons, elements=decision_buttons(request)))
     blocks.append(HeaderBlock(block_id="decided", text="Decided by you recently"))
     lines = [f"{verdict(request)}: {escape(clip(request.summary, 80))}" for request in decided[:HOME_RECENT]]
     text = "\n".join(lines) or "Nothing yet."

@@ -40,7 +40,8 @@ APPROVING_STEPS: frozenset[str] = frozenset({"approve", *EDIT_STEPS})
 
 Settled = Literal["decided", "counted", "refused"]
 Shown = dict[str, str | None]
-"""What a reviewer was shown when they acted (`cards.shown`, read by `bot.payload.shown`)."""
+"""What a reviewer was shown of a request when they acted (`cards.shown_in`, read by
+`bot.payload.shown`: `{"text", "blocks_sha256"[, "view"]}`)."""
 
 
 def why_refused(request: ApprovalRequest | None, user_id: str, step: str) -> dict[str, Any] | None:
@@ -295,8 +296,8 @@ class Action:
     (`router.journal`): `approve` (the button; `channel` is where it was clicked), `reject` (the
     Reject modal's checked `reason`) or `edit` (the Edit modal's `values`, `{block_id: text}`);
     `where` the surface: `card`, or `home` (the App Home tab), and `shown`, what Slack says the
-    reviewer was shown (`bot.payload.shown`: the card, the Home view or the modal), audited with the
-    decision."""
+    reviewer was shown (`bot.payload.shown`: the card, or the request's entry on the Home tab, kept
+    through the Reject / Edit modal), audited with the decision."""
 
     kind: Literal["approve", "reject", "edit"]
     request_id: str

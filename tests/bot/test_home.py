@@ -113,7 +113,8 @@ def test_reject_and_edit_from_home_go_through_the_modals(
 
     assert sb.click_home("U0ALICE", f"decide-{rejected}", REJECT_ACTION)[0] == 200
     modal = wait_for(lambda: next((v for v in sb.views("U0ALICE") if REASON_BLOCK in _text(v["view"])), None))
-    assert modal["view"]["private_metadata"] == f"{rejected} home"
+    carried = json.loads(modal["view"]["private_metadata"])
+    assert (carried["id"], carried["where"], carried["shown"]["view"]) == (rejected, "home", "home")
     assert sb.submit_view(modal["id"], "U0ALICE", {REASON_BLOCK: "wrong customer"})[0] == 200
     assert _event(runtime.store, rejected, "rejected")["where"] == "home"
 

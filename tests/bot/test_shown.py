@@ -1,7 +1,8 @@
 """What the reviewer was shown, in each decision's own audit event, over real HTTP: the card's
-message a click carries, the Home view, or the modal a submit carries (`bot.payload.shown`), hashed
-by the one function that hashes the posted card (`cards.shown`), so the decision matches the
-`card_posted` event of the card it was made on."""
+message a click carries, or the request's own entry in the Home view it carries (`bot.payload.shown`),
+kept through the Reject / Edit modal opened there (`bot.payload.metadata`), derived by the one
+function that writes `card_posted` (`cards.shown_in`), so the decision matches the card version, or
+the published Home entry, it was made on."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from typing import Any
 from redis import Redis
 
 from countersign.agent import ApprovalClient
+from countersign.bot import payload
 from countersign.router import cards
 from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REASON_BLOCK, REJECT_ACTION
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import wait_for
-from tests.helpers.builders import post_card
+from tests.helpers.builders import new_request, post_card
 
 
 def _event(store: Store, request_id: str, name: str) -> dict[str, Any]:
@@ -53,23 +55,62 @@ def test_a_click_on_the_card_audits_the_card_it_was_made_on(
     assert "Refund ACME" in str(shown["text"])
 
 
-def test_a_click_on_the_home_tab_audits_the_home_view_it_was_made_on(
+def _home_listing(sb: Sandbox, user: str, *request_ids: str) -> dict[str, Any]:
+    """The Home view the sandbox holds as published for `user`, once it lists every request."""
+    assert sb.open_home(user) == (200, "")
+    return wait_for(
+        lambda: (v := sb.home(user)) and all(r in json.dumps(v) for r in request_ids) and v,
+        what=f"the Home listing {request_ids}",
+    )
+
+
+def _entry(view: dict[str, Any], request_id: str) -> list[dict[str, Any]]:
+    """The published blocks of one request's entry: those whose block_id names it."""
+    return [b for b in view["blocks"] if request_id in str(b.get("block_id"))]
+
+
+def test_a_click_on_the_home_tab_audits_that_request_s_entry_alone(
     client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
     sb, _ = sandbox
     request_id, _ = post_card(client, redis, sb)
-    assert sb.open_home("U0ALICE") == (200, "")
-    view = wait_for(lambda: (v := sb.home("U0ALICE")) and request_id in json.dumps(v) and v, what="the Home")
+    alone = _entry(_home_listing(sb, "U0ALICE", request_id), request_id)
+    rules = runtime.store.get(request_id).rules  # type: ignore[union-attr]
+    other_id = new_request(runtime.store, approvers=["U0ALICE"], rules=rules, summary="Refund GLOBEX").id
+    view = _home_listing(sb, "U0ALICE", request_id, other_id)
 
     assert sb.click_home("U0ALICE", f"decide-{request_id}", APPROVE_ACTION) == (200, "")
 
     decided = _event(runtime.store, request_id, "approved")
+    shown = decided["shown"]
+    assert decided["where"] == "home" and shown["view"] == "home"
+    assert "Refund ACME" in str(shown["text"]) and "amount: 120.00" in str(shown["text"])
+    assert str(shown["text"]).startswith("Refund ACME\n")
+    assert "GLOBEX" not in str(shown["text"]) and other_id not in str(shown["text"])
+    assert len(alone) == 3 and _entry(view, request_id) == alone
+    assert shown["blocks_sha256"] == cards.shown(None, alone)["blocks_sha256"]
+    assert shown["blocks_sha256"] != cards.shown(None, view["blocks"])["blocks_sha256"]
+    assert _event(runtime.store, request_id, "vote")["shown"] == shown
+
+
+def test_a_reject_opened_from_home_audits_the_home_entry_clicked(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, _ = post_card(client, redis, sb)
+    entry = _entry(_home_listing(sb, "U0ALICE", request_id), request_id)
+
+    assert sb.click_home("U0ALICE", f"decide-{request_id}", REJECT_ACTION)[0] == 200
+    modal = _modal(sb, "U0ALICE", REASON_BLOCK)
+    assert sb.submit_view(modal["id"], "U0ALICE", {REASON_BLOCK: "wrong customer"})[0] == 200
+
+    decided = _event(runtime.store, request_id, "rejected")
     assert decided["where"] == "home"
-    assert decided["shown"] == {**cards.shown(None, view["blocks"]), "view": "home"}
-    assert decided["shown"] != _posted(runtime.store, request_id)
+    assert decided["shown"]["blocks_sha256"] == cards.shown(None, entry)["blocks_sha256"]
+    assert "Refund ACME" in str(decided["shown"]["text"]) and decided["shown"]["view"] == "home"
 
 
-def test_an_edit_submit_audits_the_modal_it_was_made_in(
+def test_an_edit_submit_audits_the_card_it_was_opened_from(
     client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
     sb, _ = sandbox
@@ -82,10 +123,10 @@ def test_an_edit_submit_audits_the_modal_it_was_made_in(
 
     decided = _event(runtime.store, request_id, "approved")
     assert decided["edits"] and decided["where"] == "card"
-    assert decided["shown"] == {**cards.shown(None, form["view"]["blocks"]), "view": "modal"}
+    assert decided["shown"] == _posted(runtime.store, request_id) == cards.shown(card["text"], card["blocks"])
 
 
-def test_a_reject_submit_audits_the_modal_it_was_made_in(
+def test_a_reject_submit_audits_the_card_it_was_opened_from(
     client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
     sb, _ = sandbox
@@ -96,5 +137,19 @@ def test_a_reject_submit_audits_the_modal_it_was_made_in(
     assert sb.submit_view(modal["id"], "U0ALICE", {REASON_BLOCK: "wrong customer"})[0] == 200
 
     for name in ("rejected", "vote"):
-        shown = _event(runtime.store, request_id, name)["shown"]
-        assert shown == {**cards.shown(None, modal["view"]["blocks"]), "view": "modal"}
+        assert _event(runtime.store, request_id, name)["shown"] == _posted(runtime.store, request_id)
+
+
+def test_a_long_card_text_is_cut_to_fit_the_modal_metadata_its_hash_whole() -> None:
+    seen = {"text": "é<" * 2000, "blocks_sha256": "ab" * 32}
+
+    carried = payload.metadata("01ID", "card", seen)
+    submitted = payload.view_submission(
+        {"user": {"id": "U0ALICE"}, "view": {"private_metadata": carried, "state": {"values": {}}}}
+    )
+
+    assert len(carried) <= payload.MAX_PRIVATE_METADATA and carried.isascii()
+    assert submitted.request_id == "01ID" and submitted.where == "card"
+    assert submitted.shown is not None and submitted.shown["blocks_sha256"] == seen["blocks_sha256"]
+    assert str(seen["text"]).startswith(str(submitted.shown["text"])[:-1])
+    assert str(submitted.shown["text"]).endswith("…")
