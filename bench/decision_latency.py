@@ -17,6 +17,13 @@ enqueued = from the same moment (UTC wall clock) to the RQ `enqueued_at` (UTC, m
 resume job on the agent's queue (no agent worker runs, so each job stays there). Both clocks are this
 machine's. The first `--warmup` seconds of clicks are sent but not counted. Prints one table;
 asserts nothing.
+
+The click's tail is its vote's COMMIT, which waits for PostgreSQL's write-ahead log to be flushed up
+to its record, whatever other databases of the same server wrote before it (BENCHMARKS.md, "Issue 14,
+fifth pass"). The table says how much WAL the server wrote while the clicks ran; `--private-postgres`
+runs the scratch database on a server of the run's own (`common.PostgresServer`, same disk), so that
+other work on a shared server (its tests' `CREATE` / `DROP DATABASE` and their checkpoints) is not
+measured as click latency.
 """
 
 from __future__ import annotations
