@@ -363,7 +363,7 @@ def _hide_signature(decision: dict[str, Any] | None, command: str, with_grant: b
 def _show(args: argparse.Namespace) -> None:
     """Print the request's state, the grant's signature only with `--with-grant` (`_hide_signature`);
     a pending request without a card yet says when its card is expected."""
-    from .router.delivery import expected_card
+    from .router.pace import expected_card
 
     connections = Connections(load_settings())
     state = ApprovalClient(connections.redis, connections.store).get(args.request_id)

@@ -18,7 +18,7 @@ answers, reminders and status messages, and what to do when Slack says no.
 - **Pace.** Slack allows about one message per second per channel
   (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage). Each card reserves a time
   in its channel in Redis, once, `PACE_MILLISECONDS` after the channel's previous one
-  (`reserve_slot`): a card whose time has come posts; the others wait for theirs (`RetryLater`
+  (`pace.reserve_slot`): a card whose time has come posts; the others wait for theirs (`RetryLater`
   until then, and a posting lease until then so the card sweep leaves them alone), keeping their
   reservation when they run again. So a backlog of cards for one channel drains at the pace, each
   job runs about twice, and no job is rescheduled every second (a thundering herd that would
@@ -26,7 +26,7 @@ answers, reminders and status messages, and what to do when Slack says no.
   seconds, and the card gives up its time. No worker ever sleeps. A card that waits a second or
   more moves its level's deadline to its time plus the timeout (`Store.schedule_card`), so no
   reviewer's time runs out while the card waits; one that waits over `BACKLOG_LOG_SECONDS` is
-  logged with the channel's backlog, and `countersign show` reads its time (`expected_card`).
+  logged with the channel's backlog, and `countersign show` reads its time (`pace.expected_card`).
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
   `not_in_channel` / `channel_not_found` / `is_archived` fall back once to the approvers' DM, or
   group DM for several, opened with `conversations.open`. What is still refused is audited as
@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal, NamedTuple
 
-from redis import Redis
 from rq import Retry
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -52,19 +51,12 @@ from slack_sdk.errors import SlackApiError
 from ..exceptions import RetryLater
 from ..store import ApprovalRequest, CardFacts, Decider, ResumeProblem, Status
 from . import cards, homedue, jobs, texts
+from .pace import CLOCK_SLACK_SECONDS, give_up_slot, reserve_slot
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
 
 CARD_EVENT = "countersign_request"
-# One card per channel every 1.1 s: Slack allows about one a second with short bursts, so posting at
-# exactly 1/s leaves no slack, and any delay (a late scheduler tick, a slow job) is followed by a
-# catch-up burst that drains Slack's allowance and draws 429s. The 10% margin refills it.
-PACE_MILLISECONDS = 1100
-# A card may post this much before its reserved time: the job is rescheduled by this host's clock,
-# the time was reserved on Redis's, and a few milliseconds between the two must not cost a second.
-CLOCK_SLACK_SECONDS = 0.01
-SLOT_KEPT_MILLISECONDS = 600_000  # a reservation outlives its time by 10 minutes, for a job that runs late
 BACKLOG_LOG_SECONDS = 60  # a card that must wait longer than this for its channel is logged
 RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
 BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at most every 10 minutes
@@ -73,24 +65,6 @@ REFRESH_BACKOFF_SECONDS = 30  # a decided card Slack would not rewrite is tried 
 VANISHED = {"message_not_found", "cant_update_message"}
 BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
-
-
-# The channel's next free posting time, reserved once per card (unix milliseconds, Redis's clock, so
-# one clock for every worker). KEYS: the channel's next free time, this card's reservation; ARGV:
-# pace ms, ms a reservation is kept after its time. Returns {reserved ms, channel's next free ms,
-# clock seconds, clock µs}.
-_RESERVE_SLOT = """
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local slot = tonumber(redis.call('GET', KEYS[2]))
-if not slot then
-    local pace = tonumber(ARGV[1])
-    slot = math.max(tonumber(redis.call('GET', KEYS[1]) or 0), now)
-    redis.call('SET', KEYS[1], slot + pace, 'PX', slot + pace - now)
-    redis.call('SET', KEYS[2], slot, 'PX', slot - now + tonumber(ARGV[2]))
-end
-return {slot, tonumber(redis.call('GET', KEYS[1]) or 0), tonumber(time[1]), tonumber(time[2])}
-"""
 
 
 Posted = Literal["posted", "found", "duplicate"]
@@ -104,26 +78,6 @@ class Message(NamedTuple):
     channel: str
     ts: str
     shown: dict[str, str | None] | None = None
-
-
-class Slot(NamedTuple):
-    """A card's reserved time in its channel: `wait` seconds from now (<= 0: post now), `ahead`
-    cards reserved before it whose time has not come, and `backlog` such cards in the channel in
-    all, this one included (counted from the times, one per `PACE_MILLISECONDS`)."""
-
-    wait: float
-    ahead: int
-    backlog: int
-
-    @classmethod
-    def of(cls, slot_ms: int, free_ms: int, now_ms: float) -> Slot:
-        """The slot reserved at `slot_ms` in a channel whose next free time is `free_ms`, at
-        `now_ms` (unix milliseconds, Redis's clock)."""
-        return cls(
-            (slot_ms - now_ms) / 1000,
-            max(0, round((slot_ms - now_ms) / PACE_MILLISECONDS)),
-            max(0, round((free_ms - now_ms) / PACE_MILLISECONDS)),
-        )
 
 
 def post_card(runtime: Runtime, row: ApprovalRequest, leased: bool = False) -> Posted:
@@ -162,7 +116,7 @@ def post_card(runtime: Runtime, row: ApprovalRequest, leased: bool = False) -> P
             card = _post(runtime, claimed)
     except RetryLater as later:
         # Slack asks to wait after all: give up this card's time, take a new one later
-        runtime.redis.delete(_slot_keys(row)[1])
+        give_up_slot(runtime.redis, row)
         runtime.store.defer_card(row.id, int(later.seconds))
         raise
     except SlackApiError as exc:  # refused for good this time: back off, and say so in the audit trail
@@ -176,50 +130,6 @@ def post_card(runtime: Runtime, row: ApprovalRequest, leased: bool = False) -> P
     if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
         refresh(runtime, attached.id)
     return outcome
-
-
-def reserve_slot(redis: Redis, row: ApprovalRequest) -> Slot:
-    """The time reserved for this card in its channel, and the channel's backlog.
-
-    The first call for a card (request id, level, channel) reserves the channel's next free time,
-    `PACE_MILLISECONDS` after the previous reservation and not before now (Redis's clock); later
-    calls return the same time, so a job run again keeps its place. Atomic in Redis (a Lua script).
-    """
-    slot, free, seconds, micros = redis.register_script(_RESERVE_SLOT)(
-        keys=_slot_keys(row), args=[PACE_MILLISECONDS, SLOT_KEPT_MILLISECONDS]
-    )
-    return Slot.of(slot, free, seconds * 1000 + micros / 1000)
-
-
-def expected_card(redis: Redis, row: ApprovalRequest) -> dict[str, Any]:
-    """When the card of a pending request that has none yet is expected, for `countersign show`:
-    `{channel, ts: None, expected, scheduled_in_seconds, cards_ahead}`, `expected` reading e.g.
-    "card scheduled in 412 s, 374 cards ahead in C0FINANCE" (its reserved time in the channel).
-    With no time reserved, or its time past, `expected` says the worker is still to post it (the
-    audit trail says what it waits for) and the two numbers are null. Reads only."""
-    channel_key, card_key = _slot_keys(row)
-    with redis.pipeline() as pipe:  # MULTI/EXEC: the clock and both times at one moment
-        pipe.time()
-        pipe.get(card_key)
-        pipe.get(channel_key)
-        (seconds, micros), slot_ms, free_ms = pipe.execute()
-    now_ms = seconds * 1000 + micros / 1000
-    slot = None if slot_ms is None else Slot.of(int(slot_ms), int(free_ms or 0), now_ms)
-    card: dict[str, Any] = {"channel": row.channel, "ts": None}
-    if slot is None or slot.wait <= 0:
-        expected = f"card not posted yet and not waiting for a time in {row.channel}; the worker posts it"
-        return card | {"expected": expected, "scheduled_in_seconds": None, "cards_ahead": None}
-    return card | {
-        "expected": f"card scheduled in {slot.wait:.0f} s, {slot.ahead} cards ahead in {row.channel}",
-        "scheduled_in_seconds": round(slot.wait),
-        "cards_ahead": slot.ahead,
-    }
-
-
-def _slot_keys(row: ApprovalRequest) -> list[str]:
-    """The Redis keys of the channel's next free time and of this card's reservation."""
-    channel_key = f"countersign:pace:{row.channel}"
-    return [channel_key, f"{channel_key}:{row.id}:{row.level}"]
 
 
 def _post(

@@ -27,9 +27,10 @@ from ..idempotency import release_key, remember_key
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, QueueResume, WebhookResume, parse
 from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
 from . import directory, limits, relay
-from .delivery import CLOCK_SLACK_SECONDS, post_card
+from .delivery import post_card
 from .gate import Gate
 from .jobs import INTAKE_RETRY, leave_intake_lane
+from .pace import CLOCK_SLACK_SECONDS
 from .policy import Route
 from .runtime import Runtime, current
 

@@ -19,8 +19,9 @@ from rq.serializers import JSONSerializer
 from countersign.agent import ApprovalClient
 from countersign.exceptions import RetryLater
 from countersign.router import delivery
-from countersign.router.delivery import CLOCK_SLACK_SECONDS, PACE_MILLISECONDS, post_card
+from countersign.router.delivery import post_card
 from countersign.router.jobs import INTAKE_LANE_WIDTH, INTAKE_QUEUE, intake_job_id, json_queue
+from countersign.router.pace import CLOCK_SLACK_SECONDS, PACE_MILLISECONDS
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.schema import payload_sha256

@@ -1,0 +1,110 @@
+"""A card's time in its channel: Slack allows about one message a second per channel
+(https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage), so each card reserves a posting
+time in Redis, once, `PACE_MILLISECONDS` after the channel's previous one and not before now (a Lua
+script on Redis's clock, keyed by request, level and channel). `router/delivery.py` posts a card
+whose time has come and leaves the others to wait for theirs; `countersign show` reads the time a
+card waits for (`expected_card`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from redis import Redis
+
+from ..store import ApprovalRequest
+
+# One card per channel every 1.1 s: Slack allows about one a second with short bursts, so posting at
+# exactly 1/s leaves no slack, and any delay (a late scheduler tick, a slow job) is followed by a
+# catch-up burst that drains Slack's allowance and draws 429s. The 10% margin refills it.
+PACE_MILLISECONDS = 1100
+# A card may post this much before its reserved time: the job is rescheduled by this host's clock,
+# the time was reserved on Redis's, and a few milliseconds between the two must not cost a second.
+CLOCK_SLACK_SECONDS = 0.01
+SLOT_KEPT_MILLISECONDS = 600_000  # a reservation outlives its time by 10 minutes, for a job that runs late
+
+# The channel's next free posting time, reserved once per card (unix milliseconds, Redis's clock, so
+# one clock for every worker). KEYS: the channel's next free time, this card's reservation; ARGV:
+# pace ms, ms a reservation is kept after its time. Returns {reserved ms, channel's next free ms,
+# clock seconds, clock µs}.
+_RESERVE_SLOT = """
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local slot = tonumber(redis.call('GET', KEYS[2]))
+if not slot then
+    local pace = tonumber(ARGV[1])
+    slot = math.max(tonumber(redis.call('GET', KEYS[1]) or 0), now)
+    redis.call('SET', KEYS[1], slot + pace, 'PX', slot + pace - now)
+    redis.call('SET', KEYS[2], slot, 'PX', slot - now + tonumber(ARGV[2]))
+end
+return {slot, tonumber(redis.call('GET', KEYS[1]) or 0), tonumber(time[1]), tonumber(time[2])}
+"""
+
+
+class Slot(NamedTuple):
+    """A card's reserved time in its channel: `wait` seconds from now (<= 0: post now), `ahead`
+    cards reserved before it whose time has not come, and `backlog` such cards in the channel in
+    all, this one included (counted from the times, one per `PACE_MILLISECONDS`)."""
+
+    wait: float
+    ahead: int
+    backlog: int
+
+    @classmethod
+    def of(cls, slot_ms: int, free_ms: int, now_ms: float) -> Slot:
+        """The slot reserved at `slot_ms` in a channel whose next free time is `free_ms`, at
+        `now_ms` (unix milliseconds, Redis's clock)."""
+        return cls(
+            (slot_ms - now_ms) / 1000,
+            max(0, round((slot_ms - now_ms) / PACE_MILLISECONDS)),
+            max(0, round((free_ms - now_ms) / PACE_MILLISECONDS)),
+        )
+
+
+def reserve_slot(redis: Redis, row: ApprovalRequest) -> Slot:
+    """The time reserved for this card in its channel, and the channel's backlog.
+
+    The first call for a card (request id, level, channel) reserves the channel's next free time,
+    `PACE_MILLISECONDS` after the previous reservation and not before now (Redis's clock); later
+    calls return the same time, so a job run again keeps its place. Atomic in Redis (a Lua script).
+    """
+    slot, free, seconds, micros = redis.register_script(_RESERVE_SLOT)(
+        keys=_slot_keys(row), args=[PACE_MILLISECONDS, SLOT_KEPT_MILLISECONDS]
+    )
+    return Slot.of(slot, free, seconds * 1000 + micros / 1000)
+
+
+def expected_card(redis: Redis, row: ApprovalRequest) -> dict[str, Any]:
+    """When the card of a pending request that has none yet is expected, for `countersign show`:
+    `{channel, ts: None, expected, scheduled_in_seconds, cards_ahead}`, `expected` reading e.g.
+    "card scheduled in 412 s, 374 cards ahead in C0FINANCE" (its reserved time in the channel).
+    With no time reserved, or its time past, `expected` says the worker is still to post it (the
+    audit trail says what it waits for) and the two numbers are null. Reads only."""
+    channel_key, card_key = _slot_keys(row)
+    with redis.pipeline() as pipe:  # MULTI/EXEC: the clock and both times at one moment
+        pipe.time()
+        pipe.get(card_key)
+        pipe.get(channel_key)
+        (seconds, micros), slot_ms, free_ms = pipe.execute()
+    now_ms = seconds * 1000 + micros / 1000
+    slot = None if slot_ms is None else Slot.of(int(slot_ms), int(free_ms or 0), now_ms)
+    card: dict[str, Any] = {"channel": row.channel, "ts": None}
+    if slot is None or slot.wait <= 0:
+        expected = f"card not posted yet and not waiting for a time in {row.channel}; the worker posts it"
+        return card | {"expected": expected, "scheduled_in_seconds": None, "cards_ahead": None}
+    return card | {
+        "expected": f"card scheduled in {slot.wait:.0f} s, {slot.ahead} cards ahead in {row.channel}",
+        "scheduled_in_seconds": round(slot.wait),
+        "cards_ahead": slot.ahead,
+    }
+
+
+def give_up_slot(redis: Redis, row: ApprovalRequest) -> None:
+    """Forget this card's reserved time (Slack asked to wait after all): its next run reserves anew."""
+    redis.delete(_slot_keys(row)[1])
+
+
+def _slot_keys(row: ApprovalRequest) -> list[str]:
+    """The Redis keys of the channel's next free time and of this card's reservation."""
+    channel_key = f"countersign:pace:{row.channel}"
+    return [channel_key, f"{channel_key}:{row.id}:{row.level}"]
