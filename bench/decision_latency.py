@@ -21,9 +21,9 @@ asserts nothing.
 The click's tail is its vote's COMMIT, which waits for PostgreSQL's write-ahead log to be flushed up
 to its record, whatever other databases of the same server wrote before it (BENCHMARKS.md, "Issue 14,
 fifth pass"). The table says how much WAL the server wrote while the clicks ran; `--private-postgres`
-runs the scratch database on a server of the run's own (`common.PostgresServer`, same disk), so that
-other work on a shared server (its tests' `CREATE` / `DROP DATABASE` and their checkpoints) is not
-measured as click latency.
+runs the scratch database on a server of the run's own (`common.PostgresServer`), so that other work
+on a shared server (its tests' `CREATE` / `DROP DATABASE` and their checkpoints) is not in the
+click's flush; the disk is still the machine's, shared with whatever else writes to it.
 """
 
 from __future__ import annotations
