@@ -434,16 +434,28 @@ def _web(args: argparse.Namespace) -> None:
     settings.require(
         "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", needed_by="`countersign web`"
     )
+    _policy_at_start(settings)
     Connections(settings).check()
     if not port_is_free(args.host, settings.PORT):
         raise ConfigError(f"PORT: {settings.PORT} is already in use on {args.host}")
-    serve(settings, workers=args.workers, host=args.host)
+    serve(settings, workers=args.workers, host=args.host)  # gunicorn's workers inherit the policy loaded
 
 
 def _socket(_args: argparse.Namespace) -> None:
     from .bot.socket_mode import serve
 
-    serve(load_settings())
+    settings = load_settings()
+    _policy_at_start(settings)
+    serve(settings)
+
+
+def _policy_at_start(settings: Settings) -> None:
+    """Load `COUNTERSIGN_POLICY`, when set, before serving (`reload.at_start`): the version this
+    process keeps if the file later breaks. Raises `ConfigError` naming it when it is invalid."""
+    from .router import reload
+
+    if settings.COUNTERSIGN_POLICY is not None:
+        reload.at_start(settings.COUNTERSIGN_POLICY)
 
 
 def _worker(args: argparse.Namespace) -> None:

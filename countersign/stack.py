@@ -34,6 +34,7 @@ from .connections import migrate
 from .exceptions import StackError
 from .files import private_dir, private_file, write_private
 from .ports import free_port, port_is_free, port_open
+from .router import reload
 from .router.runtime import Runtime
 
 EXAMPLE_POLICY = Path("examples/policy.yml")
@@ -164,14 +165,16 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
 def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
     """Start the stack's services and commands (`run_stack`); print where web and the sandbox are."""
     env = stack.env
+    if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
+        env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
+    if "COUNTERSIGN_POLICY" in env:  # checked before anything starts: a bad file is one line, nothing to stop
+        reload.at_start(env["COUNTERSIGN_POLICY"])
     if not port_is_free("127.0.0.1", settings.PORT):
         raise StackError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
     _ensure_redis(settings, stack)
     page = _ensure_slack(settings, stack)
     env.setdefault("COUNTERSIGN_SECRET", _local_secret("secret", _grant_secret))
     env.setdefault("COUNTERSIGN_WEBHOOK_SECRET", _local_secret("webhook-secret", _webhook_secret))
-    if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
-        env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
     migrate(settings)
     _write_env_file(env)
     stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")

@@ -14,6 +14,7 @@ an unreachable Slack stops the command with one line instead of failing every wo
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Any
@@ -33,7 +34,9 @@ class Worker(UvicornWorker):  # type: ignore[misc]
     uvicorn shuts down on the signal, then raises it again so that a lone server ends as signalled;
     gunicorn's master logs a worker that ended by a signal as an error ("Worker (pid:…) was sent
     SIGTERM!", https://github.com/benoitc/gunicorn/issues/3050), at every stop. Here the signal
-    raised again ends the worker as a normal exit instead.
+    raised again ends the worker as a normal exit instead: at once (`os._exit`), since uvicorn has
+    shut down by then, and a `SystemExit` raised wherever the signal landed (an event loop callback,
+    a thread's join) would be printed as a traceback instead of ending the process.
     """
 
     def init_signals(self) -> None:
@@ -43,7 +46,9 @@ class Worker(UvicornWorker):  # type: ignore[misc]
 
 
 def _exit_normally(_signum: int, _frame: object) -> None:
-    sys.exit(0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 WORKER_CLASS = f"{__name__}.Worker"

@@ -14,8 +14,14 @@ process takes a new version of the file only when
 
 Otherwise the version in force stays, and a refused file is logged as one error line (once per
 version of the file). A new version that weakens a class (`policydiff.weakenings`) is taken, with
-one warning line listing how. Writing the file atomically (a temporary file in the same directory,
-renamed over it) keeps a reader from ever seeing a partial file: README, "The policy file".
+one warning line listing how. Each process keeps its own version and logs its own lines, when it
+next reads the policy after the change. Writing the file atomically (a temporary file in the same
+directory, renamed over it) keeps a reader from ever seeing a partial file: README, "The policy file".
+
+Every process loads the policy when it starts (`at_start`), before it serves anything, so that it
+always has a last good version to keep: a process that first read the file after it broke would
+have none. A process started by another one from a fresh interpreter (the worker's sweep) is
+handed its parent's version (`PolicyHolder.last_good`) rather than reading the file again.
 """
 
 from __future__ import annotations
@@ -24,14 +30,15 @@ import logging
 import time
 from pathlib import Path
 
-from ..exceptions import PolicyError
-from .policy import Policy, load_policy, parse_policy
+from ..exceptions import ConfigError, PolicyError
+from .policy import Policy, parse_policy
 from .policydiff import check_successor
 
 log = logging.getLogger(__name__)
 
 SETTLE_SECONDS = 2.0
 Stamp = tuple[int, int, int, int]  # inode, size, mtime and ctime in nanoseconds
+Version = tuple[bytes, Stamp]  # a version of the file: its bytes and its stamp when read
 
 
 def _stamp(path: Path) -> Stamp:
@@ -44,10 +51,18 @@ class PolicyHolder:
     which the worker calls on SIGHUP), under the rules of this module. Thread-safe enough: a
     reload swaps one reference."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, version: Version | None = None) -> None:
+        """Load `path` now, or take `version` (another process's `last_good`) as the version in
+        force. Raises `PolicyError` (naming the file and the field) when that is not a valid
+        policy: a broken file at start is an error, not a fallback."""
         self.path = Path(path)
-        self._policy = load_policy(self.path)  # a broken file at start is an error, not a fallback
-        self._stamp = _stamp(self.path)
+        if version is None:
+            try:
+                version = (self.path.read_bytes(), _stamp(self.path))
+            except OSError as exc:
+                raise PolicyError(f"{self.path}: cannot read ({exc.strerror})") from None
+        self._raw, self._stamp = version
+        self._policy = parse_policy(self.path, self._raw)
         self._refused: Stamp | None = None
         self._waiting: Stamp | None = None
 
@@ -64,6 +79,10 @@ class PolicyHolder:
         if stamp not in (self._stamp, self._refused):
             self._look(stamp)
         return self._policy
+
+    def last_good(self) -> Version:
+        """The version in force, to hand to a process started from a fresh interpreter."""
+        return self._raw, self._stamp
 
     def reload(self) -> None:
         """Look at the file now, even at a version refused before; it is taken on the same terms."""
@@ -89,7 +108,7 @@ class PolicyHolder:
                 self._policy.version,
                 "; ".join(weaker),
             )
-        self._policy, self._stamp, self._refused = policy, stamp, None
+        self._policy, self._raw, self._stamp, self._refused = policy, raw, stamp, None
         log.warning(
             "policy reloaded from %s: version %s, sha256 %s", self.path, policy.version, policy.sha256[:12]
         )
@@ -113,8 +132,21 @@ class PolicyHolder:
 _holders: dict[Path, PolicyHolder] = {}
 
 
+def at_start(path: Path | str, version: Version | None = None) -> PolicyHolder:
+    """Load the process's policy as it starts (see `PolicyHolder`; `holder` then returns it), so that
+    it has a last good version before the file can break. Raises `ConfigError` naming
+    COUNTERSIGN_POLICY, the file and the field when it is not a valid policy."""
+    key = Path(path).resolve()
+    try:
+        _holders[key] = PolicyHolder(key, version)
+    except PolicyError as exc:
+        raise ConfigError(f"COUNTERSIGN_POLICY: {exc}") from None
+    return _holders[key]
+
+
 def holder(path: Path | str) -> PolicyHolder:
-    """The process's `PolicyHolder` for `path`, created (and loaded) on first use.
+    """The process's `PolicyHolder` for `path`: the one `at_start` loaded, else created (and loaded)
+    on first use, for a caller that started no process of its own (a test, a one-off command).
 
     One per process and file, shared by every `Runtime` of the process (the router worker's jobs
     and the worker itself), so a refused file is reported once and the last good policy stays in

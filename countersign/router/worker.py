@@ -43,7 +43,7 @@ from ..config import Settings
 from ..heap import freeze_loaded
 from ..store.chain import AuditChain
 from ..workers import CountersignWorker
-from . import home, journal, refreshes, relay, timeouts, webhooks
+from . import home, journal, refreshes, relay, reload, timeouts, webhooks
 from .jobs import INTAKE_QUEUE, json_queue
 from .reload import PolicyHolder
 from .runtime import Runtime, current
@@ -79,15 +79,13 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     settings.require(
         "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
     )
-    policy = runtime.policy
+    assert settings.COUNTERSIGN_POLICY is not None
+    policy = reload.at_start(settings.COUNTERSIGN_POLICY).current()
     runtime.check()
     runtime.check_slack()
     log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
-    sweeper = multiprocessing.get_context("spawn").Process(
-        target=sweep_forever, args=(settings, os.getpid()), name="countersign-sweep", daemon=True
-    )
-    sweeper.start()
+    sweeper = start_sweep(runtime)
     try:
         worker = RouterWorker(
             [json_queue(INTAKE_QUEUE, runtime.redis)],
@@ -102,7 +100,21 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
         sweeper.terminate()
 
 
-def sweep_forever(settings: Settings, parent_pid: int) -> None:
+def start_sweep(runtime: Runtime) -> multiprocessing.process.BaseProcess:
+    """Start `sweep_forever` in a spawned process (see the module's docstring), handed this process's
+    policy version in force (`reload.at_start`), so that it never depends on the file being valid
+    when it first reads it."""
+    sweeper = multiprocessing.get_context("spawn").Process(
+        target=sweep_forever,
+        args=(runtime.settings, os.getpid(), runtime.policies.last_good()),
+        name="countersign-sweep",
+        daemon=True,
+    )
+    sweeper.start()
+    return sweeper
+
+
+def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -> None:
     """Every `SWEEP_INTERVAL_SECONDS` until the parent worker is gone: move due scheduled jobs (RQ
     retries) onto the queue, time out / escalate / remind what is due, publish unpublished outbox
     events, start the webhook attempts due (`webhooks.Deliverer`, on threads of its own), rewrite
@@ -113,6 +125,8 @@ def sweep_forever(settings: Settings, parent_pid: int) -> None:
     `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one did), and replay the
     reviewers' actions that a dead web process had acked but not recorded."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    assert settings.COUNTERSIGN_POLICY is not None
+    reload.at_start(settings.COUNTERSIGN_POLICY, policy)
     runtime = Runtime(settings)
     wait = settings.COUNTERSIGN_RESUME_WAIT_SECONDS
     scheduler = RQScheduler(
