@@ -10,6 +10,8 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -220,3 +222,23 @@ def test_when_its_redis_dies_make_run_says_so_last(tmp_path: Path) -> None:
         stop_stack(process, output)
     assert output.lines[-1].startswith(last)
     assert "scheduler.release_locks()" not in "".join(output.lines)  # the sweep's (RQ's own scheduler: self.)
+
+
+def test_a_broken_policy_stops_make_run_before_it_starts_anything(tmp_path: Path) -> None:
+    """New-user trial, finding 9: one line naming COUNTERSIGN_POLICY and the field, exit 2, and
+    nothing started (no redis-server, no sandbox) so nothing to tear down."""
+    broken = tmp_path / "policy.yml"
+    example = (Path(__file__).resolve().parents[1] / "examples/policy.yml").read_text()
+    broken.write_text(example.replace("on_timeout: escalate", "on_timout: escalate", 1))
+    env = {**stack_env(tmp_path), "COUNTERSIGN_POLICY": str(broken)}
+    ran = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 2 and ran.stdout == ""
+    [line] = ran.stderr.splitlines()
+    assert line.startswith(f"countersign: error: COUNTERSIGN_POLICY: {broken}: ") and "on_timout" in line
+    assert not (tmp_path / ".run/redis").exists()

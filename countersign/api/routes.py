@@ -17,7 +17,7 @@ import json
 from contextlib import suppress
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
@@ -50,12 +50,29 @@ REQUEST_BODY = {
 router = APIRouter(prefix="/v1", responses=ERRORS)
 
 
+def _labelled_json(request: Request, _holder: Token) -> None:
+    """A POST body must be labelled `Content-Type: application/json` (a `charset` parameter aside):
+    `curl -d` alone labels it a form, and a body read as JSON whatever its label would be read by
+    us as one thing and by a proxy or a log as another. Raises HTTPException 422 saying what was
+    sent; checked after the token (401 first)."""
+    sent = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if sent != "application/json":
+        raise HTTPException(
+            422, f"the body is not labelled JSON (Content-Type: {sent or 'none'}): send application/json"
+        )
+
+
+JSON_BODY = [Depends(_labelled_json)]
+
+
 def _client(request: Request) -> ApprovalClient:
     client: ApprovalClient = request.app.state.client
     return client
 
 
-@router.post("/requests", status_code=202, response_model=Accepted, openapi_extra=REQUEST_BODY)
+@router.post(
+    "/requests", status_code=202, response_model=Accepted, openapi_extra=REQUEST_BODY, dependencies=JSON_BODY
+)
 async def create_request(
     request: Request,
     holder: Token,
@@ -156,7 +173,7 @@ async def get_decision(
     return JSONResponse(state.decision)
 
 
-@router.post("/requests/{request_id}/outcome", response_model=Recorded)
+@router.post("/requests/{request_id}/outcome", response_model=Recorded, dependencies=JSON_BODY)
 def post_outcome(request_id: str, report: OutcomeReport, request: Request, holder: Token) -> Recorded:
     """Record how the approved action went, once (audited, shown on the card), as
     `report_outcome` does. 409 when it was already recorded or the request is not approved."""
@@ -166,7 +183,7 @@ def post_outcome(request_id: str, report: OutcomeReport, request: Request, holde
     return Recorded(recorded=True)
 
 
-@router.post("/grants/verify", response_model=Verification)
+@router.post("/grants/verify", response_model=Verification, dependencies=JSON_BODY)
 async def verify(
     decision: Annotated[dict[str, Any], Body(description="a decision as GET …/decision gives it")],
     request: Request,

@@ -223,20 +223,41 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
         headers={"Content-Type": "application/json"},
     )
     assert _problem(huge, 413) == f"the body is over {MAX_BODY_BYTES} bytes"
+    as_json = {"Content-Type": "application/json; charset=utf-8"}
     for not_json in (b"{nope", b'{"a": "\xff"}'):
-        assert _problem(agent.post("/v1/requests", content=not_json), 422).startswith("the body is not JSON")
+        answer = agent.post("/v1/requests", content=not_json, headers=as_json)
+        assert _problem(answer, 422).startswith("the body is not JSON")
     twice = json.dumps(refund()).replace('"amount": "120.00"', '"amount": "1.00", "amount": "120.00"')
-    assert _problem(agent.post("/v1/requests", content=twice), 422) == "request: key written twice: amount"
+    answer = agent.post("/v1/requests", content=twice, headers=as_json)
+    assert _problem(answer, 422) == "request: key written twice: amount"
     missing = _problem(agent.post("/v1/requests", json={**refund(), "summary": 7, "confidence": "high"}), 422)
     assert missing.startswith("summary: ") and "; confidence: " in missing
     insecure = refund(resume={"webhook": "http://agent.example.com/d"})
     assert "should use https://" in _problem(agent.post("/v1/requests", json=insecure), 422)
     unknown = _problem(agent.post("/v1/requests/01X/outcome", json={"ok": "yes"}), 422)
     assert unknown.startswith("ok: ")
-    as_curl_d = {"Content-Type": "application/x-www-form-urlencoded"}  # what `curl -d` labels it
-    for path in ("/v1/requests/01X/outcome", "/v1/grants/verify"):
-        form = agent.post(path, content=b'{"ok": true}', headers=as_curl_d)
-        assert _problem(form, 422).startswith("the body is not read as JSON (Content-Type: application/x-www")
+
+
+def test_a_body_not_labelled_json_gets_422(agent: httpx.Client, web: str) -> None:
+    """New-user trial, finding 5: `curl -d` labels its body a form; text/plain or no label at all
+    is no better. Every /v1 POST answers 422 naming what was sent, after the token is checked."""
+    body = json.dumps(refund(run_id="unlabelled")).encode()
+    labels = {
+        "application/x-www-form-urlencoded": "application/x-www-form-urlencoded",  # what `curl -d` sends
+        "text/plain; charset=utf-8": "text/plain",
+        None: "none",
+    }
+    for path in ("/v1/requests", "/v1/requests/01X/outcome", "/v1/grants/verify"):
+        for label, shown in labels.items():
+            answer = agent.post(path, content=body, headers={"Content-Type": label} if label else {})
+            assert _problem(answer, 422) == (
+                f"the body is not labelled JSON (Content-Type: {shown}): send application/json"
+            )
+    assert _problem(httpx.post(f"{web}/v1/requests", content=body), 401)  # the token first
+    labelled = agent.post(
+        "/v1/requests", content=body, headers={"Content-Type": "application/json; charset=utf-8"}
+    )
+    assert labelled.status_code == 202, labelled.text
 
 
 def test_an_id_of_any_form_is_one_json_404(agent: httpx.Client) -> None:
