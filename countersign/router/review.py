@@ -35,8 +35,10 @@ from . import cards, delivery, relay, texts
 from .edits import EditCheck, check
 from .runtime import Runtime
 
-EDIT_STEPS: frozenset[str] = frozenset({cards.EDIT_ACTION, "edit_submit"})
-APPROVING_STEPS: frozenset[str] = frozenset({"approve", *EDIT_STEPS})
+Step = Literal["approve", "reject", "edit", "details"]
+"""What a reviewer tried, as a `refused` audit event's `step` names it: the same word for the button,
+its modal and the modal's submit, wherever they acted (card or Home)."""
+APPROVING_STEPS: frozenset[Step] = frozenset({"approve", "edit"})
 
 Settled = Literal["decided", "counted", "refused"]
 Shown = dict[str, str | None]
@@ -44,7 +46,7 @@ Shown = dict[str, str | None]
 `bot.payload.shown`: `{"text", "blocks_sha256"[, "view"]}`)."""
 
 
-def why_refused(request: ApprovalRequest | None, user_id: str, step: str) -> dict[str, Any] | None:
+def why_refused(request: ApprovalRequest | None, user_id: str, step: Step) -> dict[str, Any] | None:
     """The audit detail of refusing `step` to `user_id` (`{"why": code, "step": step, ...}`), or
     None when they may take it. Only approvers may act; the human the agent acts for
     (`on_behalf_of`) may not approve or edit their own request unless the policy sets
@@ -57,7 +59,7 @@ def why_refused(request: ApprovalRequest | None, user_id: str, step: str) -> dic
         why = "self_approval"
     elif request.status != Status.PENDING:
         return {"why": "already_decided", "step": step, "status": request.status}
-    elif step in EDIT_STEPS and request.required_approvals > 1:
+    elif step == "edit" and request.required_approvals > 1:
         why = "edit_needs_single_approver"
     else:
         return None
@@ -87,7 +89,7 @@ def refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False)
 
 
 def refuse(
-    runtime: Runtime, request: ApprovalRequest | None, request_id: str, user_id: str, step: str, plain: bool
+    runtime: Runtime, request: ApprovalRequest | None, request_id: str, user_id: str, step: Step, plain: bool
 ) -> str | None:
     """Why `user_id` may not take `step` on the request now (audited `refused`), as the text to
     show them, or None when they may."""
@@ -148,7 +150,7 @@ def cast(
     and what they were `shown`, audited) and act on it: `decided` | `counted` | `refused`, or
     `unknown_request` (audited; the caller answers the reviewer, since only it knows where)."""
     user_id = user["slack_user_id"]
-    step = "approve" if vote == Outcome.APPROVED else "reject"
+    step: Step = "approve" if vote == Outcome.APPROVED else "reject"
     try:
         result = runtime.store.vote(
             request_id,
@@ -185,22 +187,22 @@ def approve(
     return "refused"
 
 
-MODALS: dict[str, tuple[str, Callable[[ApprovalRequest], dict[str, Any]]]] = {
-    cards.EDIT_ACTION: ("Edit and approve", cards.edit_view),
-    cards.REJECT_ACTION: ("Reject request", cards.reject_view),
-    cards.DETAILS_ACTION: ("Request details", cards.details_view),
+MODALS: dict[str, tuple[str, Callable[[ApprovalRequest], dict[str, Any]], Step]] = {
+    cards.EDIT_ACTION: ("Edit and approve", cards.edit_view, "edit"),
+    cards.REJECT_ACTION: ("Reject request", cards.reject_view, "reject"),
+    cards.DETAILS_ACTION: ("Request details", cards.details_view, "details"),
 }
-"""The modal each button opens: its title and its view."""
+"""The modal each button (by `action_id`) opens: its title, its view and the step it is."""
 
 
 def modal_view(runtime: Runtime, request_id: str, user_id: str, action_id: str) -> dict[str, Any]:
     """The view the Edit / Reject / Details button opens for `user_id`: the form, or a notice of why
     they may not (audited). Anyone may read the details of a request countersign knows."""
-    title, render = MODALS[action_id]
+    title, render, step = MODALS[action_id]
     request = runtime.store.get(request_id)
     refusal = None
-    if action_id != cards.DETAILS_ACTION or request is None:
-        refusal = refuse(runtime, request, request_id, user_id, action_id, plain=False)
+    if step != "details" or request is None:
+        refusal = refuse(runtime, request, request_id, user_id, step, plain=False)
     if refusal is not None or request is None:
         return cards.notice_view(title, refusal or texts.UNKNOWN_REQUEST)
     if action_id == cards.DETAILS_ACTION and request.status == Status.PENDING:
@@ -225,7 +227,7 @@ class Submission:
 
 
 def _check_submitter(
-    runtime: Runtime, request_id: str, user_id: str, error_block: str, step: str
+    runtime: Runtime, request_id: str, user_id: str, error_block: str, step: Step
 ) -> Submission:
     """Refuse (inline, on `error_block`) a submit by a non-approver or on a decided request."""
     request = runtime.store.get(request_id)
@@ -239,7 +241,7 @@ def check_edit(runtime: Runtime, request_id: str, user_id: str, values: dict[str
     """Validate the Edit modal's submit (`values`: `{block_id: typed text}`): who submits, the
     request's state, each field and the policy's edit rule."""
     first_input = next(iter(values), "edit")
-    submission = _check_submitter(runtime, request_id, user_id, first_input, "edit_submit")
+    submission = _check_submitter(runtime, request_id, user_id, first_input, "edit")
     if submission.request is None:
         return submission
     submission.edit = check(submission.request, values)
@@ -251,7 +253,7 @@ def check_reject(
     runtime: Runtime, request_id: str, user_id: str, values: dict[str, str | None]
 ) -> Submission:
     """Validate the Reject modal's submit: who submits, the request's state, the reason."""
-    submission = _check_submitter(runtime, request_id, user_id, cards.REASON_BLOCK, "reject_submit")
+    submission = _check_submitter(runtime, request_id, user_id, cards.REASON_BLOCK, "reject")
     if submission.request is None:
         return submission
     submission.reason = (values.get(cards.REASON_BLOCK) or "").strip() or None
@@ -283,7 +285,7 @@ def approve_edited(
         approved_payload=submission.edit.payload,
         edits=submission.edit.edits,
         grant_ttl=submission.request.rules.grant_ttl_seconds,
-        refuse=lambda row: why_refused(row, user_id, "edit_submit"),
+        refuse=lambda row: why_refused(row, user_id, "edit"),
         where=where,
         shown=shown,
     )

@@ -105,9 +105,33 @@ def test_edit_submitted_after_someone_else_decided_is_refused(
         and row.approved_payload == {"amount": "120.00", "currency": "USD"}
         and row.edits == []
     )
-    assert [e.detail.get("step") for e in store.audit_trail(request_id) if e.event == "refused"] == [
-        "edit_submit"
+    assert [e.detail.get("step") for e in store.audit_trail(request_id) if e.event == "refused"] == ["edit"]
+
+
+def test_clicks_on_a_decided_card_are_audited_with_the_same_step_words(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """New-user trial, finding 13: a `refused` event's `step` is approve / reject / edit, whichever
+    button, modal or submit was refused, never the button's `action_id`."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    reject_form = open_view(sb, card, REJECT_ACTION, "U0LEAD", REASON_BLOCK)
+    stale = [  # clicks on the card as it was before it was decided (not refreshed yet on that screen)
+        sb.click_payload("C0FINANCE", card["ts"], action, "U0LEAD")
+        for action in (REJECT_ACTION, EDIT_ACTION, APPROVE_ACTION)
     ]
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
+    wait_for(lambda: status(store, request_id) == "approved")
+
+    def steps() -> list[str]:
+        return [e.detail["step"] for e in store.audit_trail(request_id) if e.event == "refused"]
+
+    raw_submit(sb, reject_form, "U0LEAD", {REASON_BLOCK: "too late"})
+    for payload in stale:  # one at a time: each refusal opens a notice modal in place of the last
+        seen = len(steps())
+        assert sb.send_signed(payload)[0] == 200
+        wait_for(lambda seen=seen: len(steps()) > seen, what="the refusal audited")
+    assert steps() == ["reject", "reject", "edit", "approve"]
 
 
 def test_non_approver_cannot_open_the_edit_form(
