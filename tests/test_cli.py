@@ -492,6 +492,21 @@ def test_policy_check_of_a_broken_policy_with_a_request_is_one_line(tmp_path: Pa
     assert len(result.stderr.splitlines()) == 1
 
 
+def test_policy_check_refuses_a_misspelt_cel_function_naming_the_file_and_field(tmp_path: Path) -> None:
+    """New-user trial, finding 3: `doubel(` is caught when the file is loaded, not only when a rule is
+    evaluated (where it would fail closed on every request)."""
+    typo = tmp_path / "typo.yml"
+    example = Path(EXAMPLE_POLICY).read_text()
+    assert "double(payload.amount) < 50.0" in example
+    typo.write_text(example.replace("double(payload.amount) < 50.0", "doubel(payload.amount) < 50.0"))
+    result = cli("policy", "check", str(typo))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"countersign: policy error: {typo}: actions.issue_refund.auto_approve.rule: "
+        "CEL has no function doubel (a typo?)\n"
+    )
+
+
 def test_request_with_a_webhook_needs_no_queue_and_show_names_it(
     env: dict[str, str], redis: Redis, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,11 +21,33 @@ from . import texts
 MAX_LABEL = 150
 
 
+CEL_FUNCTIONS = frozenset(
+    {
+        *("int", "uint", "double", "string", "bytes", "timestamp", "duration", "dyn", "type"),
+        *("size", "contains", "startsWith", "endsWith", "matches"),
+        *("getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek"),
+        *("getHours", "getMinutes", "getSeconds", "getMilliseconds"),
+        *("of", "none", "hasValue", "value", "orValue", "or"),  # optional.of(x).orValue(y)
+    }
+)
+"""The functions the `cel` library evaluates when it is given no functions (as the rules are): the
+Rust `cel` crate's standard library (`cel.stdlib`'s docstring lists it; `max`, `abs`, `lowerAscii`
+and the other cel-go extensions are not in it), its timestamp and duration accessors, and
+`optional`. The macros (`has`, `all`, `exists`, `exists_one`, `map`, `filter`) are not calls."""
+
+
 def _cel(expression: str) -> str:
+    """`expression` if the `cel` library compiles it and it calls no function outside
+    `CEL_FUNCTIONS` (the library has no type checker; `Program.functions()` is its own static list
+    of the calls, operators named `_+_`, `!_`, `@in`), else ValueError. A misspelt function would
+    otherwise fail only when evaluated, a rule that fails closed on every request."""
     try:
-        cel.compile(expression)
+        program = cel.compile(expression)
     except ValueError as exc:
         raise ValueError(f"not a valid CEL expression ({str(exc).splitlines()[0]})") from None
+    unknown = [name for name in program.functions() if name[:1].isalpha() and name not in CEL_FUNCTIONS]
+    if unknown:
+        raise ValueError(f"CEL has no function {', '.join(unknown)} (a typo?)")
     return expression
 
 

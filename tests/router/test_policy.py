@@ -110,6 +110,15 @@ def load(tmp_path: Path, text: str) -> Policy:
             "actions.r.auto_approve: not a valid CEL expression",
         ),
         (
+            "version: 1\nactions:\n  r:\n"
+            "    review_when: 'size(payload.x) > 1 || lowerAscii(payload.s) == \"a\"'\n",
+            "actions.r.review_when: CEL has no function lowerAscii (a typo?)",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    edit_rule: 'dubble(edited.amount) <= original.amount'\n",
+            "actions.r.edit_rule: CEL has no function dubble (a typo?)",
+        ),
+        (
             "version: 1\nactions:\n  r:\n    auto_approve: {label: small}\n",
             "actions.r.auto_approve.rule: Field required",
         ),

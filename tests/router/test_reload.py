@@ -119,6 +119,23 @@ def test_a_weakening_is_taken_and_logged_with_its_diff(
     )
 
 
+def test_a_misspelt_cel_function_is_not_taken(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """New-user trial, finding 3: a reload refuses `doubel(` as `policy check` does, naming the field."""
+    path = tmp_path / "policy.yml"
+    path.write_text(EXAMPLE)
+    holder = PolicyHolder(path)
+    path.write_text(EXAMPLE.replace("version: 1", "version: 2").replace("double(", "doubel(", 1))
+    settled(path)
+    with caplog.at_level(logging.INFO, logger="countersign.router.reload"):
+        assert holder.current().version == 1
+        assert holder.current().version == 1
+    [refused] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert refused == (
+        f"POLICY NOT RELOADED, version 1 stays in force: {path}: actions.issue_refund.auto_approve.rule: "
+        "CEL has no function doubel (a typo?)"
+    )
+
+
 def test_an_admin_added_is_a_weakening_and_one_removed_is_not(tmp_path: Path) -> None:
     """Admins see every reviewer's numbers (the Home tab's "Gates"): adding one widens who sees them."""
     old = tmp_path / "old.yml"
