@@ -217,12 +217,17 @@ def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
 
 
+def _counted(count: int, noun: str) -> str:
+    """`1 request`, `2 requests`: `count` and `noun`, plural unless one."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def gates_line(action: str, tally: dict[str, Any]) -> str:
     """One action class in "Gates" (mrkdwn): its counts (`Tally.as_dict` of store/stats.py), the
     median and p95 seconds to a human decision and the rubber-stamp share, "n/a" where there is
     none."""
     return (
-        f"*{escape(clip(action, 64))}*: {tally['requests']} requests · "
+        f"*{escape(clip(action, 64))}*: {_counted(tally['requests'], 'request')} · "
         f"{tally['auto_approved']} auto-approved · "
         f"{tally['approved']} approved · {tally['edited']} edited · {tally['rejected']} rejected · "
         f"{tally['expired']} expired · {tally['escalated']} escalated · "
@@ -236,8 +241,8 @@ def reviewer_line(user: str, tally: dict[str, Any]) -> str:
     ones included) and the share of those that were rubber stamps."""
     approvals = tally["approved"] + tally["edited"]
     return (
-        f"{_actor(user)}: {tally['requests']} decisions · {approvals} approvals · "
-        f"{tally['rejected']} rejections · rubber stamps {_share(tally['rubber_stamp_share'])}"
+        f"{_actor(user)}: {_counted(tally['requests'], 'decision')} · {_counted(approvals, 'approval')} · "
+        f"{_counted(tally['rejected'], 'rejection')} · rubber stamps {_share(tally['rubber_stamp_share'])}"
     )
 
 
