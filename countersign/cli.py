@@ -366,6 +366,7 @@ def _show(args: argparse.Namespace) -> None:
     from .router.pace import expected_card
 
     connections = Connections(load_settings())
+    connections.check_database(read_only=True)  # an unusable database says so, whatever the id
     state = ApprovalClient(connections.redis, connections.store).get(args.request_id)
     shown = state.as_dict()
     _hide_signature(shown["decision"], "show", args.with_grant)

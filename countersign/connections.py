@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from redis import Redis
 from redis.exceptions import RedisError
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from .config import Settings, load_settings
@@ -48,8 +50,29 @@ class Connections:
         """A command's start-up check: the database answers and is at the latest schema, and Redis
         answers. Raises `ConfigError` naming `DATABASE_URL` or `REDIS_URL` when one cannot be used,
         `SchemaOutOfDate` when the database is not migrated."""
-        self._check_database()
+        self.check_database()
         self._check_redis()
+
+    def check_database(self, read_only: bool = False) -> None:
+        """The database half of `check`. `read_only`: the command only reads (`show`), so a SQLite
+        file that does not exist is refused (`ConfigError` naming `DATABASE_URL`) rather than
+        created empty."""
+        if read_only:
+            self._check_sqlite_file()
+        try:
+            check_schema(self.store.engine)
+        except SQLAlchemyError as exc:
+            raise database_unreachable(self.settings, exc) from None
+
+    def _check_sqlite_file(self) -> None:
+        url = make_url(self.settings.DATABASE_URL)
+        path = url.database or ""
+        on_disk = url.get_backend_name() == "sqlite" and path != ":memory:" and not path.startswith("file:")
+        if on_disk and path and not Path(path).exists():  # connecting would create an empty file
+            raise ConfigError(
+                f"DATABASE_URL: no SQLite database at {self.settings.shown('DATABASE_URL')}; "
+                "create it with `countersign db upgrade`, or set DATABASE_URL to an existing one"
+            )
 
     def _check_redis(self) -> None:
         try:
@@ -59,12 +82,6 @@ class Connections:
                 f"REDIS_URL: Redis does not answer at {self.settings.shown('REDIS_URL')} "
                 f"({str(exc).rstrip('.')}); start it, or set REDIS_URL to one that runs"
             ) from None
-
-    def _check_database(self) -> None:
-        try:
-            check_schema(self.store.engine)
-        except SQLAlchemyError as exc:
-            raise database_unreachable(self.settings, exc) from None
 
 
 def migrate(settings: Settings) -> None:

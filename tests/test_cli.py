@@ -271,7 +271,7 @@ def test_unreachable_or_unmigrated_database_is_one_line(tmp_path: Path, policy_f
     empty = {"DATABASE_URL": f"sqlite:///{tmp_path / 'empty.db'}", "REDIS_URL": "redis://127.0.0.1:1/0"}
     result = cli("show", "01J00000000000000000000000", env=empty)
     assert result.returncode == 2 and result.stderr.startswith(
-        "countersign: error: DATABASE_URL: database error"
+        "countersign: error: DATABASE_URL: no SQLite database at"
     )
     worker = cli(
         "worker",
@@ -721,3 +721,17 @@ def test_wait_prints_the_decision_and_exits_3_while_undecided_as_does_request_wa
     assert again["request_id"] == request_id and len(again["grant"]["signature"]) == 64
     bad = cli("wait", request_id, "--timeout", "-1", env=env)
     assert bad.returncode == 2 and "'-1' is not a number of seconds above 0" in bad.stderr
+
+
+def test_show_of_any_id_names_an_unusable_database_and_creates_no_sqlite_file(tmp_path: Path) -> None:
+    """New-user trial, finding 14: `show x` is not "no approval request 'x'" when the database is the
+    problem, and a DATABASE_URL naming a SQLite file that does not exist leaves none behind."""
+    missing = tmp_path / "typo.db"
+    unreachable = f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/countersign"
+    for url in (f"sqlite:///{missing}", unreachable):
+        for request_id in ("x", "01KA0000000000000000000000"):
+            result = cli("show", request_id, env={"DATABASE_URL": url, "REDIS_URL": "redis://127.0.0.1:1/0"})
+            assert (result.returncode, result.stdout) == (2, ""), result.stderr
+            assert result.stderr.startswith("countersign: error: DATABASE_URL: "), result.stderr
+    assert "no SQLite database at" in cli("show", "x", env={"DATABASE_URL": f"sqlite:///{missing}"}).stderr
+    assert not missing.exists()
