@@ -19,6 +19,7 @@ import random
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from ulid import ULID
@@ -55,13 +56,13 @@ DEMO_POLICY = "examples/demo-policy.yml"
 """The policy the demo history is routed and gated by (its channels, reviewers, auto-approve rule,
 escalation), relative to the working directory: a clone's root."""
 NEXT = (
-    "countersign audit seal && countersign audit verify",
-    "countersign stats --since 60d",
-    f"countersign policy suggest --policy {DEMO_POLICY} --since 60d",
-    f"countersign policy replay {DEMO_POLICY} --since 60d",
-    f"countersign report --html demo-report.html --policy {DEMO_POLICY} --since 60d",
+    "{cs} audit seal && {cs} audit verify",
+    "{cs} stats --since 60d",
+    f"{{cs}} policy suggest --policy {DEMO_POLICY} --since 60d",
+    f"{{cs}} policy replay {DEMO_POLICY} --since 60d",
+    f"{{cs}} report --html demo-report.html --policy {DEMO_POLICY} --since 60d",
 )
-"""The commands `demo-history` suggests trying next."""
+"""The commands `demo-history` suggests trying next, `{cs}` the command as it was run (`_invoked`)."""
 CLASSES = {"issue_refund": 0.6, "send_email": 0.3, "delete_customer": 0.1}
 """The demo's action classes and their share of requests."""
 
@@ -111,9 +112,15 @@ def _demo_history(args: argparse.Namespace) -> None:
     shown = ", ".join(f"{n} {outcome}" for outcome, n in sorted(made.outcomes.items()))
     print(f"countersign demo-history: {made.requests} demo requests over {args.days} days ({shown})")
     print(f"decided under {args.policy} (policy version {policy.version}); try next:")
-    print("\n".join(f"  {command}" for command in NEXT))
+    print("\n".join(f"  {command.format(cs=_invoked())}" for command in NEXT))
     if args.force:
         print("countersign demo-history: demo data is marked requester demo-agent", file=sys.stderr)
+
+
+def _invoked() -> str:
+    """The `countersign` command as the user ran it (`.venv/bin/countersign`, as the README does,
+    or `countersign` on the PATH); `countersign` when run otherwise (`python -m countersign.cli`)."""
+    return sys.argv[0] if Path(sys.argv[0]).name == "countersign" else "countersign"
 
 
 def _demo_policy(path: str) -> Policy:

@@ -4,6 +4,9 @@ spread over the days asked for, and never mixed into a database of real requests
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -132,3 +135,21 @@ def test_a_policy_that_cannot_route_the_demo_classes_is_refused_before_anything_
     assert main(["demo-history", "--days", "1", "--policy", str(policy_file)]) == 2
     assert "needs users (not user groups) at every level of delete_customer" in capsys.readouterr().err
     assert _requests(store) == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # what it prints, not SQL
+def test_the_commands_suggested_next_are_spelt_as_the_user_ran_it(env: dict[str, str], store: Store) -> None:
+    """New-user trial, finding 14: run as `.venv/bin/countersign` (the README's way), the demo
+    suggests `.venv/bin/countersign ...`, which works in that shell, not a bare `countersign`."""
+    command = Path(sys.executable).parent / "countersign"
+    ran = subprocess.run(
+        [str(command), "demo-history", "--days", "2", "--per-day", "5"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    suggested = ran.stdout.split("try next:\n")[1].splitlines()
+    assert suggested[0] == f"  {command} audit seal && {command} audit verify"
+    assert all(line.startswith(f"  {command} ") for line in suggested)
