@@ -18,16 +18,17 @@ times after `--warmup` unmeasured runs, in two phases: pause every run, then res
   `PostgresSaver` (default durability), on a scratch database: `invoke` with a new thread id until
   it pauses, then `invoke(Command(resume=decision))` to the end.
 
-Per run it reports CPU (this Python process, `time.process_time`, all threads; the PostgreSQL
-backends serving the side's scratch database and the redis-server, from /proc), the SQL statements
-sent and Redis commands processed, wall time, and what stays stored: growth of the side's tables
-(`pg_total_relation_size`: heap, TOAST and indexes; and the live rows' own bytes), rows, and Redis
-memory. countersign's requests use one action class (one channel) each, so its pace of one card a
-second per channel never delays a card. `--profile countersign|langgraph` prints a pyinstrument
-profile of that side's measured runs; `--redis-profile` prints countersign's Redis commands per run
-grouped by command and key shape (Redis MONITOR of the measured runs), `--sql-profile` its SQL
-statements per run by shape. Prints one table; asserts
-nothing.
+Per run it reports CPU (this Python process, `time.process_time`, all threads; the PostgreSQL backends
+serving the side's scratch database and the redis-server, from /proc), the SQL statements sent and Redis
+commands processed, wall time, and what stays stored: growth of the side's tables
+(`pg_total_relation_size`: heap, TOAST and indexes; and the live rows' own bytes), rows, and Redis memory
+(`used_memory` less the client connections' buffers). countersign's requests use one action class (one
+channel) each, so its pace of one card a second per channel never delays a card. `--profile
+countersign|langgraph` prints a pyinstrument profile of that side's measured runs; `--redis-profile`
+prints countersign's Redis commands per run grouped by command and key shape (Redis MONITOR of the
+measured runs), `--sql-profile` its SQL statements per run by shape, `--redis-keys` the Redis keys the
+measured runs left (added or grown) per completed run, by key shape, with their bytes (`MEMORY USAGE`) and
+TTLs. Prints one table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -365,7 +366,12 @@ def countersign_runs(
     with metered(database, pids, runtime.redis) as pause:
         ids = [
             client.request(
-                {**REQUEST, "action": f"issue_refund_{n}", "run_id": f"run-{n}", "step": "refund"},
+                {
+                    **REQUEST,
+                    "action": f"issue_refund_{n}",
+                    "run_id": f"run-{n}",
+                    "step": "refund",
+                },
                 resume={"queue": AGENT_QUEUE, "func": RESUME_FUNC},
             )
             for n in range(first, first + count)
@@ -399,7 +405,73 @@ def countersign_runs(
 
 
 def redis_bytes(redis: Redis) -> int:
-    return int(redis.info("memory")["used_memory"])
+    """Redis's `used_memory` less its client connections' buffers (`MEMORY STATS` `clients.normal`):
+    what the keys hold, not what the connections open at that instant happen to buffer (tens of KB
+    that come and go with the last commands, not with the runs)."""
+    return int(redis.info("memory")["used_memory"]) - int(redis.memory_stats().get("clients.normal", 0))
+
+
+Keyspace = dict[str, tuple[int, int]]  # key -> (MEMORY USAGE bytes, TTL seconds; -1: none)
+MEMORY_PARTS = ("used_memory", "used_memory_dataset", "used_memory_overhead", "used_memory_scripts")
+"""The parts of `INFO memory` `--redis-keys` prints the growth of, beside the keys."""
+
+
+def keyspace(redis: Redis) -> Keyspace:
+    """Every key of `redis` with its `MEMORY USAGE` (bytes, samples 0: every element) and `TTL`."""
+    keys = [key.decode() for key in redis.scan_iter(count=1000)]
+    with redis.pipeline(transaction=False) as pipeline:
+        for key in keys:
+            pipeline.memory_usage(key, samples=0)
+            pipeline.ttl(key)
+        answers = pipeline.execute()
+    return {key: (int(answers[2 * n] or 0), int(answers[2 * n + 1])) for n, key in enumerate(keys)}
+
+
+def memory_parts(redis: Redis) -> dict[str, int]:
+    """`MEMORY_PARTS` of `INFO memory`, and of `MEMORY STATS` the keyspace's hash tables and the client
+    connections' buffers, in bytes; and the number of connected clients."""
+    info, stats = redis.info("memory"), redis.memory_stats()
+    db = stats.get("db.0", {})
+    parts = {
+        "of which the main hash table": int(db.get("overhead.hashtable.main", 0)),
+        "of which the expires hash table": int(db.get("overhead.hashtable.expires", 0)),
+        "of which client connections": int(stats.get("clients.normal", 0)),
+        "connected clients (count)": int(redis.info("clients")["connected_clients"]),
+    }
+    return {**{part: int(info.get(part, 0)) for part in MEMORY_PARTS}, **parts}
+
+
+def print_memory_growth(before: dict[str, int], after: dict[str, int], runs: int) -> None:
+    """Print to stderr the growth of each part of Redis's memory per run (bytes), and of the clients
+    connected over the measured runs (not per run)."""
+    for part, value in after.items():
+        grown = value - before.get(part, 0)
+        print(f"{grown if 'count' in part else grown / runs:8.1f}  {part}", file=sys.stderr)
+
+
+def key_shape(key: str) -> str:
+    """A key with its ids and numbers as `*` (request and job ids, worker names, action classes)."""
+    return re.sub(r"[0-9a-f]{32}|[0-9A-Z]{26}|[0-9]+", "*", key)
+
+
+def print_keys_left(before: Keyspace, after: Keyspace, runs: int) -> None:
+    """Print to stderr the keys added or grown from `before` to `after` per run, by key shape: keys
+    added, bytes added (`MEMORY USAGE`; a grown key counts its growth), the TTLs seen (-1: none)."""
+    shapes: dict[str, list[Any]] = {}
+    for key, (size, ttl) in after.items():
+        grown = size - before.get(key, (0, 0))[0]
+        if key in before and grown <= 0:
+            continue
+        entry = shapes.setdefault(key_shape(key), [0, 0, set()])
+        entry[0] += key not in before
+        entry[1] += grown
+        entry[2].add(ttl if ttl < 0 else round(ttl, -2) or ttl)
+    total = sum(entry[1] for entry in shapes.values())
+    print(f"Redis keys left per completed run ({total / runs:.0f} bytes, MEMORY USAGE):", file=sys.stderr)
+    print(f"{'keys':>8}  {'bytes':>8}  {'TTL (s)':<18}  key shape", file=sys.stderr)
+    for shape, (added, grown, ttls) in sorted(shapes.items(), key=lambda item: -item[1][1]):
+        seen = ",".join(str(t) for t in sorted(ttls))
+        print(f"{added / runs:8.2f}  {grown / runs:8.1f}  {seen:<18}  {shape}", file=sys.stderr)
 
 
 def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
@@ -432,8 +504,14 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
             pids = {"redis": redis_server.process.pid, "sandbox": sandbox.process.pid}
             try:
                 countersign_runs(runtime, 0, args.warmup, database, pids)
+                before = keyspace(runtime.redis) if args.redis_keys else {}
+                memory = memory_parts(runtime.redis)
                 with profiled(args.profile == "countersign"), monitored(args, redis_url), sql_profiled(args):
-                    return countersign_runs(runtime, args.warmup, args.runs, database, pids)
+                    side = countersign_runs(runtime, args.warmup, args.runs, database, pids)
+                if args.redis_keys:
+                    print_keys_left(before, keyspace(runtime.redis), args.runs)
+                    print_memory_growth(memory, memory_parts(runtime.redis), args.runs)
+                return side
             finally:
                 database.close()
                 runtime.store.engine.dispose()
@@ -544,6 +622,11 @@ def main() -> int:
         "--redis-profile",
         action="store_true",
         help="print countersign's Redis commands per run by command and key shape to stderr (MONITOR)",
+    )
+    parser.add_argument(
+        "--redis-keys",
+        action="store_true",
+        help="print the Redis keys the measured runs left, per completed run by key shape, to stderr",
     )
     parser.add_argument(
         "--sql-profile",

@@ -3,6 +3,8 @@ died after, the sweeps finish the work once."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from redis import Redis
 
@@ -278,6 +280,23 @@ def test_a_completed_approval_leaves_under_1_kb_in_redis_and_no_key_without_a_tt
     keys = {key.decode(): redis.ttl(key) for key in redis.scan_iter()}
     # only RQ's list of queue names, and the test agent's own record of what it ran, are kept for good
     assert {key for key, ttl in keys.items() if ttl == -1} == {"rq:queues", agent.EXECUTED_KEY}
+    # every key left, by shape: no job, result, execution record, registry or lane of the approval
+    shapes = {
+        re.sub(request_id, "<id>", re.sub(r"(?<=^rq:worker:)\w+$|[0-9a-f]{64}", "*", key)) for key in keys
+    }
+    assert shapes == {
+        "countersign:decided:<id>",  # the decision's bell, an hour
+        "countersign:home:due",  # shared: the approvers whose Home tab is due, an hour
+        "countersign:idempotency:*",  # the client's key (its SHA-256), 7 days
+        "countersign:pace:C0FINANCE:<id>:0",  # the card's posting time in its channel, 10 minutes
+        "countersign:rate:issue_refund:refund-agent",  # per action class and requester, 60 s
+        "countersign:resumed:<id>",  # 2 days, read by heal
+        "countersign:thread:<id>:executed",  # the outcome's thread reply posted once, 2 days
+        "rq:clean_groups",  # RQ's, 10 minutes
+        "rq:queues",
+        "rq:worker:*",  # the test's burst workers, gone within a minute
+        agent.EXECUTED_KEY,
+    }
     # kept: what outlives the hour after which the request's decision bell and the shared keys (the
     # Home tab's due set, Slack pacing) have expired
     kept = [key for key, ttl in keys.items() if key.startswith("countersign:") and ttl > BELL_TTL_SECONDS]
