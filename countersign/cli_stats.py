@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import cli_args
@@ -38,7 +37,7 @@ def add_parser(commands: Any) -> None:
 def _stats(args: argparse.Namespace) -> None:
     """Print `{since, actions: {class: tally}, reviewers: {user: tally}}` (`Tally.as_dict`) with
     `--json`, else two tables."""
-    since = args.since or datetime.now(UTC) - timedelta(days=30)
+    since = cli_args.window(args.since, None, 30)[0]
     engine = create_db_engine(load_settings().DATABASE_URL)
     check_schema(engine)
     found = stats(engine, since, args.action, args.quick_seconds)
