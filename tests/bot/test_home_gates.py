@@ -22,7 +22,7 @@ from tests.helpers.builders import new_request, resume
 LEAD = {"slack_user_id": "U0LEAD", "name": "lee"}
 REFUNDS = (
     "*issue_refund*: 4 requests · 1 auto-approved · 1 approved · 0 edited · 1 rejected · 0 expired · "
-    "0 escalated · median "
+    "1 pending · 0 escalated · median "
 )
 
 
@@ -62,9 +62,9 @@ def test_an_admin_sees_the_gates_and_a_reviewer_who_is_not_one_does_not(
     shown = _home(sb, "U0LEAD")
     assert "Gates (last 30 days)" in shown and REFUNDS in shown
     assert "rubber stamps 100%" in shown  # the approval was quick, no Details opened, no edit
-    assert "*send_email*: 1 requests · 0 auto-approved · 0 approved" in shown
+    assert "*send_email*: 1 request · 0 auto-approved · 0 approved" in shown
     assert "median n/a, p95 n/a to decide · rubber stamps n/a" in shown  # the email: no human decision yet
-    lead = "<@U0LEAD>: 2 decisions · 1 approvals · 1 rejections · rubber stamps 100%"
+    lead = "<@U0LEAD>: 2 decisions · 1 approval · 1 rejection · rubber stamps 100%"
     assert "Reviewers (last 30 days)" in shown and lead in shown
     alice = _home(sb, "U0ALICE")
     assert "Waiting for you" in alice and "Gates" not in alice and "issue_refund*" not in alice
@@ -80,7 +80,9 @@ def test_the_gates_are_computed_at_most_once_a_minute(
     new_request(runtime.store)
     assert _gates(home.view(runtime, "U0LEAD")).startswith(REFUNDS)  # kept: still 4 refunds
     runtime.redis.delete(home.GATES_KEY)  # as when the minute is over
-    assert _gates(home.view(runtime, "U0LEAD")).startswith(REFUNDS.replace("4 requests", "5 requests"))
+    assert _gates(home.view(runtime, "U0LEAD")).startswith(
+        REFUNDS.replace("4 requests", "5 requests").replace("1 pending", "2 pending")
+    )
 
 
 def test_a_full_home_with_many_reviewers_stays_within_slacks_100_blocks(
