@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..store import ApprovalRequest, Status, Via
-from .gate import facts_of
+from .gate import Rule, facts_of
 from .policy import Policy
 
 MIN_DECISIONS = 200
@@ -52,16 +52,27 @@ class Suggestion:
         if self.rule is None:
             return [f"# {self.action}: nothing suggested: {self.why}"]
         current = policy.setting(self.action, "auto_approve")
-        old = [f"-    auto_approve: {{rule: {current.rule!r}, label: {current.label!r}}}"] if current else []
+        old = [f"-    auto_approve: {_written(current)}"] if current is not None else []
         label = [f"+      label: {current.label!r}"] if current is not None and current.label else []
+        notes = [f"# {self.action}: {self.evidence}"]
+        if label:
+            notes.append(
+                f"# {self.action}: the label is kept; reword it if it no longer says what the rule does"
+            )
         return [
             f"   {self.action}:",
             *old,
             "+    auto_approve:",
             f"+      rule: {self.rule!r}",
             *label,
-            f"# {self.action}: {self.evidence}",
+            *notes,
         ]
+
+
+def _written(rule: Rule) -> str:
+    """`rule` as the policy file may write it: `{rule: ..., label: ...}`, without a label it has not."""
+    label = f", label: {rule.label!r}" if rule.label else ""
+    return f"{{rule: {rule.rule!r}{label}}}"
 
 
 def plain_floor(value: float) -> float | None:

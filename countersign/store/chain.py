@@ -281,14 +281,22 @@ def _check(
 def _gap(seal: AuditSeal, seq: int, after: int, events: _peekable) -> str:
     """Why links `seq` to `seal.seq - 1` are missing: their events were deleted with them (no event
     left between ids `after` and `seal.event_id`), or only the seals were (the events are there)."""
-    missing = f"seq {seq}" if seal.seq - 1 == seq else f"seq {seq} to {seal.seq - 1}"
+    one = seal.seq - 1 == seq
+    missing = f"seq {seq}" if one else f"seq {seq} to {seal.seq - 1}"
     left = []
     while (ahead := events.peek()) is not None and ahead.id < seal.event_id:
         left.append(next(events).id)
     if left:
-        return f"deleted: the seal(s) at {missing} are missing; event id(s) {_ids(left)} are still there"
+        seals = f"the seal at {missing} is" if one else f"the seals at {missing} are"
+        ids = f"event id {left[0]}" if len(left) == 1 else f"event ids {_ids(left)}"
+        return f"deleted: {seals} missing; {ids} still there"
     between = f"between event ids {after} and {seal.event_id}"
-    return f"deleted: the event(s) sealed at {missing} are missing, with their seals ({between})"
+    gone = (
+        "the event sealed at {} is missing with its seal"
+        if one
+        else "the events sealed at {} are missing with their seals"
+    )
+    return f"deleted: {gone.format(missing)} ({between})"
 
 
 def _ids(ids: list[int]) -> str:

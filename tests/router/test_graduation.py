@@ -146,6 +146,7 @@ def test_a_suggestion_keeps_the_lower_bound_the_conditions_and_the_label(
     assert main(["policy", "suggest", "--min-decisions", "40"]) == 0
     out = capsys.readouterr().out
     assert "+      label: 'small refunds are automatic'" in out
+    assert "# issue_refund: the label is kept; reword it if it no longer says what the rule does" in out
     assert "history" not in out.split("# issue_refund")[0]  # the evidence is a comment, not the label
     written = next(line for line in out.splitlines() if line.startswith("+      rule: "))
     rule = ast.literal_eval(written.removeprefix("+      rule: "))

@@ -65,13 +65,11 @@ def test_an_event_deleted_with_its_seal_is_named_a_deletion(store: Store) -> Non
     chain = _history(store)
     _sql(store, "DELETE FROM audit_events WHERE id = 8", "DELETE FROM audit_seals WHERE seq = 8")
     verdict = chain.verify()
-    missing = (
-        "deleted: the event(s) sealed at seq 8 are missing, with their seals (between event ids 7 and 9)"
-    )
+    missing = "deleted: the event sealed at seq 8 is missing with its seal (between event ids 7 and 9)"
     assert (verdict.problem, verdict.event_id, verdict.sealed) == (missing, 9, 7)
     _sql(store, "DELETE FROM audit_events WHERE id IN (3, 4)", "DELETE FROM audit_seals WHERE seq IN (3, 4)")
     missing = (
-        "deleted: the event(s) sealed at seq 3 to 4 are missing, with their seals (between event ids 2 and 5)"
+        "deleted: the events sealed at seq 3 to 4 are missing with their seals (between event ids 2 and 5)"
     )
     assert chain.verify().problem == missing
 
@@ -79,9 +77,7 @@ def test_an_event_deleted_with_its_seal_is_named_a_deletion(store: Store) -> Non
 def test_a_deleted_seal_whose_event_is_still_there_is_named(store: Store) -> None:
     chain = _history(store)
     _sql(store, "DELETE FROM audit_seals WHERE seq = 6")
-    assert (
-        chain.verify().problem == "deleted: the seal(s) at seq 6 are missing; event id(s) 6 are still there"
-    )
+    assert chain.verify().problem == "deleted: the seal at seq 6 is missing; event id 6 still there"
 
 
 def test_two_swapped_links_are_named_reordered(store: Store) -> None:
