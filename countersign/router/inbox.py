@@ -231,7 +231,8 @@ def gates_line(action: str, tally: dict[str, Any]) -> str:
         f"*{escape(clip(action, 64))}*: {_count(tally['requests'], 'request')} · "
         f"{tally['auto_approved']} auto-approved · "
         f"{tally['approved']} approved · {tally['edited']} edited · {tally['rejected']} rejected · "
-        f"{tally['expired']} expired · {tally['pending']} pending · {tally['escalated']} escalated · "
+        f"{tally['expired']} expired · {tally['pending']} pending · "
+        f"{tally['dead_lettered']} dead-lettered · {tally['escalated']} escalated · "
         f"median {_seconds(tally['median_seconds'])}, p95 {_seconds(tally['p95_seconds'])} to decide · "
         f"rubber stamps {_share(tally['rubber_stamp_share'])}"
     )

@@ -15,15 +15,16 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from .models import ApprovalRequest, AuditEvent, Status, Via
+from .models import ApprovalRequest, AuditEvent, DeadLetter, Status, Via
 
 DETAILS_OPENED = "details_opened"
 """The audit event of a reviewer opening a pending request's Details (router/review.py)."""
 QUICK_SECONDS = 10
 """An approval given faster than this, with no edit and no Details opened, counts as a rubber stamp."""
-OUTCOMES = ("auto_approved", "approved", "edited", "rejected", "expired", "pending")
-"""Where an action class's requests are (`outcome_of`): each in exactly one, so they add up to
-`requests`. A reviewer's decisions are only ever `approved`, `edited` or `rejected`."""
+OUTCOMES = ("auto_approved", "approved", "edited", "rejected", "expired", "pending", "dead_lettered")
+"""Where an action class's requests are (`outcome_of`; `dead_lettered`: refused at intake, kept in
+`dead_letters`, never an approval request): each in exactly one, so they add up to `requests`. A
+reviewer's decisions are only ever `approved`, `edited` or `rejected`."""
 REVIEWER_OUTCOMES = ("approved", "edited", "rejected")
 
 
@@ -41,6 +42,7 @@ class Tally:
     rejected: int = 0
     expired: int = 0
     pending: int = 0
+    dead_lettered: int = 0
     escalated: int = 0
     human_approvals: int = 0
     quick: int = 0
@@ -86,9 +88,10 @@ def stats(engine: Engine, since: datetime, action: str | None = None, quick: flo
     """The `Stats` of the requests created at or after `since` (UTC), of action class `action` or
     all. A request counts once for its class as `auto_approved` (a policy rule approved it),
     `approved`, `edited` (approved with the reviewer's edit), `rejected`, `expired` or `pending`
-    (`outcome_of`), plus `escalated` when it reached a later level; for each reviewer in its
-    `decided_by` the same (a quorum's approvers all take part). An approval faster than `quick`
-    seconds with no edit and no Details opened by that reviewer is a rubber stamp."""
+    (`outcome_of`), or `dead_lettered` (an intake message refused since `since`), plus `escalated`
+    when it reached a later level; for each reviewer in its `decided_by` the same (a quorum's
+    approvers all take part). An approval faster than `quick` seconds with no edit and no Details
+    opened by that reviewer is a rubber stamp."""
     columns = (
         ApprovalRequest.id,
         ApprovalRequest.action,
@@ -113,7 +116,23 @@ def stats(engine: Engine, since: datetime, action: str | None = None, quick: flo
                 for decider in row.decided_by or []:
                     user = decider["slack_user_id"]
                     _count(result.reviewers.setdefault(user, Tally()), row, quick, opened, user)
+        for name in _dead_lettered(session, since):
+            if action is None or name == action:
+                tally = result.actions.setdefault(name, Tally())
+                tally.requests += 1
+                tally.dead_lettered += 1
     return result
+
+
+def _dead_lettered(session: Session, since: datetime) -> list[str]:
+    """The action class of each intake message dead-lettered since `since` (its `request.action`,
+    schema.IntakeMessage; `(unreadable)` when it has none)."""
+    names = []
+    for received in session.scalars(select(DeadLetter.received).where(DeadLetter.at >= since)):
+        request = received.get("request") if isinstance(received, dict) else None
+        name = request.get("action") if isinstance(request, dict) else None
+        names.append(name if isinstance(name, str) and name else "(unreadable)")
+    return names
 
 
 def _details_opened(session: Session, since: datetime) -> set[tuple[str, str | None]]:

@@ -22,7 +22,7 @@ from tests.helpers.builders import new_request, resume
 LEAD = {"slack_user_id": "U0LEAD", "name": "lee"}
 REFUNDS = (
     "*issue_refund*: 4 requests · 1 auto-approved · 1 approved · 0 edited · 1 rejected · 0 expired · "
-    "1 pending · 0 escalated · median "
+    "1 pending · 0 dead-lettered · 0 escalated · median "
 )
 
 

@@ -1,7 +1,7 @@
-"""`store.stats` on a history whose answers are known: outcomes per action class and reviewer
-(a class's add up to its requests, pending ones included; a reviewer's carry only what a reviewer
-can do), the human decisions' median and p95, rubber stamps (quick, no edit, no Details opened)
-and the rejection reasons; requests older than `since` left out."""
+"""`store.stats` on a history whose answers are known: outcomes per action class and reviewer (a
+class's add up to its requests, pending and dead-lettered ones included; a reviewer's carry only
+what a reviewer can do), the human decisions' median and p95, rubber stamps (quick, no edit, no
+Details opened) and the rejection reasons; requests older than `since` left out."""
 
 from __future__ import annotations
 
@@ -76,6 +76,7 @@ def test_the_numbers_of_a_known_history(store: Store) -> None:
         "rejected": 2,
         "expired": 0,
         "pending": 0,
+        "dead_lettered": 0,
         "escalated": 0,
         "median_seconds": 50.0,
         "p95_seconds": 200.0,
@@ -113,12 +114,16 @@ def test_a_class_outcomes_add_up_to_its_requests_and_a_reviewer_row_has_no_class
     waiting = [_made(store, "send_email")[0] for _ in range(3)]  # never decided
     make_due(store.engine, waiting[0])
     store.escalate(store.get(waiting[0]), "C0LEADS", ["U0LEAD"])  # type: ignore[arg-type]
+    refused = {"v": 1, "request_id": "01" + "Z" * 24, "request": {"action": "send_email", "payload": {}}}
+    store.dead_letter("01" + "Z" * 24, "intake limit reached", refused)
+    store.dead_letter("job-1", "not an intake message", "garbage")
     found = stats(store.engine, NOW - timedelta(days=30))
     for tally in found.actions.values():
         shown = tally.as_dict()
         assert sum(shown[name] for name in OUTCOMES) == shown["requests"]
     email = found.actions["send_email"].as_dict()
-    assert (email["requests"], email["pending"], email["escalated"]) == (5, 3, 2)
+    assert (email["requests"], email["pending"], email["dead_lettered"], email["escalated"]) == (6, 3, 1, 2)
+    assert found.actions["(unreadable)"].as_dict()["dead_lettered"] == 1
     for tally in found.reviewers.values():
         shown = tally.as_reviewer_dict()
         assert not {"requests", "auto_approved", "expired", "pending"} & set(shown)
