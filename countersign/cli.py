@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        return args.handler(args) or 0
+        status = args.handler(args) or 0
+        sys.stdout.flush()  # here, so a reader gone early is caught below, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except (ConfigError, PolicyError, UsageError, SchemaOutOfDate, StackError) as exc:
         return _fail(exc, 2)
     except (InvalidRequest, IdempotencyConflict, RouterUnavailable, RequestDeadLettered, LookupError) as exc:
@@ -124,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(ConfigError(f"REDIS_URL: Redis error ({exc}); is Redis running there?"), 2)
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_gone() -> int:
+    """Exit 1, quietly, when whoever reads stdout closed it early (`countersign audit export | head`):
+    stdout is pointed at /dev/null so Python's last flush at exit finds no broken pipe either, as
+    https://docs.python.org/3/library/signal.html#note-on-sigpipe says."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
 
 
 def _fail(exc: BaseException, status: int) -> int:

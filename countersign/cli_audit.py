@@ -12,7 +12,6 @@ import csv
 import hmac
 import json
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine
@@ -64,7 +63,9 @@ def add_parsers(commands: Any) -> None:
     export.add_argument(
         "--since", type=cli_args.moment, required=True, help="from: 30d, 12h, or ISO 8601 (UTC)"
     )
-    export.add_argument("--until", type=cli_args.moment, help="before this time (default: now)")
+    export.add_argument(
+        "--until", type=cli_args.moment, help="before this time: now (default), 2d, or ISO 8601 (UTC)"
+    )
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="default jsonl")
     export.add_argument("--action", help="only requests of this action class")
     export.set_defaults(handler=_export)
@@ -127,9 +128,10 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> None:
     """Write one line per audit event on stdout (`store.history.export`): JSON lines, or CSV with a
-    header whose `edits` and `detail` cells are JSON; times ISO 8601 UTC."""
-    until = args.until or datetime.now(UTC)
-    rows = export(_engine(), args.since, until, args.action)
+    header whose `edits` and `detail` cells are JSON; times ISO 8601 UTC. Raises `UsageError` when
+    `--since` is not before `--until`."""
+    since, until = cli_args.window(args.since, args.until, days=0)
+    rows = export(_engine(), since, until, args.action)
     out = sys.stdout
     if args.format == "csv":
         writer = csv.writer(out)

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +51,11 @@ def _engine() -> Engine:
     return engine
 
 
-def _ago(given: datetime | None, days: int) -> datetime:
-    return given or datetime.now(UTC) - timedelta(days=days)
-
-
 def _replay(args: argparse.Namespace) -> int:
     """Print what the candidate would have done; exit 1 when it would have auto-approved a request
     a human rejected. Nothing is written."""
     candidate = load_policy(args.candidate)
-    found = replay(candidate, recorded(_engine(), _ago(args.since, 30)))
+    found = replay(candidate, recorded(_engine(), cli_args.window(args.since, None, 30)[0]))
     print(f"{args.candidate}: policy version {candidate.version}")
     print("\n".join(found.lines()))
     return 1 if found.lets_through_a_rejection else 0
@@ -72,7 +67,7 @@ def _suggest(args: argparse.Namespace) -> None:
     if path is None:
         raise UsageError("policy suggest needs --policy FILE or COUNTERSIGN_POLICY")
     policy = load_policy(path)
-    found = suggest(policy, recorded(_engine(), _ago(args.since, 90)), args.min_decisions)
+    found = suggest(policy, recorded(_engine(), cli_args.window(args.since, None, 90)[0]), args.min_decisions)
     print(f"--- {policy.path} (policy version {policy.version})")
     print(f"+++ suggested from the human decisions (at least {args.min_decisions} in range)")
     for suggestion in found:

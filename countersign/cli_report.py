@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ def _report(args: argparse.Namespace) -> None:
     check_schema(engine)
     path = args.policy or settings.COUNTERSIGN_POLICY
     policy = load_policy(path) if path is not None else None
-    since = args.since or datetime.now(UTC) - timedelta(days=30)
+    since = cli_args.window(args.since, None, 30)[0]
     page = report_html(engine, since, policy, args.min_decisions)
     try:
         args.html.write_text(page, encoding="utf-8")

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import cli_args
 from .config import load_settings
 from .store import check_schema, create_db_engine
-from .store.stats import QUICK_SECONDS, Stats, Tally, stats
+from .store.stats import OUTCOMES, QUICK_SECONDS, REVIEWER_OUTCOMES, Stats, stats
 
-COLUMNS = ("requests", "auto_approved", "approved", "edited", "rejected", "expired", "escalated")
+COLUMNS = ("requests", *OUTCOMES, "escalated")
+"""An action class's count columns: the outcomes add up to `requests`; `escalated` counts those of
+them that reached a later level."""
+REVIEWER_COLUMNS = ("decisions", *REVIEWER_OUTCOMES, "escalated")
+"""A reviewer's: the decisions taken part in, by outcome, and those at a later level."""
 
 
 def add_parser(commands: Any) -> None:
@@ -38,7 +41,7 @@ def add_parser(commands: Any) -> None:
 def _stats(args: argparse.Namespace) -> None:
     """Print `{since, actions: {class: tally}, reviewers: {user: tally}}` (`Tally.as_dict`) with
     `--json`, else two tables."""
-    since = args.since or datetime.now(UTC) - timedelta(days=30)
+    since = cli_args.window(args.since, None, 30)[0]
     engine = create_db_engine(load_settings().DATABASE_URL)
     check_schema(engine)
     found = stats(engine, since, args.action, args.quick_seconds)
@@ -46,26 +49,30 @@ def _stats(args: argparse.Namespace) -> None:
         shown = {
             "since": since.isoformat(),
             "actions": {name: tally.as_dict() for name, tally in sorted(found.actions.items())},
-            "reviewers": {name: tally.as_dict() for name, tally in sorted(found.reviewers.items())},
+            "reviewers": {name: tally.as_reviewer_dict() for name, tally in sorted(found.reviewers.items())},
         }
         print(json.dumps(shown, indent=2, ensure_ascii=False))
         return
-    print(_table("action class", found.actions))
+    actions = {name: tally.as_dict() for name, tally in found.actions.items()}
+    print(_table("action class", COLUMNS, actions))
+    print(f"(requests = {' + '.join(OUTCOMES)}; escalated: of those, reached a later level)")
     print()
-    print(_table("reviewer", found.reviewers))
+    reviewers = {name: tally.as_reviewer_dict() for name, tally in found.reviewers.items()}
+    print(_table("reviewer", REVIEWER_COLUMNS, reviewers))
     _reasons(found)
 
 
-def _table(title: str, tallies: dict[str, Tally]) -> str:
-    header = [title, *COLUMNS, "median s", "p95 s", "rubber stamps"]
+def _table(title: str, columns: tuple[str, ...], shapes: dict[str, dict[str, Any]]) -> str:
+    """`shapes` (name to `Tally.as_dict` or `as_reviewer_dict`) as a text table of `columns`, the
+    times and the rubber-stamp share."""
+    header = [title, *columns, "median s", "p95 s", "rubber stamps"]
     rows = [header]
-    for name, tally in sorted(tallies.items()):
-        shown = tally.as_dict()
+    for name, shown in sorted(shapes.items()):
         share = shown["rubber_stamp_share"]
         rows.append(
             [
                 name,
-                *(str(shown[column]) for column in COLUMNS),
+                *(str(shown[column]) for column in columns),
                 str(shown["median_seconds"] if shown["median_seconds"] is not None else "-"),
                 str(shown["p95_seconds"] if shown["p95_seconds"] is not None else "-"),
                 f"{share:.0%}" if share is not None else "-",

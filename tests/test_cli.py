@@ -283,8 +283,8 @@ def test_unreachable_or_unmigrated_database_is_one_line(tmp_path: Path, policy_f
         },
     )
     assert worker.returncode == 2
-    assert "the database schema is at nothing" in worker.stderr
-    assert worker.stderr.strip().endswith("; run `countersign db upgrade`")
+    assert "the database has no countersign schema yet" in worker.stderr
+    assert worker.stderr.strip().endswith("; create it with `countersign db upgrade`")
     bad_port = cli("request", "--action", "x", env={"REDIS_URL": "redis://localhost:abc/0"})
     assert bad_port.stderr.strip() == "countersign: error: REDIS_URL: has a port that is not a number"
 
@@ -354,7 +354,7 @@ BROKEN = {
     ),
     "schema": (
         {"DATABASE_URL": f"sqlite:///{NO_RUN_DIR}/empty-{{closed}}.db"},
-        "DATABASE_URL: the database schema is at nothing, this version needs",
+        "DATABASE_URL: the database has no countersign schema yet; create it with `countersign db upgrade`",
     ),
     "slack unreachable": (
         {"SLACK_API_URL": "http://127.0.0.1:{closed}/api/"},

@@ -99,8 +99,14 @@ def test_stats_of_the_demo_history_as_json_and_as_tables(
     shown = json.loads(capsys.readouterr().out)
     assert sum(tally["requests"] for tally in shown["actions"].values()) == 30
     assert set(shown["reviewers"]) <= {"U0DEMOLEE", "U0DEMOALICE", "U0DEMOSAM"}
-    assert main(["stats", "--since", "1h"]) == 0
-    assert "action class" in capsys.readouterr().out
+    assert main(["stats", "--since", "3d"]) == 0
+    out = capsys.readouterr().out
+    classes, reviewers = out.split("\n\n", 1)
+    header, *rows = [line.split() for line in classes.splitlines() if not line.startswith("(")]
+    outcomes = ["auto_approved", "approved", "edited", "rejected", "expired", "pending", "dead_lettered"]
+    assert header[2:11] == ["requests", *outcomes, "escalated"]
+    assert rows and all(int(row[1]) == sum(int(cell) for cell in row[2:9]) for row in rows)
+    assert reviewers.split()[:6] == ["reviewer", "decisions", "approved", "edited", "rejected", "escalated"]
 
 
 def test_the_demo_policy_replays_the_demo_history_unchanged_and_a_looser_one_is_caught(

@@ -30,7 +30,7 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 PUBLISHES_PER_TICK = 10  # Home tabs one sweep tick publishes at most (the minute's budget still rules)
-GATES_KEY = "countersign:home:gates:v2"  # JSON: `Gates`, the admins' "Gates"
+GATES_KEY = "countersign:home:gates:v3"  # JSON: `Gates`, the admins' "Gates"
 GATES_TTL_SECONDS = 60
 GATES_DAYS = 30
 
@@ -61,7 +61,7 @@ def is_admin(runtime: Runtime, user_id: str) -> bool:
 
 
 def gates_now(runtime: Runtime) -> inbox.Gates:
-    """`{"actions": {action class: Tally.as_dict}, "reviewers": {Slack user id: Tally.as_dict}}` of
+    """`{"actions": {action class: Tally.as_dict}, "reviewers": {user id: Tally.as_reviewer_dict}}` of
     the requests created in the last `GATES_DAYS` days (`store.stats.stats`): from Redis when
     computed less than `GATES_TTL_SECONDS` ago, else computed and kept there."""
     cached = runtime.redis.get(GATES_KEY)
@@ -72,7 +72,7 @@ def gates_now(runtime: Runtime) -> inbox.Gates:
     numbers = stats(runtime.store.engine, since)
     gates: inbox.Gates = {
         "actions": {action: tally.as_dict() for action, tally in sorted(numbers.actions.items())},
-        "reviewers": {user: tally.as_dict() for user, tally in sorted(numbers.reviewers.items())},
+        "reviewers": {user: tally.as_reviewer_dict() for user, tally in sorted(numbers.reviewers.items())},
     }
     runtime.redis.set(GATES_KEY, json.dumps(gates), ex=GATES_TTL_SECONDS)
     return gates

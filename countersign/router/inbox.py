@@ -40,7 +40,8 @@ HOME_LISTED = 25  # requests waiting on the Home tab: three blocks each, within 
 HOME_RECENT = 10  # requests "decided by you recently"
 GATES_REVIEWERS = 20  # reviewers listed in the admins' "Gates", most decisions first
 Gates = dict[str, dict[str, dict[str, Any]]]
-"""The admins' "Gates": `{"actions": {action class: Tally.as_dict}, "reviewers": {user id: ...}}`."""
+"""The admins' "Gates": `{"actions": {action class: Tally.as_dict}, "reviewers": {user id:
+Tally.as_reviewer_dict}}`."""
 
 COMMAND = "/countersign"
 USAGE = [
@@ -217,20 +218,21 @@ def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
 
 
-def _counted(count: int, noun: str) -> str:
-    """`1 request`, `2 requests`: `count` and `noun`, plural unless one."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+def _count(number: int, noun: str) -> str:
+    """`1 decision`, `2 decisions`: `number` and `noun`, plural (an `s`) unless it is 1."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def gates_line(action: str, tally: dict[str, Any]) -> str:
-    """One action class in "Gates" (mrkdwn): its counts (`Tally.as_dict` of store/stats.py), the
-    median and p95 seconds to a human decision and the rubber-stamp share, "n/a" where there is
-    none."""
+    """One action class in "Gates" (mrkdwn): its requests and where they are (`Tally.as_dict` of
+    store/stats.py: the outcomes add up to the requests), how many escalated, the median and p95
+    seconds to a human decision and the rubber-stamp share, "n/a" where there is none."""
     return (
-        f"*{escape(clip(action, 64))}*: {_counted(tally['requests'], 'request')} · "
+        f"*{escape(clip(action, 64))}*: {_count(tally['requests'], 'request')} · "
         f"{tally['auto_approved']} auto-approved · "
         f"{tally['approved']} approved · {tally['edited']} edited · {tally['rejected']} rejected · "
-        f"{tally['expired']} expired · {tally['escalated']} escalated · "
+        f"{tally['expired']} expired · {tally['pending']} pending · "
+        f"{tally['dead_lettered']} dead-lettered · {tally['escalated']} escalated · "
         f"median {_seconds(tally['median_seconds'])}, p95 {_seconds(tally['p95_seconds'])} to decide · "
         f"rubber stamps {_share(tally['rubber_stamp_share'])}"
     )
@@ -238,11 +240,12 @@ def gates_line(action: str, tally: dict[str, Any]) -> str:
 
 def reviewer_line(user: str, tally: dict[str, Any]) -> str:
     """One reviewer in "Gates" (mrkdwn): the decisions they took part in, their approvals (edited
-    ones included) and the share of those that were rubber stamps."""
+    ones included) and rejections (`Tally.as_reviewer_dict`), and the share of the approvals that
+    were rubber stamps."""
     approvals = tally["approved"] + tally["edited"]
     return (
-        f"{_actor(user)}: {_counted(tally['requests'], 'decision')} · {_counted(approvals, 'approval')} · "
-        f"{_counted(tally['rejected'], 'rejection')} · rubber stamps {_share(tally['rubber_stamp_share'])}"
+        f"{_actor(user)}: {_count(tally['decisions'], 'decision')} · {_count(approvals, 'approval')} · "
+        f"{_count(tally['rejected'], 'rejection')} · rubber stamps {_share(tally['rubber_stamp_share'])}"
     )
 
 
@@ -253,7 +256,7 @@ def gates_blocks(gates: Gates) -> list[Block]:
     (https://docs.slack.dev/reference/block-kit/blocks/section-block)."""
     lines = [gates_line(action, tally) for action, tally in gates["actions"].items()]
     text = "\n".join(lines) or "No requests in the last 30 days."
-    busiest = sorted(gates["reviewers"].items(), key=lambda item: (-item[1]["requests"], item[0]))
+    busiest = sorted(gates["reviewers"].items(), key=lambda item: (-item[1]["decisions"], item[0]))
     people = [reviewer_line(user, tally) for user, tally in busiest[:GATES_REVIEWERS]]
     if len(busiest) > GATES_REVIEWERS:
         people.append(f"… {len(busiest) - GATES_REVIEWERS} more reviewers (`countersign stats`)")

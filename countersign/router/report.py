@@ -101,7 +101,7 @@ def _rates(go: Any, found: Stats) -> Any:
 
 def _stamps(go: Any, found: Stats) -> Any:
     names = sorted(found.reviewers)
-    shares = [found.reviewers[n].as_dict()["rubber_stamp_share"] or 0 for n in names]
+    shares = [found.reviewers[n].as_reviewer_dict()["rubber_stamp_share"] or 0 for n in names]
     layout = {"title": "Rubber-stamp share per reviewer", "yaxis": {"tickformat": ".0%", "range": [0, 1]}}
     return go.Figure([go.Bar(x=names, y=shares)], layout=layout)
 

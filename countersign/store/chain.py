@@ -5,10 +5,12 @@ the RFC 8785 canonical JSON (https://www.rfc-editor.org/rfc/rfc8785) of the even
 event name, actor, detail and time. `AuditChain.verify` recomputes every link, so an edited field,
 a deleted event, an event inserted between sealed ones, two events swapped, or the tail cut off
 (against a head anchored elsewhere: `head`, signed with `COUNTERSIGN_SECRET`) is found, and the
-first one named. What it does not prove: events not sealed yet (the router's sweep seals every
-second) can be changed unseen; and whoever can write the database can recompute the whole chain,
-which only a head kept outside the database (`countersign audit head`, printed for anchoring:
-a ticket, a log, another system) reveals. An event inserted after the last seal with a new id is
+first one named. A deleted event is named a deletion also when its seal was deleted with it (a gap
+in the links' seq), and a deleted seal whose event is still there is named as such. What it does
+not prove: events not sealed yet (the router's sweep seals every second) can be changed unseen;
+and whoever can write the database can recompute the whole chain, which only a head kept outside
+the database (`countersign audit head`, printed for anchoring: a ticket, a log, another system)
+reveals. An event inserted after the last seal with a new id is
 sealed like any other: the chain proves order and integrity, not who wrote a row.
 
 Order. Audit rows are inserted by the decision path unchanged; ids come from a sequence, and under
@@ -222,7 +224,7 @@ class AuditChain:
             )
             prev, count, last = GENESIS, 0, None
             for seal in seals:
-                problem = _check(session, seal, count + 1, prev, events)
+                problem = _check(session, seal, (count + 1, last.event_id if last else 0, prev), events)
                 if problem is not None:
                     return Verdict(count, 0, *problem)
                 prev, count, last = seal.hash, count + 1, seal
@@ -252,10 +254,14 @@ class _peekable:
 
 
 def _check(
-    session: Session, seal: AuditSeal, seq: int, prev: str, events: _peekable
+    session: Session, seal: AuditSeal, expected: tuple[int, int, str], events: _peekable
 ) -> tuple[str, int] | None:
-    """The problem with link `seal` (expected as the `seq`-th, after `prev`), reading the events up
-    to its own from `events`, as `(problem, event id)`; None when it holds."""
+    """The problem with link `seal`, `expected` as `(seq, after event id, prev hash)`: the `seq`-th
+    link, sealing an event with an id above `after`, chained to `prev`; reads the events up to its
+    own from `events`. Returns `(problem, event id)`, or None when it holds."""
+    seq, after, prev = expected
+    if seal.seq > seq:
+        return _gap(seal, seq, after, events), seal.event_id
     if seal.seq != seq or seal.prev_hash != prev:
         return f"reordered: the link of event id {seal.event_id} does not follow seq {seq - 1}", seal.event_id
     ahead = events.peek()
@@ -270,6 +276,33 @@ def _check(
     if link(prev, event) != seal.hash:
         return f"edited: the link of event id {seal.event_id} (seq {seal.seq}) was changed", seal.event_id
     return None
+
+
+def _gap(seal: AuditSeal, seq: int, after: int, events: _peekable) -> str:
+    """Why links `seq` to `seal.seq - 1` are missing: their events were deleted with them (no event
+    left between ids `after` and `seal.event_id`), or only the seals were (the events are there)."""
+    one = seal.seq - 1 == seq
+    missing = f"seq {seq}" if one else f"seq {seq} to {seal.seq - 1}"
+    left = []
+    while (ahead := events.peek()) is not None and ahead.id < seal.event_id:
+        left.append(next(events).id)
+    if left:
+        seals = f"the seal at {missing} is" if one else f"the seals at {missing} are"
+        ids = f"event id {left[0]}" if len(left) == 1 else f"event ids {_ids(left)}"
+        return f"deleted: {seals} missing; {ids} still there"
+    between = f"between event ids {after} and {seal.event_id}"
+    gone = (
+        "the event sealed at {} is missing with its seal"
+        if one
+        else "the events sealed at {} are missing with their seals"
+    )
+    return f"deleted: {gone.format(missing)} ({between})"
+
+
+def _ids(ids: list[int]) -> str:
+    """`ids` for a message: all of them up to five, else the first five and how many more."""
+    shown = ", ".join(str(one) for one in ids[:5])
+    return shown if len(ids) <= 5 else f"{shown} and {len(ids) - 5} more"
 
 
 def _changed(session: Session, seal: AuditSeal, content: str, following: Event | None) -> str:

@@ -130,8 +130,13 @@ def check_schema(engine: Engine) -> None:
     head = ScriptDirectory.from_config(_config()).get_current_head()
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
+    if current is None:
+        raise SchemaOutOfDate(
+            "DATABASE_URL: the database has no countersign schema yet; "
+            "create it with `countersign db upgrade`"
+        )
     if current != head:
         raise SchemaOutOfDate(
-            f"DATABASE_URL: the database schema is at {current or 'nothing'}, this version needs {head}; "
+            f"DATABASE_URL: the database schema is at {current}, this version needs {head}; "
             "run `countersign db upgrade`"
         )

@@ -15,20 +15,25 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from .models import ApprovalRequest, AuditEvent, Status, Via
+from .models import ApprovalRequest, AuditEvent, DeadLetter, Status, Via
 
 DETAILS_OPENED = "details_opened"
 """The audit event of a reviewer opening a pending request's Details (router/review.py)."""
 QUICK_SECONDS = 10
 """An approval given faster than this, with no edit and no Details opened, counts as a rubber stamp."""
+OUTCOMES = ("auto_approved", "approved", "edited", "rejected", "expired", "pending", "dead_lettered")
+"""Where an action class's requests are (`outcome_of`; `dead_lettered`: refused at intake, kept in
+`dead_letters`, never an approval request): each in exactly one, so they add up to `requests`. A
+reviewer's decisions are only ever `approved`, `edited` or `rejected`."""
+REVIEWER_OUTCOMES = ("approved", "edited", "rejected")
 
 
 @dataclass
 class Tally:
     """One action class's or reviewer's counts: `requests` (for a reviewer: decisions taken part
-    in), how they ended, `escalated` (reached a later level), the human decisions' `seconds` from
-    request to decision, `quick` approvals (rubber stamps) among `human_approvals`, and the
-    rejection `reasons`."""
+    in), where they are (`OUTCOMES`, which add up to `requests`), `escalated` (of those, how many
+    reached a later level), the human decisions' `seconds` from request to decision, `quick`
+    approvals (rubber stamps) among `human_approvals`, and the rejection `reasons`."""
 
     requests: int = 0
     auto_approved: int = 0
@@ -36,6 +41,8 @@ class Tally:
     edited: int = 0
     rejected: int = 0
     expired: int = 0
+    pending: int = 0
+    dead_lettered: int = 0
     escalated: int = 0
     human_approvals: int = 0
     quick: int = 0
@@ -43,20 +50,25 @@ class Tally:
     reasons: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON shape: the counts, `median_seconds` and `p95_seconds` (null without human
-        decisions), `rubber_stamp_share` (0..1, null without human approvals) and
-        `rejection_reasons` (`{reason: count}`, most frequent first)."""
+        """An action class's JSON shape: `requests`, the `OUTCOMES` (they add up to `requests`),
+        `escalated`, then `_times`."""
+        counts = {"requests": self.requests, **{name: getattr(self, name) for name in OUTCOMES}}
+        return {**counts, "escalated": self.escalated, **self._times()}
+
+    def as_reviewer_dict(self) -> dict[str, Any]:
+        """A reviewer's JSON shape: `decisions` taken part in, the `REVIEWER_OUTCOMES` (they add up
+        to `decisions`), `escalated` (of those, at a later level), then `_times`."""
+        counts = {"decisions": self.requests, **{name: getattr(self, name) for name in REVIEWER_OUTCOMES}}
+        return {**counts, "escalated": self.escalated, **self._times()}
+
+    def _times(self) -> dict[str, Any]:
+        """`median_seconds` and `p95_seconds` (null without human decisions), `rubber_stamp_share`
+        (0..1, null without human approvals) and `rejection_reasons` (`{reason: count}`, most
+        frequent first)."""
         ordered = sorted(self.seconds)
         p95 = ordered[math.ceil(0.95 * len(ordered)) - 1] if ordered else None
         share = self.quick / self.human_approvals if self.human_approvals else None
         return {
-            "requests": self.requests,
-            "auto_approved": self.auto_approved,
-            "approved": self.approved,
-            "edited": self.edited,
-            "rejected": self.rejected,
-            "expired": self.expired,
-            "escalated": self.escalated,
             "median_seconds": round(statistics.median(ordered), 1) if ordered else None,
             "p95_seconds": round(p95, 1) if p95 is not None else None,
             "rubber_stamp_share": round(share, 3) if share is not None else None,
@@ -75,10 +87,11 @@ class Stats:
 def stats(engine: Engine, since: datetime, action: str | None = None, quick: float = QUICK_SECONDS) -> Stats:
     """The `Stats` of the requests created at or after `since` (UTC), of action class `action` or
     all. A request counts once for its class as `auto_approved` (a policy rule approved it),
-    `approved`, `edited` (approved with the reviewer's edit), `rejected` or `expired`, plus
-    `escalated` when it reached a later level; for each reviewer in its `decided_by` the same
-    (a quorum's approvers all take part). An approval faster than `quick` seconds with no edit and
-    no Details opened by that reviewer is a rubber stamp."""
+    `approved`, `edited` (approved with the reviewer's edit), `rejected`, `expired` or `pending`
+    (`outcome_of`), or `dead_lettered` (an intake message refused since `since`), plus `escalated`
+    when it reached a later level; for each reviewer in its `decided_by` the same (a quorum's
+    approvers all take part). An approval faster than `quick` seconds with no edit and no Details
+    opened by that reviewer is a rubber stamp."""
     columns = (
         ApprovalRequest.id,
         ApprovalRequest.action,
@@ -103,7 +116,23 @@ def stats(engine: Engine, since: datetime, action: str | None = None, quick: flo
                 for decider in row.decided_by or []:
                     user = decider["slack_user_id"]
                     _count(result.reviewers.setdefault(user, Tally()), row, quick, opened, user)
+        for name in _dead_lettered(session, since):
+            if action is None or name == action:
+                tally = result.actions.setdefault(name, Tally())
+                tally.requests += 1
+                tally.dead_lettered += 1
     return result
+
+
+def _dead_lettered(session: Session, since: datetime) -> list[str]:
+    """The action class of each intake message dead-lettered since `since` (its `request.action`,
+    schema.IntakeMessage; `(unreadable)` when it has none)."""
+    names = []
+    for received in session.scalars(select(DeadLetter.received).where(DeadLetter.at >= since)):
+        request = received.get("request") if isinstance(received, dict) else None
+        name = request.get("action") if isinstance(request, dict) else None
+        names.append(name if isinstance(name, str) and name else "(unreadable)")
+    return names
 
 
 def _details_opened(session: Session, since: datetime) -> set[tuple[str, str | None]]:
@@ -120,30 +149,26 @@ def _count(
     """Add request `row` to `tally` (of its class when `user` is None, else of that reviewer)."""
     tally.requests += 1
     tally.escalated += row.level > 0
-    if row.status == Status.EXPIRED:
-        tally.expired += 1
+    outcome = outcome_of(row)
+    setattr(tally, outcome, getattr(tally, outcome) + 1)
     if row.decided_via != Via.SLACK:
-        tally.auto_approved += row.status == Status.APPROVED and row.decided_via == Via.POLICY
         return
     seconds = (row.decided_at - row.created_at).total_seconds()
     tally.seconds.append(seconds)
     if row.status == Status.REJECTED:
-        tally.rejected += 1
         tally.reasons[row.decision_reason or "(no reason given)"] += 1
         return
     tally.human_approvals += 1
     if row.edits:
-        tally.edited += 1
         return
-    tally.approved += 1
     deciders = [user] if user is not None else [d["slack_user_id"] for d in row.decided_by or []]
     looked = any((row.id, decider) in opened for decider in deciders)
     tally.quick += seconds < quick and not looked
 
 
 def outcome_of(row: Any) -> str:
-    """How request `row` ended: `auto_approved`, `approved`, `edited`, `rejected`, `expired`, or
-    `pending`."""
+    """Where request `row` is, one of `OUTCOMES`: `auto_approved`, `approved`, `edited`,
+    `rejected`, `expired`, or `pending`."""
     if row.status == Status.APPROVED:
         return "auto_approved" if row.decided_via == Via.POLICY else "edited" if row.edits else "approved"
     return str(row.status.value if isinstance(row.status, Status) else row.status)

@@ -22,7 +22,7 @@ from tests.helpers.builders import new_request, resume
 LEAD = {"slack_user_id": "U0LEAD", "name": "lee"}
 REFUNDS = (
     "*issue_refund*: 4 requests · 1 auto-approved · 1 approved · 0 edited · 1 rejected · 0 expired · "
-    "0 escalated · median "
+    "1 pending · 0 dead-lettered · 0 escalated · median "
 )
 
 
@@ -80,7 +80,9 @@ def test_the_gates_are_computed_at_most_once_a_minute(
     new_request(runtime.store)
     assert _gates(home.view(runtime, "U0LEAD")).startswith(REFUNDS)  # kept: still 4 refunds
     runtime.redis.delete(home.GATES_KEY)  # as when the minute is over
-    assert _gates(home.view(runtime, "U0LEAD")).startswith(REFUNDS.replace("4 requests", "5 requests"))
+    assert _gates(home.view(runtime, "U0LEAD")).startswith(
+        REFUNDS.replace("4 requests", "5 requests").replace("1 pending", "2 pending")
+    )
 
 
 def test_a_full_home_with_many_reviewers_stays_within_slacks_100_blocks(

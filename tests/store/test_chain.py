@@ -1,5 +1,7 @@
-"""The audit chain finds each kind of tampering and names the first event touched, and stays valid
-while several writers decide at once on PostgreSQL as the sealer runs."""
+"""The audit chain finds each kind of tampering (an edited field or link, a deleted event, with or
+without its seal, a deleted seal, an inserted event, swapped events or links, a cut tail) and names
+the first event touched, and stays valid while several writers decide at once on PostgreSQL as the
+sealer runs."""
 
 from __future__ import annotations
 
@@ -57,6 +59,36 @@ def test_a_deleted_event_is_named(store: Store) -> None:
     chain = _history(store)
     _sql(store, "DELETE FROM audit_events WHERE id = 7")
     assert chain.verify().problem == "deleted: event id 7 (seq 7) is missing"
+
+
+def test_an_event_deleted_with_its_seal_is_named_a_deletion(store: Store) -> None:
+    chain = _history(store)
+    _sql(store, "DELETE FROM audit_events WHERE id = 8", "DELETE FROM audit_seals WHERE seq = 8")
+    verdict = chain.verify()
+    missing = "deleted: the event sealed at seq 8 is missing with its seal (between event ids 7 and 9)"
+    assert (verdict.problem, verdict.event_id, verdict.sealed) == (missing, 9, 7)
+    _sql(store, "DELETE FROM audit_events WHERE id IN (3, 4)", "DELETE FROM audit_seals WHERE seq IN (3, 4)")
+    missing = (
+        "deleted: the events sealed at seq 3 to 4 are missing with their seals (between event ids 2 and 5)"
+    )
+    assert chain.verify().problem == missing
+
+
+def test_a_deleted_seal_whose_event_is_still_there_is_named(store: Store) -> None:
+    chain = _history(store)
+    _sql(store, "DELETE FROM audit_seals WHERE seq = 6")
+    assert chain.verify().problem == "deleted: the seal at seq 6 is missing; event id 6 still there"
+
+
+def test_two_swapped_links_are_named_reordered(store: Store) -> None:
+    chain = _history(store)
+    _sql(
+        store,
+        "UPDATE audit_seals SET seq = -1 WHERE seq = 4",
+        "UPDATE audit_seals SET seq = 4 WHERE seq = 5",
+        "UPDATE audit_seals SET seq = 5 WHERE seq = -1",
+    )
+    assert chain.verify().problem == "reordered: the link of event id 5 does not follow seq 3"
 
 
 def test_an_event_inserted_between_sealed_ones_is_named(store: Store) -> None:

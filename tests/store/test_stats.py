@@ -1,6 +1,7 @@
-"""`store.stats` on a history whose answers are known: outcomes per action class and reviewer,
-the human decisions' median and p95, rubber stamps (quick, no edit, no Details opened) and the
-rejection reasons; requests older than `since` left out."""
+"""`store.stats` on a history whose answers are known: outcomes per action class and reviewer (a
+class's add up to its requests, pending and dead-lettered ones included; a reviewer's carry only
+what a reviewer can do), the human decisions' median and p95, rubber stamps (quick, no edit, no
+Details opened) and the rejection reasons; requests older than `since` left out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from countersign.store import Store, TimeoutResult
 from countersign.store.history import backdate, make_due
-from countersign.store.stats import DETAILS_OPENED, stats
+from countersign.store.stats import DETAILS_OPENED, OUTCOMES, stats
 from tests.helpers import anyone
 from tests.helpers.builders import new_request, resume
 
@@ -74,6 +75,8 @@ def test_the_numbers_of_a_known_history(store: Store) -> None:
         "edited": 1,
         "rejected": 2,
         "expired": 0,
+        "pending": 0,
+        "dead_lettered": 0,
         "escalated": 0,
         "median_seconds": 50.0,
         "p95_seconds": 200.0,
@@ -83,10 +86,10 @@ def test_the_numbers_of_a_known_history(store: Store) -> None:
     email = found.actions["send_email"].as_dict()
     assert (email["requests"], email["expired"], email["escalated"], email["approved"]) == (2, 1, 1, 1)
     assert (email["median_seconds"], email["rubber_stamp_share"]) == (30.0, 0.0)
-    lee, alice = found.reviewers["U0LEAD"].as_dict(), found.reviewers["U0ALICE"].as_dict()
-    assert (lee["requests"], lee["approved"], lee["rejected"], lee["rubber_stamp_share"]) == (4, 3, 1, 0.333)
+    lee, alice = found.reviewers["U0LEAD"].as_reviewer_dict(), found.reviewers["U0ALICE"].as_reviewer_dict()
+    assert (lee["decisions"], lee["approved"], lee["rejected"], lee["rubber_stamp_share"]) == (4, 3, 1, 0.333)
     assert (lee["median_seconds"], lee["escalated"]) == (17.5, 1)
-    assert (alice["requests"], alice["edited"], alice["rejected"], alice["rubber_stamp_share"]) == (
+    assert (alice["decisions"], alice["edited"], alice["rejected"], alice["rubber_stamp_share"]) == (
         2,
         1,
         1,
@@ -102,3 +105,26 @@ def test_one_action_class_and_the_quick_threshold(store: Store) -> None:
     refunds = found.actions["issue_refund"].as_dict()
     assert refunds["requests"] == 7 and refunds["rejection_reasons"] == {"too much": 2, "old": 1}
     assert stats(store.engine, NOW - timedelta(days=60), quick=1).actions["issue_refund"].quick == 0
+
+
+def test_a_class_outcomes_add_up_to_its_requests_and_a_reviewer_row_has_no_class_only_columns(
+    store: Store,
+) -> None:
+    _history(store)
+    waiting = [_made(store, "send_email")[0] for _ in range(3)]  # never decided
+    make_due(store.engine, waiting[0])
+    store.escalate(store.get(waiting[0]), "C0LEADS", ["U0LEAD"])  # type: ignore[arg-type]
+    refused = {"v": 1, "request_id": "01" + "Z" * 24, "request": {"action": "send_email", "payload": {}}}
+    store.dead_letter("01" + "Z" * 24, "intake limit reached", refused)
+    store.dead_letter("job-1", "not an intake message", "garbage")
+    found = stats(store.engine, NOW - timedelta(days=30))
+    for tally in found.actions.values():
+        shown = tally.as_dict()
+        assert sum(shown[name] for name in OUTCOMES) == shown["requests"]
+    email = found.actions["send_email"].as_dict()
+    assert (email["requests"], email["pending"], email["dead_lettered"], email["escalated"]) == (6, 3, 1, 2)
+    assert found.actions["(unreadable)"].as_dict()["dead_lettered"] == 1
+    for tally in found.reviewers.values():
+        shown = tally.as_reviewer_dict()
+        assert not {"requests", "auto_approved", "expired", "pending"} & set(shown)
+        assert shown["approved"] + shown["edited"] + shown["rejected"] == shown["decisions"]
