@@ -37,19 +37,7 @@ from .exceptions import (
     WaitTimeout,
 )
 from .ports import port_is_free
-from .schema import ALLOW_HTTP, ApprovalRequestV1, loads, parse
-
-REQUEST_FLAGS = {
-    "action": str,
-    "summary": str,
-    "reason": str,
-    "requester": str,
-    "on_behalf_of": str,
-    "run_id": str,
-    "step": str,
-    "idempotency_key": str,
-    "confidence": float,
-}
+from .schema import ALLOW_HTTP, ApprovalRequestV1, parse
 
 REQUEST_HELP = {
     "action": "required: the action class, e.g. issue_refund (the policy is keyed by it)",
@@ -62,15 +50,8 @@ REQUEST_HELP = {
     "idempotency_key": "the idempotency key, instead of requester:run-id:step",
     "confidence": "a number from 0 to 1, for confidence-gated policies",
 }
-REQUIRED_FLAGS = {
-    "action": "--action",
-    "payload": "--payload",
-    "summary": "--summary",
-    "requester": "--requester",
-}
 WAIT_TIMED_OUT = 3
 """The exit status of `wait` and `request --wait` on a timeout (the request stays pending)."""
-RESUME_FLAGS = {"queue": "--resume-queue", "func": "--resume-func"}
 REQUEST_SETTINGS = """\
 Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id and
 --step (or --idempotency-key). Where the decision goes: --resume-queue and --resume-func, or
@@ -199,7 +180,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     request.add_argument("--file", type=Path, help="the request as a JSON file (flags override its fields)")
-    for name, kind in REQUEST_FLAGS.items():
+    for name, kind in cli_args.REQUEST_FLAGS.items():
         request.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, help=REQUEST_HELP[name])
     request.add_argument("--payload", help="required: the exact action to run, a JSON object")
     request.add_argument("--context", help="facts for the reviewer, a JSON object")
@@ -268,58 +249,6 @@ def _with_grant(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _json_arg(flag: str, value: str) -> Any:
-    try:
-        return loads(value)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{flag} is not valid JSON ({exc.msg} at character {exc.pos})") from None
-    except ValueError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
-    except RecursionError:
-        raise UsageError(f"{flag} is nested too deeply") from None
-
-
-def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The approval request dict given by `--file` and the flags (flags win)."""
-    data: dict[str, Any] = {}
-    if args.file is not None:
-        try:
-            data = _json_arg("--file", args.file.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UsageError(f"--file: cannot read {args.file} ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"--file: {args.file} is not UTF-8 text") from None
-        if not isinstance(data, dict):
-            raise UsageError("--file must hold a JSON object")
-    data.update({name: getattr(args, name) for name in REQUEST_FLAGS if getattr(args, name) is not None})
-    for name in ("payload", "context"):
-        if getattr(args, name) is not None:
-            data[name] = _json_arg("--" + name, getattr(args, name))
-    given = (("queue", args.resume_queue), ("func", args.resume_func), ("webhook", args.resume_webhook))
-    flags = {k: v for k, v in given if v}
-    if flags:
-        resume = data.get("resume")
-        data["resume"] = {**resume, **flags} if isinstance(resume, dict) else flags
-    return data
-
-
-def missing_flags(data: dict[str, Any]) -> list[str]:
-    """The required flags of `countersign request` that neither the flags nor `--file` gave in
-    `data` (`request_from_args`), e.g. `["--resume-func", "--run-id and --step (or
-    --idempotency-key)"]`: a resume target is optional, but half of one (a queue without its
-    function) is not; a field given but malformed is left to the schema to name."""
-    missing = [flag for field, flag in REQUIRED_FLAGS.items() if field not in data]
-    resume = data.get("resume")
-    if isinstance(resume, dict) and "webhook" not in resume:
-        absent = [flag for field, flag in RESUME_FLAGS.items() if field not in resume]
-        missing += absent if len(absent) == 1 else []
-    if "idempotency_key" not in data:
-        key = [flag for field, flag in (("run_id", "--run-id"), ("step", "--step")) if field not in data]
-        if key:
-            missing.append(f"{' and '.join(key)} (or --idempotency-key)")
-    return missing
-
-
 def _request(args: argparse.Namespace) -> None:
     """Enqueue the request and print its id on stdout, then the Redis and database it went to on
     stderr. A bad setting or request (missing flags are named as flags, in one line), an action
@@ -327,8 +256,8 @@ def _request(args: argparse.Namespace) -> None:
     hide a key field, as intake would refuse them, or a database or Redis that cannot be used,
     raises before anything is sent."""
     settings = load_settings()
-    data = request_from_args(args)
-    if missing := missing_flags(data):
+    data = cli_args.request_from_args(args)
+    if missing := cli_args.missing_flags(data):
         raise InvalidRequest(f"missing {', '.join(missing)}: required, as flags or as fields of --file")
     allow_http = settings.COUNTERSIGN_WEBHOOK_ALLOW_HTTP
     request = parse(ApprovalRequestV1, data, {ALLOW_HTTP: allow_http})
@@ -422,7 +351,7 @@ def _policy_check(args: argparse.Namespace) -> int:
     from .router.dryrun import dry_run
     from .router.policy import load_policy
 
-    request = None if args.request is None else _json_arg("--request", args.request)
+    request = None if args.request is None else cli_args.json_arg("--request", args.request)
     try:
         policy = load_policy(args.file)
         if args.new is not None:

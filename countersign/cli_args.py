@@ -1,14 +1,18 @@
 """The value types of the `countersign` command's flags (argparse `type=`): each returns the value or
 raises `argparse.ArgumentTypeError`, which argparse prints as one line, exit 2; and the time range
-of `--since` and `--until` (`window`)."""
+of `--since` and `--until` (`window`); and the approval request `countersign request` is given by its
+flags and `--file` (`request_from_args`, `missing_flags`)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from .exceptions import UsageError
+from .schema import loads
 
 
 def seconds(text: str) -> float:
@@ -62,3 +66,77 @@ def window(since: datetime | None, until: datetime | None, days: int) -> tuple[d
             f"{end.isoformat(timespec='seconds')}: the range is empty (did you swap them?)"
         )
     return start, end
+
+
+REQUEST_FLAGS = {
+    "action": str,
+    "summary": str,
+    "reason": str,
+    "requester": str,
+    "on_behalf_of": str,
+    "run_id": str,
+    "step": str,
+    "idempotency_key": str,
+    "confidence": float,
+}
+
+REQUIRED_FLAGS = {
+    "action": "--action",
+    "payload": "--payload",
+    "summary": "--summary",
+    "requester": "--requester",
+}
+RESUME_FLAGS = {"queue": "--resume-queue", "func": "--resume-func"}
+
+
+def json_arg(flag: str, value: str) -> Any:
+    """`value` of `flag` as JSON (`schema.loads`: no key twice); raises `UsageError` naming the flag."""
+    try:
+        return loads(value)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} is not valid JSON ({exc.msg} at character {exc.pos})") from None
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{flag} is nested too deeply") from None
+
+
+def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The approval request dict given by `--file` and the flags (flags win)."""
+    data: dict[str, Any] = {}
+    if args.file is not None:
+        try:
+            data = json_arg("--file", args.file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"--file: cannot read {args.file} ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"--file: {args.file} is not UTF-8 text") from None
+        if not isinstance(data, dict):
+            raise UsageError("--file must hold a JSON object")
+    data.update({name: getattr(args, name) for name in REQUEST_FLAGS if getattr(args, name) is not None})
+    for name in ("payload", "context"):
+        if getattr(args, name) is not None:
+            data[name] = json_arg("--" + name, getattr(args, name))
+    given = (("queue", args.resume_queue), ("func", args.resume_func), ("webhook", args.resume_webhook))
+    flags = {k: v for k, v in given if v}
+    if flags:
+        resume = data.get("resume")
+        data["resume"] = {**resume, **flags} if isinstance(resume, dict) else flags
+    return data
+
+
+def missing_flags(data: dict[str, Any]) -> list[str]:
+    """The required flags of `countersign request` that neither the flags nor `--file` gave in
+    `data` (`request_from_args`), e.g. `["--resume-func", "--run-id and --step (or
+    --idempotency-key)"]`: a resume target is optional, but half of one (a queue without its
+    function) is not; a field given but malformed is left to the schema to name."""
+    missing = [flag for field, flag in REQUIRED_FLAGS.items() if field not in data]
+    resume = data.get("resume")
+    if isinstance(resume, dict) and "webhook" not in resume:
+        absent = [flag for field, flag in RESUME_FLAGS.items() if field not in resume]
+        missing += absent if len(absent) == 1 else []
+    if "idempotency_key" not in data:
+        key = [flag for field, flag in (("run_id", "--run-id"), ("step", "--step")) if field not in data]
+        if key:
+            missing.append(f"{' and '.join(key)} (or --idempotency-key)")
+    return missing
