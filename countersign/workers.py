@@ -150,7 +150,7 @@ class CountersignWorker(SimpleWorker):
             self.increment_successful_job_count(pipeline=pipeline)
             self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
             _delete_succeeded(job, execution, pipeline)
-            self.set_state(WorkerStatus.IDLE, pipeline=pipeline)
+            self._send_idle(pipeline)
             pipeline.execute()
         self.executions.pop(execution.id, None)
         release_slot(job)
@@ -176,6 +176,15 @@ class CountersignWorker(SimpleWorker):
         reads the worker's part of the answer)."""
         self._beaten_at = float("-inf")
         super().maintain_heartbeats(job, execution)
+
+    def _send_idle(self, pipeline: Pipeline) -> None:
+        """`idle` written to the worker's hash on `pipeline`, the process's own state left `busy`
+        until the job has returned (`execute_job` then sets it without sending it again). RQ's warm
+        shutdown (`request_stop`) raises `StopRequested` at once in a worker that is not busy: set
+        here, a SIGTERM in the rest of the success handling would raise it in the middle of it, and
+        inside a logging call, which swallows it, the stop would be lost."""
+        pipeline.hset(self.key, "state", WorkerStatus.IDLE)
+        self._state_sent = WorkerStatus.IDLE
 
     def set_state(self, state: str, pipeline: Pipeline | None = None) -> None:
         """RQ's `set_state`, not sent again when Redis has that state already."""

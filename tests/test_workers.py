@@ -109,3 +109,31 @@ def test_a_killed_workers_job_is_still_found_abandoned_and_run_again(
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+def test_a_stop_asked_for_as_a_job_succeeds_ends_the_worker_after_the_job(redis: Redis) -> None:
+    """RQ's warm shutdown (SIGTERM) waits for a busy worker's job and raises at once in an idle one.
+    The success transaction of an intake or resume job writes the worker's `idle` state, but the
+    worker stays busy until the job has returned: a stop asked for right after that transaction
+    (here: as the job's success is logged) ends the worker after the job, not by an exception in
+    the middle of it, where a logging call would swallow it and the worker would never stop."""
+    queue = json_queue(QUEUE, redis)
+    for n in range(3):
+        queue.enqueue(agent.PROCESS_FUNC, n, job_id=f"{RESUME_JOB_PREFIX}stop-{n}", unique=True, result_ttl=0)
+    worker = CountersignWorker([queue], connection=redis, serializer=JSONSerializer)
+    stopped = []
+
+    class StopOnSuccess:
+        def info(self, message: str, *args: object) -> None:
+            if message.startswith("Successfully completed") and not stopped:
+                stopped.append(worker.get_state())
+                worker.request_stop(signal.SIGTERM, None)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(worker_log, name)
+
+    worker_log, worker.log = worker.log, StopOnSuccess()  # type: ignore[assignment]
+    worker.work(burst=True)
+    assert stopped == ["busy"]  # still busy as the success was recorded
+    assert queue.count == 2  # stopped after the first job, the others left for the next worker
+    assert not Job.exists(f"{RESUME_JOB_PREFIX}stop-0", connection=redis)  # which ran and was deleted

@@ -121,6 +121,18 @@ def countersign(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
     )
 
 
+def stop(process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """SIGTERM `process` and wait for it; one that has not ended within `timeout` seconds is killed
+    (so it cannot take later tests' jobs) and the wait's `TimeoutExpired` raised."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+
+
 def children(pid: int) -> list[int]:
     """Process ids whose parent is `pid` (from /proc)."""
     found = []

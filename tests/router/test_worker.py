@@ -21,7 +21,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import OutboxEvent
 from countersign.store.models import utcnow_plus
-from tests.helpers import alive, children, countersign, settled, wait_for
+from tests.helpers import alive, children, countersign, settled, stop, wait_for
 from tests.helpers.builders import decided_card, edited_card, refund
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,8 +98,7 @@ def test_the_worker_follows_policy_changes_and_keeps_the_last_good_one(
         for secret in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET"):
             assert env[secret] not in logged  # secrets never reach the logs
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop(worker)
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
@@ -121,8 +120,7 @@ def test_the_worker_says_on_the_card_when_no_agent_worker_takes_a_resume_job(
     try:
         rewritten = wait_for(lambda: edited_card(sb, card["ts"]), timeout=30, what="the card rewritten")
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop(worker)
     assert "⚠ The agent has not run it: no worker has taken its resume job from queue `test-agent`" in str(
         rewritten["blocks"]
     )
