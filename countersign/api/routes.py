@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Annotated, Any
 
@@ -50,19 +51,23 @@ REQUEST_BODY = {
 router = APIRouter(prefix="/v1", responses=ERRORS)
 
 
-def _labelled_json(request: Request, _holder: Token) -> None:
-    """A POST body must be labelled `Content-Type: application/json` (a `charset` parameter aside):
-    `curl -d` alone labels it a form, and a body read as JSON whatever its label would be read by
-    us as one thing and by a proxy or a log as another. Raises HTTPException 422 saying what was
-    sent; checked after the token (401 first)."""
-    sent = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if sent != "application/json":
-        raise HTTPException(
-            422, f"the body is not labelled JSON (Content-Type: {sent or 'none'}): send application/json"
-        )
+def _json_body(root: str, what: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """A dependency of a POST route: its body as a JSON object, read strictly (`_json_object`: no key
+    written twice, whichever route). The body must be labelled `Content-Type: application/json` (a
+    `charset` parameter aside): `curl -d` alone labels it a form, and a body read as JSON whatever
+    its label would be read by us as one thing and by a proxy or a log as another. Raises
+    HTTPException 422 saying what was sent, naming `root` or `what` (`_json_object`); checked after
+    the token (401 first)."""
 
+    async def read(request: Request, _holder: Token) -> dict[str, Any]:
+        sent = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if sent != "application/json":
+            raise HTTPException(
+                422, f"the body is not labelled JSON (Content-Type: {sent or 'none'}): send application/json"
+            )
+        return _json_object(await request.body(), root, what)
 
-JSON_BODY = [Depends(_labelled_json)]
+    return read
 
 
 def _client(request: Request) -> ApprovalClient:
@@ -70,10 +75,9 @@ def _client(request: Request) -> ApprovalClient:
     return client
 
 
-@router.post(
-    "/requests", status_code=202, response_model=Accepted, openapi_extra=REQUEST_BODY, dependencies=JSON_BODY
-)
+@router.post("/requests", status_code=202, response_model=Accepted, openapi_extra=REQUEST_BODY)
 async def create_request(
+    data: Annotated[dict[str, Any], Depends(_json_body("request", "the approval request"))],
     request: Request,
     holder: Token,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
@@ -82,7 +86,6 @@ async def create_request(
     `Idempotency-Key` header, else the body's `idempotency_key`, else `requester:run_id:step`. The
     same key with the same payload answers what the first call answered (202, the same
     `request_id`), as Stripe's idempotent replays do; with another payload, 409."""
-    data = _json_object(await request.body(), "request", "the approval request")
     if idempotency_key is not None and data.setdefault("idempotency_key", idempotency_key) != idempotency_key:
         raise HTTPException(422, "the Idempotency-Key header and the body's idempotency_key differ")
     request_id = await run_in_threadpool(_create, request, holder, data)
@@ -173,7 +176,11 @@ async def get_decision(
     return JSONResponse(state.decision)
 
 
-@router.post("/requests/{request_id}/outcome", response_model=Recorded, dependencies=JSON_BODY)
+@router.post(
+    "/requests/{request_id}/outcome",
+    response_model=Recorded,
+    dependencies=[Depends(_json_body("outcome", "the outcome"))],
+)
 def post_outcome(request_id: str, report: OutcomeReport, request: Request, holder: Token) -> Recorded:
     """Record how the approved action went, once (audited, shown on the card), as
     `report_outcome` does. 409 when it was already recorded or the request is not approved."""
@@ -183,18 +190,17 @@ def post_outcome(request_id: str, report: OutcomeReport, request: Request, holde
     return Recorded(recorded=True)
 
 
-@router.post("/grants/verify", response_model=Verification, dependencies=JSON_BODY)
+@router.post("/grants/verify", response_model=Verification)
 async def verify(
     decision: Annotated[dict[str, Any], Body(description="a decision as GET …/decision gives it")],
+    strict: Annotated[dict[str, Any], Depends(_json_body("decision", "the decision"))],
     request: Request,
-    holder: Token,
 ) -> Verification:
     """Whether the decision's grant lets its payload run now: signed by this router
     (`COUNTERSIGN_SECRET`), for exactly this payload (RFC 8785 hash), not expired (database clock).
     It does not claim the single execution: report the outcome once the action ran. The body is read
-    again strictly (422 for a key written twice): the payload hashed here must be the one the caller
-    runs, whichever of two values its own JSON reader would keep."""
-    strict = _json_object(await request.body(), "decision", "the decision")
+    again strictly (`strict`, 422 for a key written twice): the payload hashed here must be the one
+    the caller runs, whichever of two values its own JSON reader would keep."""
     return await run_in_threadpool(_verify, request, strict)
 
 

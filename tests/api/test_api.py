@@ -236,6 +236,9 @@ def test_bad_bodies_get_one_json_line(agent: httpx.Client) -> None:
     assert "should use https://" in _problem(agent.post("/v1/requests", json=insecure), 422)
     unknown = _problem(agent.post("/v1/requests/01X/outcome", json={"ok": "yes"}), 422)
     assert unknown.startswith("ok: ")
+    # every POST body is read strictly: a failed run must not read as a success to another reader
+    reported = agent.post("/v1/requests/01X/outcome", content=b'{"ok": false, "ok": true}', headers=as_json)
+    assert _problem(reported, 422) == "outcome: key written twice: ok"
 
 
 def test_a_body_not_labelled_json_gets_422(agent: httpx.Client, web: str) -> None:
