@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Integer,
     and_,
     bindparam,
@@ -176,7 +177,7 @@ def verdict(
     decided_by: list[Decider],
     via: Via,
     reason: str | None,
-    grant_ttl: int,
+    grant_ttl: int | ColumnElement[int],
     approved_payload: dict[str, Any] | None = None,
     edits: list[Edit] | None = None,
     timeout_result: TimeoutResult | None = None,
@@ -201,6 +202,10 @@ def verdict(
     return values
 
 
+CARD_SHOWN = ApprovalRequest.card_ts.is_not(None)
+"""A request whose card was posted: only such a request's timeout may `allow` (someone saw it)."""
+
+
 def expire_due(
     session: Session, due: list[ApprovalRequest], asked: TimeoutResult, grant_ttl: int
 ) -> list[ApprovalRequest]:
@@ -209,14 +214,7 @@ def expire_due(
     for a row with a card (`card_ts`, as the UPDATE finds it; the others are denied), with a grant
     valid `grant_ttl` seconds; a row with a card is due for its rewrite now (`card_refresh_due_at`).
     Returns the rows expired (not those something else got to first)."""
-    shown = ApprovalRequest.card_ts.is_not(None)
-    values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=TimeoutResult.DENY)
-    if asked == TimeoutResult.ALLOW:  # what `allow` sets beyond `deny`: the grant, the payload to run
-        allowed = verdict(
-            Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=TimeoutResult.ALLOW
-        )
-        for column in ("timeout_result", "approved_payload", "grant_expires_at"):
-            values[column] = case((shown, allowed[column]), else_=values.get(column))
+    allowed = CARD_SHOWN if asked == TimeoutResult.ALLOW else None
     where = (
         tuple_(ApprovalRequest.id, ApprovalRequest.level).in_([(row.id, row.level) for row in due]),
         ApprovalRequest.status == Status.PENDING,
@@ -225,11 +223,24 @@ def expire_due(
     stmt = (
         update(ApprovalRequest)
         .where(*where)
-        .values(**values, card_refresh_due_at=case((shown, utcnow())))
+        .values(**_expiry(allowed, grant_ttl))
         .returning(ApprovalRequest)
         .execution_options(synchronize_session=False)
     )
     return list(session.scalars(stmt))
+
+
+def _expiry(allowed: ColumnElement[bool] | None, grant_ttl: int | ColumnElement[int]) -> dict[str, Any]:
+    """The column values of an expiry (`expire_due`, `expire_all_due`): `deny`, or, for a row for
+    which `allowed` holds as the UPDATE finds it (None: for none), `allow` with what it sets beyond
+    `deny`: the payload to run and a grant valid `grant_ttl` seconds (a number, or read from the row
+    in SQL). A row with a card is due for its rewrite now (`card_refresh_due_at`)."""
+    values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=TimeoutResult.DENY)
+    if allowed is not None:
+        allow = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, grant_ttl, timeout_result=TimeoutResult.ALLOW)
+        for column in ("timeout_result", "approved_payload", "grant_expires_at"):
+            values[column] = case((allowed, allow[column]), else_=values.get(column))
+    return values | {"card_refresh_due_at": case((CARD_SHOWN, utcnow()))}
 
 
 TIMEOUT_RULES = {
@@ -294,19 +305,10 @@ def _expire_all_due(dialect: str) -> Update:
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
     )
-    shown = ApprovalRequest.card_ts.is_not(None)
-    allowed = and_(on_timeout == "allow", shown)
-    values = verdict(Outcome.EXPIRED, [], Via.TIMEOUT, None, 0, timeout_result=TimeoutResult.DENY)
-    values |= {
-        "timeout_result": case((allowed, TimeoutResult.ALLOW), else_=TimeoutResult.DENY),
-        "approved_payload": case((allowed, ApprovalRequest.payload), else_=ApprovalRequest.approved_payload),
-        "grant_expires_at": case((allowed, utcnow_plus(grant_ttl)), else_=ApprovalRequest.grant_expires_at),
-        "card_refresh_due_at": case((shown, utcnow())),
-    }
     return (
         update(ApprovalRequest)
         .where(ApprovalRequest.id.in_(due.scalar_subquery()), ApprovalRequest.status == Status.PENDING)
-        .values(**values)
+        .values(**_expiry(and_(on_timeout == "allow", CARD_SHOWN), grant_ttl))
         .returning(ApprovalRequest)
         .options(load_only(*EXPIRED_COLUMNS))
         .execution_options(synchronize_session=False)
