@@ -133,26 +133,25 @@ _holders: dict[Path, PolicyHolder] = {}
 
 
 def at_start(path: Path | str, version: Version | None = None) -> PolicyHolder:
-    """Load the process's policy as it starts (see `PolicyHolder`; `holder` then returns it), so that
-    it has a last good version before the file can break. Raises `ConfigError` naming
+    """Load the process's policy as it starts (`holder`, from the file or from `version`), so that it
+    has a last good version before the file can break. Raises `ConfigError` naming
     COUNTERSIGN_POLICY, the file and the field when it is not a valid policy."""
-    key = Path(path).resolve()
     try:
-        _holders[key] = PolicyHolder(key, version)
+        return holder(path, version)
     except PolicyError as exc:
         raise ConfigError(f"COUNTERSIGN_POLICY: {exc}") from None
-    return _holders[key]
 
 
-def holder(path: Path | str) -> PolicyHolder:
-    """The process's `PolicyHolder` for `path`: the one `at_start` loaded, else created (and loaded)
-    on first use, for a caller that started no process of its own (a test, a one-off command).
+def holder(path: Path | str, version: Version | None = None) -> PolicyHolder:
+    """The process's `PolicyHolder` for `path`: the one already loaded (by `at_start`, or an earlier
+    call), else one loaded now, from the file or from `version` (another process's `last_good`).
 
     One per process and file, shared by every `Runtime` of the process (the router worker's jobs
     and the worker itself), so a refused file is reported once and the last good policy stays in
-    force for every job, not only for the one that first saw the file change.
+    force for every job, not only for the one that first saw the file change. Raises `PolicyError`
+    when the version to load is not a valid policy.
     """
     key = Path(path).resolve()
     if key not in _holders:
-        _holders[key] = PolicyHolder(key)
+        _holders[key] = PolicyHolder(key, version)
     return _holders[key]
