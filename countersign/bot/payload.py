@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..router import cards, inbox
-from ..router.review import Shown
 from ..router.texts import clip
 from ..store import Decider
 
@@ -35,7 +34,7 @@ class Click:
     channel: str | None
     trigger_id: str
     where: Where = "card"
-    shown: Shown | None = None
+    shown: cards.Shown | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class ViewSubmission:
     user: Decider
     values: dict[str, str | None]
     where: Where = "card"
-    shown: Shown | None = None
+    shown: cards.Shown | None = None
 
 
 def user(body: dict[str, Any]) -> Decider:
@@ -89,7 +88,7 @@ def view_submission(body: dict[str, Any]) -> ViewSubmission:
     )
 
 
-def shown(body: dict[str, Any], request_id: str) -> Shown | None:
+def shown(body: dict[str, Any], request_id: str) -> cards.Shown | None:
     """What a click's reviewer was shown of request `request_id`, as Slack sent it with the click
     (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload), for the
     decision's audit event (`cards.shown_in`, the function `card_posted` and `card_updated` are
@@ -108,7 +107,7 @@ def shown(body: dict[str, Any], request_id: str) -> Shown | None:
     return None if seen is None else {**seen, "view": "home"}
 
 
-def metadata(request_id: str, where: Where, seen: Shown | None) -> str:
+def metadata(request_id: str, where: Where, seen: cards.Shown | None) -> str:
     """A Reject / Edit modal's `private_metadata`: ASCII JSON `{"id", "where", "shown"}` — the
     request id, the surface whose button opened it and what the reviewer was shown there (the
     click's `shown`: its text and hash, never the blocks), read back by `view_submission`, so the
@@ -126,7 +125,7 @@ def metadata(request_id: str, where: Where, seen: Shown | None) -> str:
         text = clip(text, max(len(text) - over, 1))
 
 
-def _carried(metadata: str) -> tuple[str, str, Shown | None]:
+def _carried(metadata: str) -> tuple[str, str, cards.Shown | None]:
     """(request id, where, shown) from a modal's `private_metadata` (`metadata`, or the older
     `"<id>[ home]"`); values of the wrong type read as "" and None."""
     try:

@@ -97,7 +97,12 @@ class Card:
         return {"text": self.text, "blocks": self.blocks}
 
 
-def shown(text: str | None, blocks: list[dict[str, Any]]) -> dict[str, str | None]:
+Shown = dict[str, str | None]
+"""What a reviewer was shown, as the audit trail records it: `{"text", "blocks_sha256"}` (`shown`),
+and `"view": "home"` for a request's entry on the Home tab (`bot.payload.shown`)."""
+
+
+def shown(text: str | None, blocks: list[dict[str, Any]]) -> Shown:
     """What a reviewer was shown, as the audit trail records it (`card_posted`, `card_updated`, and
     each decision's `shown`): `{"text": text, "blocks_sha256": SHA-256 (hex) of the RFC 8785
     canonical JSON of {"blocks": blocks}}` (https://www.rfc-editor.org/rfc/rfc8785), so the same
@@ -107,7 +112,7 @@ def shown(text: str | None, blocks: list[dict[str, Any]]) -> dict[str, str | Non
     return {"text": text, "blocks_sha256": payload_sha256({"blocks": blocks})}
 
 
-def shown_in(surface: Any) -> dict[str, str | None] | None:
+def shown_in(surface: Any) -> Shown | None:
     """`shown` of what a message or part of a view shows, as Slack holds it: its `blocks` and its
     `text` — a message's own (`card_posted` and `card_updated` from the `message` Slack answers a
     post or rewrite with, a click on a card from the `message` it carries) or, for blocks without

@@ -77,7 +77,7 @@ class Message(NamedTuple):
 
     channel: str
     ts: str
-    shown: dict[str, str | None] | None = None
+    shown: cards.Shown | None = None
 
 
 def post_card(runtime: Runtime, row: ApprovalRequest, leased: bool = False) -> Posted:
@@ -239,7 +239,7 @@ def _find_card(runtime: Runtime, row: ApprovalRequest) -> Message | None:
     return None
 
 
-def _stored(response: Any, sent: dict[str, Any]) -> dict[str, str | None]:
+def _stored(response: Any, sent: dict[str, Any]) -> cards.Shown:
     """What a card posted or rewritten shows (`cards.shown_in`), as Slack answered it: the `message`
     chat.postMessage and chat.update return (https://docs.slack.dev/reference/methods/chat.postMessage,
     https://docs.slack.dev/reference/methods/chat.update) is the message as Slack keeps it, which is
@@ -292,9 +292,7 @@ def update_card(
         runtime.store.card_refreshed(request.id)
 
 
-def _audit_version(
-    runtime: Runtime, request_id: str, ts: str, shown: dict[str, str | None], why: str
-) -> None:
+def _audit_version(runtime: Runtime, request_id: str, ts: str, shown: cards.Shown, why: str) -> None:
     """Audit a pending request's card rewritten to show `shown` (`Store.card_rewritten`: only when
     it differs from the version last recorded). The card is rewritten already and the reviewer's
     vote committed, so a failure here is logged, not raised: the trail then lacks that version."""

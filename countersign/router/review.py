@@ -41,9 +41,6 @@ its modal and the modal's submit, wherever they acted (card or Home)."""
 APPROVING_STEPS: frozenset[Step] = frozenset({"approve", "edit"})
 
 Settled = Literal["decided", "counted", "refused"]
-Shown = dict[str, str | None]
-"""What a reviewer was shown of a request when they acted (`cards.shown_in`, read by
-`bot.payload.shown`: `{"text", "blocks_sha256"[, "view"]}`)."""
 
 
 def why_refused(request: ApprovalRequest | None, user_id: str, step: Step) -> dict[str, Any] | None:
@@ -144,7 +141,7 @@ def cast(
     vote: Literal[Outcome.APPROVED, Outcome.REJECTED],
     reason: str | None = None,
     where: str = "card",
-    shown: Shown | None = None,
+    shown: cards.Shown | None = None,
 ) -> Settled | Literal["unknown_request"]:
     """Count a reviewer's approval or rejection (quorum rules in `Store.vote`; `where` they clicked
     and what they were `shown`, audited) and act on it: `decided` | `counted` | `refused`, or
@@ -175,7 +172,7 @@ def approve(
     user: Decider,
     channel: str | None,
     where: str = "card",
-    shown: Shown | None = None,
+    shown: cards.Shown | None = None,
 ) -> Settled:
     """The Approve button (on a card, or the Home tab: `where`; what the clicker was `shown`): vote
     to approve; a click on a request countersign does not know is answered in `channel`, where the
@@ -205,7 +202,7 @@ def modal_view(runtime: Runtime, request_id: str, user_id: str, action_id: str) 
         refusal = refuse(runtime, request, request_id, user_id, step, plain=False)
     if refusal is not None or request is None:
         return cards.notice_view(title, refusal or texts.UNKNOWN_REQUEST)
-    if action_id == cards.DETAILS_ACTION and request.status == Status.PENDING:
+    if step == "details" and request.status == Status.PENDING:
         runtime.store.record(request_id, DETAILS_OPENED, user_id)  # `countersign stats`: not a rubber stamp
     return render(request)
 
@@ -268,7 +265,7 @@ def approve_edited(
     user: Decider,
     submission: Submission,
     where: str = "card",
-    shown: Shown | None = None,
+    shown: cards.Shown | None = None,
 ) -> Settled:
     """After the ack of a valid Edit submit: approve with the edited payload and its diff, when the
     submitter may still edit the request as the decision finds it. That is checked on the row the
@@ -308,7 +305,7 @@ class Action:
     reason: str | None = None
     values: dict[str, str | None] = field(default_factory=dict)
     where: str = "card"
-    shown: Shown | None = None
+    shown: cards.Shown | None = None
 
 
 def act(runtime: Runtime, client: WebClient, action: Action) -> Settled | Literal["unknown_request"]:
