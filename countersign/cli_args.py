@@ -68,6 +68,28 @@ def window(since: datetime | None, until: datetime | None, days: int) -> tuple[d
     return start, end
 
 
+def add_window(parser: argparse.ArgumentParser, what: str, days: int | None, until: bool = False) -> None:
+    """Add `--since` (and `--until` when `until`) to `parser`, each parsed by `moment`, with one help
+    text for every command: `what` names what the range selects, `days` is `--since`'s default in days
+    ago (`None`: required)."""
+    default = "required" if days is None else f"default {days}d"
+    parser.add_argument(
+        "--since",
+        type=moment,
+        required=days is None,
+        help=f"{what} from: {default}; 30d, 12h, 90m ago, or an ISO 8601 date or time (UTC)",
+    )
+    if until:
+        parser.add_argument(
+            "--until", type=moment, help=f"{what} before: now (default), 2d ago, or ISO 8601 (UTC)"
+        )
+
+
+def since(args: argparse.Namespace, days: int) -> datetime:
+    """The start of the range `add_window` read into `args` (`window` with no `--until`)."""
+    return window(args.since, None, days)[0]
+
+
 REQUEST_FLAGS = {
     "action": str,
     "summary": str,

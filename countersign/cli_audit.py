@@ -60,12 +60,7 @@ def add_parsers(commands: Any) -> None:
         "head", help="print the chain's last link as JSON, signed with COUNTERSIGN_SECRET, for anchoring"
     ).set_defaults(handler=_head)
     export = audit.add_parser("export", help="stream audit events as JSON lines or CSV, in constant memory")
-    export.add_argument(
-        "--since", type=cli_args.moment, required=True, help="from: 30d, 12h, or ISO 8601 (UTC)"
-    )
-    export.add_argument(
-        "--until", type=cli_args.moment, help="before this time: now (default), 2d, or ISO 8601 (UTC)"
-    )
+    cli_args.add_window(export, "events", None, until=True)
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="default jsonl")
     export.add_argument("--action", help="only requests of this action class")
     export.set_defaults(handler=_export)

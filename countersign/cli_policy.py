@@ -27,7 +27,7 @@ def add_parsers(policy: Any) -> None:
         help="run the recorded requests through a candidate policy (exit 1: it lets a rejection through)",
     )
     run.add_argument("candidate", type=Path, metavar="CANDIDATE.yml")
-    run.add_argument("--since", type=cli_args.moment, help="requests created since: 30d (default), ISO 8601")
+    cli_args.add_window(run, "requests created", 30)
     run.set_defaults(handler=_replay)
     advise = policy.add_parser(
         "suggest", help="the auto-approve rule each action class's human decisions support"
@@ -38,7 +38,7 @@ def add_parsers(policy: Any) -> None:
         default=MIN_DECISIONS,
         help=f"human decisions needed in range (default {MIN_DECISIONS})",
     )
-    advise.add_argument("--since", type=cli_args.moment, help="decisions on requests since: 90d (default)")
+    cli_args.add_window(advise, "decisions on requests created", 90)
     advise.add_argument(
         "--policy", type=Path, help="the policy file to compare with (default COUNTERSIGN_POLICY)"
     )
@@ -55,7 +55,7 @@ def _replay(args: argparse.Namespace) -> int:
     """Print what the candidate would have done; exit 1 when it would have auto-approved a request
     a human rejected. Nothing is written."""
     candidate = load_policy(args.candidate)
-    found = replay(candidate, recorded(_engine(), cli_args.window(args.since, None, 30)[0]))
+    found = replay(candidate, recorded(_engine(), cli_args.since(args, 30)))
     print(f"{args.candidate}: policy version {candidate.version}")
     print("\n".join(found.lines()))
     return 1 if found.lets_through_a_rejection else 0
@@ -67,7 +67,7 @@ def _suggest(args: argparse.Namespace) -> None:
     if path is None:
         raise UsageError("policy suggest needs --policy FILE or COUNTERSIGN_POLICY")
     policy = load_policy(path)
-    found = suggest(policy, recorded(_engine(), cli_args.window(args.since, None, 90)[0]), args.min_decisions)
+    found = suggest(policy, recorded(_engine(), cli_args.since(args, 90)), args.min_decisions)
     print(f"--- {policy.path} (policy version {policy.version})")
     print(f"+++ suggested from the human decisions (at least {args.min_decisions} in range)")
     for suggestion in found:

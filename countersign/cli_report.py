@@ -21,9 +21,7 @@ def add_parser(commands: Any) -> None:
         "report", help="write one self-contained HTML report with charts (works offline)"
     )
     report.add_argument("--html", type=Path, required=True, metavar="FILE", help="where to write it")
-    report.add_argument(
-        "--since", type=cli_args.moment, help="requests created since: 30d (default), ISO 8601"
-    )
+    cli_args.add_window(report, "requests created", 30)
     report.add_argument(
         "--policy", type=Path, help="policy file for the suggestions (default COUNTERSIGN_POLICY)"
     )
@@ -37,7 +35,7 @@ def _report(args: argparse.Namespace) -> None:
     check_schema(engine)
     path = args.policy or settings.COUNTERSIGN_POLICY
     policy = load_policy(path) if path is not None else None
-    since = cli_args.window(args.since, None, 30)[0]
+    since = cli_args.since(args, 30)
     page = report_html(engine, since, policy, args.min_decisions)
     try:
         args.html.write_text(page, encoding="utf-8")

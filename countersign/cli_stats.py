@@ -24,9 +24,7 @@ def add_parser(commands: Any) -> None:
     command = commands.add_parser(
         "stats", help="decisions per action class and reviewer: outcomes, times, rubber stamps"
     )
-    command.add_argument(
-        "--since", type=cli_args.moment, help="requests created since: 30d (default), 12h, ISO 8601"
-    )
+    cli_args.add_window(command, "requests created", 30)
     command.add_argument("--action", help="only this action class")
     command.add_argument(
         "--quick-seconds",
@@ -41,7 +39,7 @@ def add_parser(commands: Any) -> None:
 def _stats(args: argparse.Namespace) -> None:
     """Print `{since, actions: {class: tally}, reviewers: {user: tally}}` (`Tally.as_dict`) with
     `--json`, else two tables."""
-    since = cli_args.window(args.since, None, 30)[0]
+    since = cli_args.since(args, 30)
     engine = create_db_engine(load_settings().DATABASE_URL)
     check_schema(engine)
     found = stats(engine, since, args.action, args.quick_seconds)

@@ -9,7 +9,8 @@ request is reviewed, and a failing `require.when` asks for the largest quorum li
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -49,6 +50,31 @@ def _cel(expression: str) -> str:
     if unknown:
         raise ValueError(f"CEL has no function {', '.join(unknown)} (a typo?)")
     return expression
+
+
+GATE_VARIABLES = ("payload", "confidence", "requester", "action")
+"""The variables of the gate's rules (`auto_approve`, `review_when`, `require[].when`): `facts_of`."""
+
+EDIT_VARIABLES = ("original", "edited")
+"""The variables of an `edit_rule`: the payload before and after the reviewer's edit (`edits.check`)."""
+
+_BOUND = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+"""The names a comprehension macro binds (`x` in `payload.items.all(x, x > 0)`), which the `cel`
+library's `Program.variables()` reports as variables too."""
+
+
+def check_variables(expression: str, variables: Collection[str]) -> None:
+    """Raise ValueError naming each variable `expression` (a CEL expression `_cel` accepted) reads
+    that is neither one of `variables` nor bound by a macro in it. A misspelt variable (`paylod`)
+    would otherwise fail only when evaluated, a rule that fails closed on every request."""
+    bound = set(_BOUND.findall(expression))
+    read = cel.compile(expression).variables()
+    unknown = [name for name in read if name not in variables and name not in bound]
+    if unknown:
+        raise ValueError(
+            f"CEL has no variable {', '.join(unknown)} here (a typo? the variables are "
+            f"{', '.join(variables)})"
+        )
 
 
 CelExpression = Annotated[str, AfterValidator(_cel)]
@@ -192,9 +218,4 @@ def facts_of(request: Any) -> dict[str, Any]:
     """The CEL variables of a request's rules (`Policy.gate`): `{"payload", "confidence",
     "requester", "action"}` of `request` (an `ApprovalRequestV1` at intake, or a recorded
     `ApprovalRequest` when a policy is replayed)."""
-    return {
-        "payload": request.payload,
-        "confidence": request.confidence,
-        "requester": request.requester,
-        "action": request.action,
-    }
+    return {name: getattr(request, name) for name in GATE_VARIABLES}

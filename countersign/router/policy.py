@@ -30,6 +30,8 @@ from pydantic import (
     Field,
     StrictBool,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -40,7 +42,15 @@ from ..store import EditableField, Level, Rules
 from ..store.rules import OnTimeout
 from . import edits, keyfields
 from .cards import MAX_KEY_FIELDS
-from .gate import Gate, Requirement, Rule, judge
+from .gate import (
+    EDIT_VARIABLES,
+    GATE_VARIABLES,
+    Gate,
+    Requirement,
+    Rule,
+    check_variables,
+    judge,
+)
 
 SLACK_CONVERSATION_ID = r"^[CGDU][A-Z0-9]{2,31}$"
 SLACK_USERGROUP_ID = r"^S[A-Z0-9]{2,31}$"
@@ -148,6 +158,16 @@ class ActionPolicy(BaseModel):
     escalate: list[EscalationLevel] | None = None
     reminders: list[Duration] | None = None
     limits: Limits | None = None
+
+    @field_validator("auto_approve", "review_when", "require", "edit_rule")
+    @classmethod
+    def _known_variables(cls, value: Any, info: ValidationInfo) -> Any:
+        """Each rule reads only its kind's CEL variables (`gate.GATE_VARIABLES`, or
+        `gate.EDIT_VARIABLES` for `edit_rule`); raises ValueError naming a misspelt one."""
+        variables = EDIT_VARIABLES if info.field_name == "edit_rule" else GATE_VARIABLES
+        for rule in value if isinstance(value, list) else [value] if value else []:
+            check_variables(rule.when if isinstance(rule, Requirement) else rule.rule, variables)
+        return value
 
 
 ActionClass = Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")]

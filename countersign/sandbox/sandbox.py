@@ -29,6 +29,7 @@ from countersign.sandbox.interactivity import (
 )
 from countersign.sandbox.modals import SubmissionRefused, ViewError
 from countersign.sandbox.shapes import slack_message
+from countersign.sandbox.state import ResponseUrl
 from countersign.sandbox.types import Fault, Json
 from countersign.sandbox.webapi.methods import METHODS
 from countersign.sandbox.webapi.response_urls import respond
@@ -117,7 +118,7 @@ class Sandbox(Workspace):
                 raise LookupError(f"no message with ts {ts!r} in channel {channel!r}")
             block, button = find_button(record["blocks"], action_id)
             key = secrets.token_urlsafe(16)
-            self.state.response_urls[key] = (channel, ts, user_id)
+            self.state.response_urls[key] = ResponseUrl(channel, ts, user_id, self.clock())
             return block_actions_payload(
                 team=self._team(self.team_id),
                 user=self._actor(user_id),
@@ -345,7 +346,7 @@ class Sandbox(Workspace):
         ephemeral message to ``user_id`` in ``channel``) and a recorded ``trigger_id``."""
         with self.state.lock:
             key = secrets.token_urlsafe(16)
-            self.state.response_urls[key] = (channel, "", user_id)
+            self.state.response_urls[key] = ResponseUrl(channel, "", user_id, self.clock())
             return slash_command_fields(
                 team=self._team(self.team_id),
                 user=self._actor(user_id),

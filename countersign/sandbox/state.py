@@ -4,10 +4,35 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 from countersign.sandbox.identity import BOT_USER_ID
 from countersign.sandbox.types import CallRecord, EphemeralRecord, Fault, Json, MessageRecord
 from countersign.sandbox.viewstore import ViewStore
+
+RESPONSE_URL_USES = 5
+RESPONSE_URL_SECONDS = 30 * 60
+"""A ``response_url`` takes up to 5 POSTs within 30 minutes of the click or command that gave it
+(https://api.slack.com/interactivity/handling#message_responses)."""
+
+
+@dataclass
+class ResponseUrl:
+    """What one ``response_url`` answers: the message ``(channel, ts)`` clicked on (``ts`` empty for a
+    slash command), the ``user`` who clicked, when it was ``issued`` (clock seconds) and its ``uses``."""
+
+    channel: str
+    ts: str
+    user: str
+    issued: float
+    uses: int = 0
+
+    def use(self, now: float) -> bool:
+        """Count one POST at ``now`` (clock seconds); False once the budget is spent or expired."""
+        if self.uses >= RESPONSE_URL_USES or now - self.issued > RESPONSE_URL_SECONDS:
+            return False
+        self.uses += 1
+        return True
 
 
 class State:
@@ -17,7 +42,7 @@ class State:
     messages are kept under the DM's ``D…`` id, never under a user id. ``dms`` maps the id of each DM
     (``D…``) and group DM (``G…``) the bot has opened to its members' user ids.
     ``ephemerals`` lists the ephemeral messages (``EphemeralRecord``). ``response_urls`` maps a
-    response_url key to the ``(channel, ts, user_id)`` it answers. ``views`` holds the trigger_ids and the
+    response_url key to what it answers (``ResponseUrl``). ``views`` holds the trigger_ids and the
     open modal views (``viewstore.ViewStore``), ``homes`` each user's Home tab (views.publish's view,
     with its ``id`` and ``hash``).
 
@@ -31,7 +56,7 @@ class State:
         self.messages: dict[tuple[str, str], MessageRecord] = {}
         self.ephemerals: list[EphemeralRecord] = []
         self.dms: dict[str, list[str]] = {}
-        self.response_urls: dict[str, tuple[str, str, str]] = {}
+        self.response_urls: dict[str, ResponseUrl] = {}
         self.views = ViewStore()
         self.homes: dict[str, Json] = {}
         self.calls: list[CallRecord] = []

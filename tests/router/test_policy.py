@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from countersign.exceptions import PolicyError, UnknownAction
-from countersign.router.gate import Gate
+from countersign.router.gate import GATE_VARIABLES, Gate, facts_of
 from countersign.router.policy import IntakeLimits, Policy, load_policy
 from countersign.router.reload import PolicyHolder
+from countersign.schema import ApprovalRequestV1
 from tests.helpers import settled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +118,21 @@ def load(tmp_path: Path, text: str) -> Policy:
         (
             "version: 1\nactions:\n  r:\n    edit_rule: 'dubble(edited.amount) <= original.amount'\n",
             "actions.r.edit_rule: CEL has no function dubble (a typo?)",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    auto_approve: 'paylod.amount < 50 && confidence > 0.9'\n",
+            "actions.r.auto_approve: CEL has no variable paylod here (a typo? the variables "
+            "are payload, confidence, requester, action)",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    require: [{when: 'payload.amount > 9', approvals: 1},"
+            " {when: 'requestor == \"bot\"', approvals: 1}]\n",
+            "actions.r.require: CEL has no variable requestor here",
+        ),
+        (
+            "version: 1\nactions:\n  r:\n    edit_rule: 'edited.amount <= payload.amount'\n",
+            "actions.r.edit_rule: CEL has no variable payload here (a typo? the variables "
+            "are original, edited)",
         ),
         (
             "version: 1\nactions:\n  r:\n    auto_approve: {label: small}\n",
@@ -399,3 +415,29 @@ def test_policy_check_prints_a_summary_or_the_errors(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 1 and "actions.refund.chanel: unknown field" in result.stderr
+
+
+def test_rules_may_read_the_names_their_macros_bind(tmp_path: Path) -> None:
+    """`x`, `tag`, `line` and `a` are bound by comprehension macros, not misspelt variables; the
+    gate's facts are exactly the variables its rules are checked against."""
+    path = tmp_path / "policy.yml"
+    path.write_text(
+        "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\nactions:\n  r:\n"
+        "    auto_approve: 'payload.lines.all(x, x.amount < 5)\n"
+        "      && payload.tags.exists(tag, tag == requester)'\n"
+        "    edit_rule: 'edited.lines.map(line, line.amount).all(a, a >= 0)'\n"
+    )
+    policy = load_policy(path)
+    request = ApprovalRequestV1.model_validate(
+        {
+            "action": "r",
+            "summary": "s",
+            "requester": "bot",
+            "idempotency_key": "k1",
+            "payload": {"lines": [{"amount": 1}], "tags": ["bot"]},
+        }
+    )
+    facts = facts_of(request)
+    assert set(facts) == set(GATE_VARIABLES)
+    assert policy.gate("r", facts).review is False
+    assert policy.gate("r", facts | {"requester": "other"}).review is True

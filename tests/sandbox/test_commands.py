@@ -12,7 +12,7 @@ import pytest
 
 from countersign.sandbox import Sandbox, SandboxServer
 
-from .harness import Receiver
+from .harness import FakeClock, Receiver
 
 
 def test_a_command_is_a_signed_form_of_slacks_fields(
@@ -52,6 +52,36 @@ def test_the_response_url_answers_the_user_ephemerally(
     [answer] = sb.ephemerals("U0ALICE")
     assert (answer["channel"], answer["text"]) == ("C0GENERAL", "Your queue is empty")
     assert sb.ephemerals("U0LEAD") == []
+
+
+def _post(url: str, text: str) -> int:
+    body = json.dumps({"text": text}).encode()
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as refused:
+        assert json.loads(refused.read())["error"] == "expired_url"
+        return refused.code
+
+
+def test_a_response_url_takes_five_posts(sb: Sandbox, server: SandboxServer, receiver: Receiver) -> None:
+    sb.run_command("U0ALICE", "C0GENERAL", "help")
+    url = receiver.requests[0]["payload"]["response_url"]
+    assert [_post(url, f"answer {n}") for n in range(1, 7)] == [200] * 5 + [404]
+    assert [e["text"] for e in sb.ephemerals("U0ALICE")] == [f"answer {n}" for n in range(1, 6)]
+
+
+def test_a_response_url_expires_thirty_minutes_after_the_command(
+    sb: Sandbox, server: SandboxServer, receiver: Receiver, clock: FakeClock
+) -> None:
+    sb.run_command("U0ALICE", "C0GENERAL", "help")
+    url = receiver.requests[0]["payload"]["response_url"]
+    clock.advance(30 * 60)
+    assert _post(url, "just in time") == 200
+    clock.advance(1)
+    assert _post(url, "too late") == 404
+    assert [e["text"] for e in sb.ephemerals("U0ALICE")] == ["just in time"]
 
 
 def test_an_answer_in_the_ack_is_shown_at_once(

@@ -32,15 +32,16 @@ def respond(ws: Workspace, key: str, params: Params) -> ApiResponse:
 
     Follows https://docs.slack.dev/messaging/modifying-messages : ``delete_original`` deletes the card,
     ``replace_original`` rewrites it, ``response_type: "in_channel"`` posts a new message, and anything
-    else posts an ephemeral to the user who clicked. Unknown key → HTTP 404 ``expired_url``. Slack's
-    5-uses-in-30-minutes budget is not enforced yet.
+    else posts an ephemeral to the user who clicked. An unknown key, a sixth use or one more than 30
+    minutes after the click (``state.ResponseUrl``) → HTTP 404 ``expired_url`` (what Slack answers past
+    the budget is not documented; the sandbox answers as for an expired URL).
     """
     try:
         with ws.state.lock:
             target = ws.state.response_urls.get(key)
-            if target is None:
+            if target is None or not target.use(ws.clock()):
                 raise ApiError("expired_url", status=404)
-            _respond_to(ws, *target, params)
+            _respond_to(ws, target.channel, target.ts, target.user, params)
     except ApiError as error:
         return error.response
     return ok()
