@@ -37,7 +37,7 @@ MAX_LISTED = 20  # requests in one answer: two blocks each, within Slack's 50 a 
 MAX_TRAIL = 12  # audit events `show` lists, the latest
 KEY_FIELDS_LISTED = 3  # payload fields shown per request in a list
 HOME_LISTED = 25  # requests waiting on the Home tab: three blocks each, within Slack's 100 a view
-HOME_RECENT = 10  # requests "decided by you recently"
+HOME_RECENT = 10  # requests "decided by you recently": one context block each (25 * 3 + 10 + 8 <= 100)
 GATES_REVIEWERS = 20  # reviewers listed in the admins' "Gates", most decisions first
 Gates = dict[str, dict[str, dict[str, Any]]]
 """The admins' "Gates": `{"actions": {action class: Tally.as_dict}, "reviewers": {user id:
@@ -201,13 +201,23 @@ def home_view(
         buttons = _entry_ids(request.id, "home")[2]
         blocks.append(ActionsBlock(block_id=buttons, elements=decision_buttons(request)))
     blocks.append(HeaderBlock(block_id="decided", text="Decided by you recently"))
-    lines = [f"{verdict(request)}: {escape(clip(request.summary, 80))}" for request in decided[:HOME_RECENT]]
-    text = "\n".join(lines) or "Nothing yet."
-    blocks.append(SectionBlock(block_id="recent", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))))
+    blocks += [_decided_line(request) for request in decided[:HOME_RECENT]] or [
+        SectionBlock(block_id="recent", text=MarkdownTextObject(text="Nothing yet."))
+    ]
     if gates is not None:
         blocks += gates_blocks(gates)
     assert len(blocks) <= MAX_BLOCKS_PER_VIEW
     return View(type="home", blocks=blocks).to_dict()
+
+
+def _decided_line(request: ApprovalRequest) -> ContextBlock:
+    """One line of "Decided by you recently": the agent's summary as `plain_text` (mrkdwn has no
+    escape for `*`, `_` or `~`, so an agent's `*urgent*` would show bold), then the verdict (mrkdwn:
+    mentions and a date token)."""
+    return ContextBlock(
+        block_id=f"recent-{request.id}",
+        elements=[_plain(request.summary, 80), MarkdownTextObject(text=verdict(request))],
+    )
 
 
 def _seconds(value: float | None) -> str:

@@ -51,7 +51,7 @@ def test_opening_home_publishes_the_queue_oldest_deadline_first(
     sb, _ = sandbox
     both = ["U0LEAD", "U0ALICE"]
     later, sooner = (new_request(runtime.store, approvers=both).id for _ in range(2))
-    decided = new_request(runtime.store, approvers=both, summary="Refund BETA").id
+    decided = new_request(runtime.store, approvers=both, summary="Refund *BETA* <!here>").id
     own = new_request(runtime.store, approvers=both, on_behalf_of="U0ALICE").id
     runtime.store.vote(decided, LEAD, Outcome.APPROVED, runtime.resume_event)
     age(runtime.store, later, expires_at=7200)
@@ -64,8 +64,12 @@ def test_opening_home_publishes_the_queue_oldest_deadline_first(
     assert "Waiting for you: 2 · Decided by you recently: 0" in shown
     buttons = next(b for b in view["blocks"] if b["block_id"] == f"decide-{sooner}")["elements"]
     assert [b["action_id"] for b in buttons][:2] == [APPROVE_ACTION, REJECT_ACTION]
-    lead = _text(_opened_home(sb, "U0LEAD", own))
-    assert "Decided by you recently: 1" in lead and "Approved by <@U0LEAD>" in lead and "Refund BETA" in lead
+    lead = _opened_home(sb, "U0LEAD", own)
+    assert "Decided by you recently: 1" in _text(lead)
+    line = next(b for b in lead["blocks"] if b["block_id"] == f"recent-{decided}")
+    summary, said = line["elements"]
+    assert summary == {"type": "plain_text", "text": "Refund *BETA* <!here>", "emoji": False}
+    assert said["type"] == "mrkdwn" and said["text"].startswith("Approved by <@U0LEAD> at <!date^")
 
 
 def test_approve_from_home_is_the_cards_decision_audited_where_it_was_made(
