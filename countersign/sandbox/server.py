@@ -29,9 +29,11 @@ Routes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -53,6 +55,8 @@ from countersign.sandbox.webapi.response_urls import respond
 
 #: How often (seconds) a served sandbox checks for ``shutdown()``; bounds how long shutdown takes.
 SHUTDOWN_POLL_SECONDS = 0.05
+#: How long (seconds) a served sandbox keeps an idle connection open for the client's next request.
+KEEP_ALIVE_SECONDS = 60.0
 Reply = tuple[int, str, bytes]
 """HTTP status, Content-Type, body."""
 
@@ -182,11 +186,47 @@ _ROUTES: dict[tuple[str, str], Route] = {
 
 
 class _Server(ThreadingHTTPServer):
+    """Serves each connection in its own thread, keeping it open between requests (HTTP/1.1), and
+    counts and tracks the connections it accepted."""
+
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], sandbox: Sandbox) -> None:
         super().__init__(address, _Handler)
         self.sandbox = sandbox
+        self.accepted = 0
+        self.hang_ups = 0
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        with self.lock:
+            self.accepted += 1
+            self.open.add(connection)
+        return connection, address
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.lock:
+            self.open.discard(request)
+        super().shutdown_request(request)
+
+    def hang_up_now(self) -> bool:
+        """Whether the request just read is one `SandboxServer.hang_up` asked to go unanswered."""
+        with self.lock:
+            if self.hang_ups:
+                self.hang_ups -= 1
+                return True
+            return False
+
+    def close_connections(self) -> None:
+        """End every open connection from the server's side (a FIN to the client; each connection's
+        thread then ends)."""
+        with self.lock:
+            connections = list(self.open)
+        for connection in connections:
+            with contextlib.suppress(OSError):  # the client may have closed it meanwhile
+                connection.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Stay quiet when a client hung up first (e.g. it timed out during an injected delay)."""
@@ -197,6 +237,11 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    # Keep-alive, as Slack's Web API does: every answer has a Content-Length, and the connection
+    # stays open for the client's next request until it closes it, it sends `Connection: close`, or
+    # it stays idle `KEEP_ALIVE_SECONDS`.
+    protocol_version = "HTTP/1.1"
+    timeout = KEEP_ALIVE_SECONDS
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -210,6 +255,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, verb: str) -> None:
         url = urllib.parse.urlsplit(self.path)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.hang_up_now():
+            self.close_connection = True
+            return
         sb = self.server.sandbox
         if url.path.startswith("/api/"):
             self._send_api(self._call_api(url, body))
@@ -263,10 +311,30 @@ class SandboxServer:
         self._thread = thread
         self.url = _url(httpd)
 
+    @property
+    def connections_accepted(self) -> int:
+        """How many TCP connections the server has accepted since it started (for tests of clients
+        that keep connections alive)."""
+        return self._httpd.accepted
+
+    def close_connections(self) -> None:
+        """Close the server's side of every open connection, as a server ending idle keep-alive
+        connections (or restarting) does; the next request opens a new one."""
+        self._httpd.close_connections()
+
+    def hang_up(self, times: int = 1) -> None:
+        """Read the next `times` requests (any path) and close their connections without answering:
+        what a client sees when a server closes a keep-alive connection just as a request on it
+        arrives (`http.client.RemoteDisconnected`). Nothing is recorded for such a request."""
+        with self._httpd.lock:
+            self._httpd.hang_ups += times
+
     def shutdown(self) -> None:
-        """Stop serving, close the socket and wait for the serving thread."""
+        """Stop serving, close the listening socket and every open connection, and wait for the
+        serving thread."""
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.close_connections()
         self._thread.join()
 
     def __enter__(self) -> SandboxServer:
