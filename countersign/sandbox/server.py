@@ -34,6 +34,8 @@ import http.client
 import json
 import os
 import socket
+import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -243,6 +245,11 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = KEEP_ALIVE_SECONDS
 
+    def setup(self) -> None:
+        super().setup()
+        if isinstance(self.connection, ssl.SSLSocket):  # served over TLS: the handshake, on this thread
+            self.connection.do_handshake()
+
     def do_GET(self) -> None:
         self._dispatch("GET")
 
@@ -304,11 +311,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class SandboxServer:
-    """A sandbox being served in a daemon thread. ``url`` is ``"http://HOST:PORT"``; call ``shutdown()``."""
+    """A sandbox being served in a daemon thread. ``url`` is ``"http://HOST:PORT"`` (``https://`` over
+    TLS, its self-signed certificate at ``certificate``, a PEM file); call ``shutdown()``."""
 
-    def __init__(self, httpd: _Server, thread: threading.Thread) -> None:
+    def __init__(self, httpd: _Server, thread: threading.Thread, certificate: str | None = None) -> None:
         self._httpd = httpd
         self._thread = thread
+        self.certificate = certificate
         self.url = _url(httpd)
 
     @property
@@ -347,9 +356,24 @@ class SandboxServer:
 
 
 def _url(httpd: _Server) -> str:
-    """``"http://HOST:PORT"`` where ``httpd`` listens."""
+    """``"http://HOST:PORT"`` (``https://`` over TLS) where ``httpd`` listens."""
     host, port = httpd.socket.getsockname()[:2]  # an AF_INET socket's name is (str, int)
-    return f"http://{host}:{port}"
+    scheme = "https" if isinstance(httpd.socket, ssl.SSLSocket) else "http"
+    return f"{scheme}://{host}:{port}"
+
+
+def _self_signed(host: str, directory: str) -> tuple[str, str]:
+    """A certificate for ``host`` (an IP address) and its key, made by the ``openssl`` command in
+    ``directory``: ``(certificate PEM path, key PEM path)``. Raises ``subprocess.CalledProcessError``."""
+    certificate, key = os.path.join(directory, "sandbox.pem"), os.path.join(directory, "sandbox.key")
+    command = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    command += ["-days", "1", "-subj", f"/CN={host}", "-addext", f"subjectAltName=IP:{host}"]
+    subprocess.run(
+        [*command, "-keyout", key, "-out", certificate],
+        check=True,
+        capture_output=True,
+    )
+    return certificate, key
 
 
 def _bind(sb: Sandbox, host: str, port: int) -> _Server:
@@ -358,9 +382,22 @@ def _bind(sb: Sandbox, host: str, port: int) -> _Server:
     return httpd
 
 
-def serve(sb: Sandbox, host: str = "127.0.0.1", port: int = 0) -> SandboxServer:
-    """Serve ``sb`` on ``host:port`` (0 = any free port) in a daemon thread and return the running server."""
+def serve(
+    sb: Sandbox, host: str = "127.0.0.1", port: int = 0, tls_directory: str | None = None
+) -> SandboxServer:
+    """Serve ``sb`` on ``host:port`` (0 = any free port) in a daemon thread and return the running server.
+
+    With ``tls_directory``, serve HTTPS as Slack does, with a self-signed certificate for ``host`` (an
+    IP address) made there (``SandboxServer.certificate``; needs the ``openssl`` command); each
+    connection's TLS handshake runs on its own thread, as its requests do."""
     httpd = _bind(sb, host, port)
+    certificate = None
+    if tls_directory is not None:
+        certificate, key = _self_signed(host, tls_directory)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate, key)
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+        sb.base_url = _url(httpd)
     thread = threading.Thread(
         target=httpd.serve_forever,
         kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
@@ -368,7 +405,7 @@ def serve(sb: Sandbox, host: str = "127.0.0.1", port: int = 0) -> SandboxServer:
         daemon=True,
     )
     thread.start()
-    return SandboxServer(httpd, thread)
+    return SandboxServer(httpd, thread, certificate)
 
 
 def run(
