@@ -24,6 +24,7 @@ SHARED = {
     "idempotency",
     "ports",
     "schema",
+    "slackhttp",
     "workers",
 }
 LEAVES = {"defaults", "exceptions", "files"}  # import nothing of ours; even `store` may use them

@@ -77,6 +77,10 @@ def create_app(runtime: Runtime, needed_by: str = "`countersign web`") -> App:
     def inject_runtime(context: BoltContext, next: Any) -> None:
         context["runtime"] = runtime
         context["pool"] = pool
+        # Bolt hands listeners a new urllib `WebClient` per request (`App._init_context`, since
+        # 1.15, so that a listener may change its token); ours never do, and the process's pooled
+        # client keeps its connections to Slack alive between clicks (`countersign.slackhttp`).
+        context["client"] = runtime.slack
         next()
 
     for action_id, on_action in ACTIONS.items():

@@ -25,6 +25,7 @@ from ..connections import Connections
 from ..decision import decision_of
 from ..defaults import SLACK_TIMEOUT_SECONDS
 from ..exceptions import ConfigError
+from ..slackhttp import PooledWebClient
 from ..store import ApprovalRequest, ResumeEvent
 from .jobs import resume_job_id
 
@@ -59,9 +60,10 @@ class Runtime(Connections):
 
     @cached_property
     def slack(self) -> WebClient:
-        """Web API client (`SLACK_BOT_TOKEN`, `SLACK_API_URL`); retries connection errors and 5xx once."""
+        """Web API client (`SLACK_BOT_TOKEN`, `SLACK_API_URL`); retries connection errors and 5xx once.
+        Its calls reuse kept-alive connections (`PooledWebClient`), from any thread."""
         self.settings.require("SLACK_BOT_TOKEN", needed_by="the Slack Web API client")
-        return WebClient(
+        return PooledWebClient(
             token=self.settings.SLACK_BOT_TOKEN,
             base_url=self.settings.slack_api_url,
             timeout=SLACK_TIMEOUT_SECONDS,

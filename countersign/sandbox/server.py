@@ -29,9 +29,13 @@ Routes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
+import socket
+import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -53,6 +57,8 @@ from countersign.sandbox.webapi.response_urls import respond
 
 #: How often (seconds) a served sandbox checks for ``shutdown()``; bounds how long shutdown takes.
 SHUTDOWN_POLL_SECONDS = 0.05
+#: How long (seconds) a served sandbox keeps an idle connection open for the client's next request.
+KEEP_ALIVE_SECONDS = 60.0
 Reply = tuple[int, str, bytes]
 """HTTP status, Content-Type, body."""
 
@@ -182,11 +188,47 @@ _ROUTES: dict[tuple[str, str], Route] = {
 
 
 class _Server(ThreadingHTTPServer):
+    """Serves each connection in its own thread, keeping it open between requests (HTTP/1.1), and
+    counts and tracks the connections it accepted."""
+
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], sandbox: Sandbox) -> None:
         super().__init__(address, _Handler)
         self.sandbox = sandbox
+        self.accepted = 0
+        self.hang_ups = 0
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        with self.lock:
+            self.accepted += 1
+            self.open.add(connection)
+        return connection, address
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.lock:
+            self.open.discard(request)
+        super().shutdown_request(request)
+
+    def hang_up_now(self) -> bool:
+        """Whether the request just read is one `SandboxServer.hang_up` asked to go unanswered."""
+        with self.lock:
+            if self.hang_ups:
+                self.hang_ups -= 1
+                return True
+            return False
+
+    def close_connections(self) -> None:
+        """End every open connection from the server's side (a FIN to the client; each connection's
+        thread then ends)."""
+        with self.lock:
+            connections = list(self.open)
+        for connection in connections:
+            with contextlib.suppress(OSError):  # the client may have closed it meanwhile
+                connection.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Stay quiet when a client hung up first (e.g. it timed out during an injected delay)."""
@@ -197,6 +239,20 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    # Keep-alive, as Slack's Web API does: every answer has a Content-Length, and the connection
+    # stays open for the client's next request until it closes it, it sends `Connection: close`, or
+    # it stays idle `KEEP_ALIVE_SECONDS`.
+    protocol_version = "HTTP/1.1"
+    timeout = KEEP_ALIVE_SECONDS
+
+    def setup(self) -> None:
+        super().setup()
+        # An answer goes out as two writes (headers, then body); without TCP_NODELAY, Nagle's
+        # algorithm holds the body until the client acknowledges the headers, which a kept-alive
+        # connection's client delays (about 40 ms on Linux). Web servers set it (nginx `tcp_nodelay`).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if isinstance(self.connection, ssl.SSLSocket):  # served over TLS: the handshake, on this thread
+            self.connection.do_handshake()
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -210,6 +266,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, verb: str) -> None:
         url = urllib.parse.urlsplit(self.path)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.hang_up_now():
+            self.close_connection = True
+            return
         sb = self.server.sandbox
         if url.path.startswith("/api/"):
             self._send_api(self._call_api(url, body))
@@ -256,17 +315,39 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class SandboxServer:
-    """A sandbox being served in a daemon thread. ``url`` is ``"http://HOST:PORT"``; call ``shutdown()``."""
+    """A sandbox being served in a daemon thread. ``url`` is ``"http://HOST:PORT"`` (``https://`` over
+    TLS, its self-signed certificate at ``certificate``, a PEM file); call ``shutdown()``."""
 
-    def __init__(self, httpd: _Server, thread: threading.Thread) -> None:
+    def __init__(self, httpd: _Server, thread: threading.Thread, certificate: str | None = None) -> None:
         self._httpd = httpd
         self._thread = thread
+        self.certificate = certificate
         self.url = _url(httpd)
 
+    @property
+    def connections_accepted(self) -> int:
+        """How many TCP connections the server has accepted since it started (for tests of clients
+        that keep connections alive)."""
+        return self._httpd.accepted
+
+    def close_connections(self) -> None:
+        """Close the server's side of every open connection, as a server ending idle keep-alive
+        connections (or restarting) does; the next request opens a new one."""
+        self._httpd.close_connections()
+
+    def hang_up(self, times: int = 1) -> None:
+        """Read the next `times` requests (any path) and close their connections without answering:
+        what a client sees when a server closes a keep-alive connection just as a request on it
+        arrives (`http.client.RemoteDisconnected`). Nothing is recorded for such a request."""
+        with self._httpd.lock:
+            self._httpd.hang_ups += times
+
     def shutdown(self) -> None:
-        """Stop serving, close the socket and wait for the serving thread."""
+        """Stop serving, close the listening socket and every open connection, and wait for the
+        serving thread."""
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.close_connections()
         self._thread.join()
 
     def __enter__(self) -> SandboxServer:
@@ -279,9 +360,24 @@ class SandboxServer:
 
 
 def _url(httpd: _Server) -> str:
-    """``"http://HOST:PORT"`` where ``httpd`` listens."""
+    """``"http://HOST:PORT"`` (``https://`` over TLS) where ``httpd`` listens."""
     host, port = httpd.socket.getsockname()[:2]  # an AF_INET socket's name is (str, int)
-    return f"http://{host}:{port}"
+    scheme = "https" if isinstance(httpd.socket, ssl.SSLSocket) else "http"
+    return f"{scheme}://{host}:{port}"
+
+
+def _self_signed(host: str, directory: str) -> tuple[str, str]:
+    """A certificate for ``host`` (an IP address) and its key, made by the ``openssl`` command in
+    ``directory``: ``(certificate PEM path, key PEM path)``. Raises ``subprocess.CalledProcessError``."""
+    certificate, key = os.path.join(directory, "sandbox.pem"), os.path.join(directory, "sandbox.key")
+    command = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    command += ["-days", "1", "-subj", f"/CN={host}", "-addext", f"subjectAltName=IP:{host}"]
+    subprocess.run(
+        [*command, "-keyout", key, "-out", certificate],
+        check=True,
+        capture_output=True,
+    )
+    return certificate, key
 
 
 def _bind(sb: Sandbox, host: str, port: int) -> _Server:
@@ -290,9 +386,22 @@ def _bind(sb: Sandbox, host: str, port: int) -> _Server:
     return httpd
 
 
-def serve(sb: Sandbox, host: str = "127.0.0.1", port: int = 0) -> SandboxServer:
-    """Serve ``sb`` on ``host:port`` (0 = any free port) in a daemon thread and return the running server."""
+def serve(
+    sb: Sandbox, host: str = "127.0.0.1", port: int = 0, tls_directory: str | None = None
+) -> SandboxServer:
+    """Serve ``sb`` on ``host:port`` (0 = any free port) in a daemon thread and return the running server.
+
+    With ``tls_directory``, serve HTTPS as Slack does, with a self-signed certificate for ``host`` (an
+    IP address) made there (``SandboxServer.certificate``; needs the ``openssl`` command); each
+    connection's TLS handshake runs on its own thread, as its requests do."""
     httpd = _bind(sb, host, port)
+    certificate = None
+    if tls_directory is not None:
+        certificate, key = _self_signed(host, tls_directory)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate, key)
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+        sb.base_url = _url(httpd)
     thread = threading.Thread(
         target=httpd.serve_forever,
         kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
@@ -300,7 +409,7 @@ def serve(sb: Sandbox, host: str = "127.0.0.1", port: int = 0) -> SandboxServer:
         daemon=True,
     )
     thread.start()
-    return SandboxServer(httpd, thread)
+    return SandboxServer(httpd, thread, certificate)
 
 
 def run(

@@ -290,13 +290,13 @@ def test_a_vanished_card_gets_a_fresh_status_message(
 def test_a_post_slower_than_the_client_timeout_is_found_not_posted_twice(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
 ) -> None:
-    from slack_sdk import WebClient
     from sqlalchemy import update
 
+    from countersign.slackhttp import PooledWebClient
     from countersign.store.models import ApprovalRequest, utcnow_plus
 
     sb, url = sandbox
-    runtime.__dict__["slack"] = WebClient(
+    runtime.__dict__["slack"] = PooledWebClient(
         token="xoxb-test", base_url=url + "/api/", timeout=1, retry_handlers=[]
     )
     # Slack posts it, but after the client gave up: the client waits 1 s, Slack answers after 5 s, so

@@ -232,10 +232,10 @@ def test_a_user_group_lookup_that_times_out_reschedules_intake(
     sandbox: tuple[Sandbox, str],
     runtime: Runtime,
 ) -> None:
-    from slack_sdk import WebClient
+    from countersign.slackhttp import PooledWebClient
 
     sb, url = sandbox
-    runtime.__dict__["slack"] = WebClient(
+    runtime.__dict__["slack"] = PooledWebClient(
         token="xoxb-test", base_url=url + "/api/", timeout=1, retry_handlers=[]
     )
     sb.inject("usergroups.users.list", delay_seconds=5)  # Slack answers after the client gave up

@@ -10,8 +10,10 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from http.client import HTTPConnection, HTTPResponse, RemoteDisconnected
 from pathlib import Path
 
+import pytest
 from slack_sdk import WebClient
 
 from countersign.sandbox import Sandbox, SandboxServer
@@ -110,3 +112,49 @@ def test_command_line_prints_one_line_and_serves_until_interrupted() -> None:
             proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=10)
     assert (proc.returncode, out, err) == (0, "", "")
+
+
+def _auth_test(connection: HTTPConnection) -> HTTPResponse:
+    connection.request("POST", "/api/auth.test", headers={"Authorization": "Bearer xoxb-1"})
+    response = connection.getresponse()
+    response.read()
+    return response
+
+
+def _connection(server: SandboxServer) -> HTTPConnection:
+    host, port = server.url.removeprefix("http://").split(":")
+    return HTTPConnection(host, int(port), timeout=10)
+
+
+def test_web_api_keeps_the_connection_open_between_calls(server: SandboxServer) -> None:
+    connection = _connection(server)
+    try:
+        answers = [_auth_test(connection) for _ in range(3)]
+    finally:
+        connection.close()
+    assert [(a.status, a.version, a.getheader("Connection")) for a in answers] == [(200, 11, None)] * 3
+    assert server.connections_accepted == 1
+
+
+def test_closed_connections_end_from_the_server_side(server: SandboxServer) -> None:
+    connection = _connection(server)
+    try:
+        _auth_test(connection)
+        assert connection.sock is not None
+        server.close_connections()
+        assert connection.sock.recv(1) == b""  # end of file (the 10 s timeout bounds the wait)
+    finally:
+        connection.close()
+
+
+def test_a_request_hung_up_on_is_not_answered_nor_run(sb: Sandbox, server: SandboxServer) -> None:
+    connection = _connection(server)
+    server.hang_up()
+    try:
+        with pytest.raises(RemoteDisconnected):
+            _auth_test(connection)
+        assert sb.calls() == []
+        assert _auth_test(connection).status == 200  # http.client opened a new connection
+    finally:
+        connection.close()
+    assert server.connections_accepted == 2
