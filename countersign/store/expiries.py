@@ -22,16 +22,13 @@ from sqlalchemy.orm import Session, aliased, load_only
 from sqlalchemy.sql.elements import ColumnClause
 
 from ..defaults import RESUME_JOB_PREFIX
-from .models import ApprovalRequest, AuditEvent, OutboxEvent
+from .models import ApprovalRequest, AuditEvent, OutboxEvent, TimeoutResult
 from .results import Decided
 from .sql import AUDIT_COLUMNS, EXPIRED_COLUMNS, OUTBOX_COLUMNS, expiry_update
 
 EXPIRED = table("expired", *(column(each.name, each.type) for each in ApprovalRequest.__table__.c))
 """The rows the expiry's UPDATE returns (its CTE is named `expired`)."""
 EXPIRED_REQUEST = aliased(ApprovalRequest, EXPIRED, adapt_on_names=True)
-DENIED = table("denied", *(column(each.name, each.type) for each in OutboxEvent.__table__.c))
-"""The outbox rows inserted for the expiries that deny (their CTE is named `denied`)."""
-DENIED_EVENT = aliased(OutboxEvent, DENIED, adapt_on_names=True)
 
 RETURNED = ("id", "level", "timeout_result", "card_ts", "card_attempts")
 """The columns of an expired request the statement returns: what the sweep logs and checks
@@ -80,17 +77,18 @@ record them: all the `expired` first, each request's before its `resume_publishe
 def expire_all_due_pg(session: Session, limit: int) -> tuple[list[Decided], list[str]]:
     """PostgreSQL: expire up to `limit` due requests as `sql.expire_all_due` does, and, in the same
     statement, insert the resume events (`DENY_BODY`, a webhook's first attempt due now as
-    `webhooks.due_now` makes it) and audit events (`DENY_AUDITS`) of those that deny. Returns the
-    `Decided` of those (their request rows hold only `RETURNED`), and the ids of those that
-    `allow`, whose resume and audit events are the caller's to write (`Store._expired`)."""
-    denied: list[Decided] = []
-    allowed: list[str] = []
-    for request, event in session.execute(_statement(), {"limit": limit}):
-        if event is None:
-            allowed.append(request.id)
-        else:
-            denied.append(Decided(request, event))
-    return denied, allowed
+    `webhooks.due_now` makes it) and audit events (`DENY_AUDITS`) of those that deny; then read those
+    resume events back (by request id, indexed: joining the two CTEs' rows in the statement made
+    PostgreSQL compare every pair, not knowing how many rows they hold). Returns the `Decided` of
+    those that deny (their request rows hold only `RETURNED`), and the ids of those that `allow`,
+    whose resume and audit events are the caller's to write (`Store._expired`)."""
+    expired = list(session.scalars(_statement(), {"limit": limit}))
+    denied = {row.id: row for row in expired if row.timeout_result == TimeoutResult.DENY}
+    allowed = [row.id for row in expired if row.id not in denied]
+    if not denied:
+        return [], allowed
+    events = session.scalars(select(OutboxEvent).where(OutboxEvent.request_id.in_(list(denied))))
+    return [Decided(denied[event.request_id], event) for event in events], allowed
 
 
 def allowed_rows(session: Session, ids: Sequence[str]) -> list[ApprovalRequest]:
@@ -108,10 +106,10 @@ def allowed_rows(session: Session, ids: Sequence[str]) -> list[ApprovalRequest]:
 
 
 @functools.cache
-def _statement() -> Select[ApprovalRequest, OutboxEvent]:
+def _statement() -> Select[ApprovalRequest]:
     """`WITH expired AS (UPDATE ... RETURNING *), denied AS (INSERT INTO outbox SELECT ... FROM
-    expired WHERE deny RETURNING *), audit AS (INSERT INTO audit_events ...) SELECT <RETURNED>,
-    denied.* FROM expired LEFT JOIN denied`, built once, its LIMIT bound as `limit`."""
+    expired WHERE deny), audit AS (INSERT INTO audit_events ...) SELECT <RETURNED> FROM expired`,
+    built once, its LIMIT bound as `limit`."""
     deny: ColumnClause[bool] = literal_column("expired.timeout_result = 'deny'")
     first_attempt: ColumnClause[Any] = literal_column(
         "CASE WHEN expired.resume_webhook IS NOT NULL THEN CURRENT_TIMESTAMP END"
@@ -130,8 +128,7 @@ def _statement() -> Select[ApprovalRequest, OutboxEvent]:
     audits = insert(AuditEvent).from_select(AUDIT_COLUMNS, audit_rows)
     returned = [getattr(EXPIRED_REQUEST, name) for name in RETURNED]
     return (
-        select(EXPIRED_REQUEST, DENIED_EVENT)
-        .join_from(EXPIRED_REQUEST, DENIED_EVENT, DENIED_EVENT.request_id == EXPIRED_REQUEST.id, isouter=True)
+        select(EXPIRED_REQUEST)
         .options(load_only(*returned))
-        .add_cte(expired, events.returning(*OutboxEvent.__table__.c).cte("denied"), audits.cte("audit"))
+        .add_cte(expired, events.cte("denied"), audits.cte("audit"))
     )
