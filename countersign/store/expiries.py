@@ -1,5 +1,6 @@
 """PostgreSQL: a batch of expiries that deny, with their resume events and audit events, written by
-one statement that builds everything from the expired rows, nothing in Python.
+one statement that builds them from the expired rows, nothing in Python (the resume events are then
+read back for the relay).
 
 A `deny` decision has no grant, so its resume event's body (the `Decision` JSON, `decision_of`) is
 made of the row's columns alone: `DENY_BODY` builds it with `jsonb_build_object`, field for field
