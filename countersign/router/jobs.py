@@ -29,6 +29,7 @@ from rq.rate_limit import RateLimitRegistry
 from rq.serializers import JSONSerializer
 from rq.utils import now
 
+from .. import bell
 from ..defaults import INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX, RESUME_MARKER_TTL_SECONDS
 from ..store import OutboxEvent
 
@@ -214,11 +215,13 @@ def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
         log.debug("resume job %s was already enqueued", event.job_id)
 
 
-def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent]) -> int:
+def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent], bells: Sequence[str] = ()) -> int:
     """Enqueue the resume jobs of `events` as `enqueue_resume` does, in one Redis transaction: all
     of them but those whose job exists (queued, running, failed) or has run (its marker). Returns how
     many had not run when read (enqueued now or before). Raises redis-py's `RedisError` (then none
     was enqueued), `WatchError` when the jobs to enqueue kept changing over `ENQUEUE_ATTEMPTS`.
+    The bells of the requests `bells` (decided and committed) are rung (`bell.ring`) in the same
+    round trip as the first read of which jobs are missing, whatever is enqueued after.
 
     RQ's unique enqueue is a script a job (`Queue.enqueue(unique=True)`), and its batch enqueue
     (`Queue.enqueue_many` on a pipeline, https://python-rq.org/docs/, "Bulk Job Enqueueing", which
@@ -230,7 +233,7 @@ def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent]) -> int:
     check-and-set"); then it is tried again. Only the missing jobs are watched: a queued job's hash
     changes as a worker runs it, which must not make the batch fail.
     """
-    missing, ran = _missing(redis, events)
+    missing, ran = _missing(redis, events, bells)
     for _ in range(ENQUEUE_ATTEMPTS):
         if not missing or _enqueue_missing(redis, missing):
             return len(events) - ran
@@ -290,17 +293,24 @@ def _resume_writer(queue: Queue, event: OutboxEvent) -> Job:
     )
 
 
-def _missing(redis: Redis, events: Sequence[OutboxEvent]) -> tuple[list[OutboxEvent], int]:
+def _missing(
+    redis: Redis, events: Sequence[OutboxEvent], bells: Sequence[str] = ()
+) -> tuple[list[OutboxEvent], int]:
     """The `events` whose resume job neither exists nor has run, sorted by queue; and how many of
     `events` have run (their marker). One EXISTS of its job and marker an event, and one of all the
-    markers (EXISTS counts the keys that exist)."""
-    if not events:
+    markers (EXISTS counts the keys that exist); the bells of `bells` rung in the same pipeline."""
+    if not events and not bells:
         return [], 0
     with redis.pipeline(transaction=False) as pipeline:
         for event in events:
             pipeline.exists(Job.key_for(event.job_id), resumed_key(event.request_id))
-        pipeline.exists(*(resumed_key(event.request_id) for event in events))
-        *found, ran = pipeline.execute()
+        if events:
+            pipeline.exists(*(resumed_key(event.request_id) for event in events))
+        bell.ring(pipeline, bells)
+        replies = pipeline.execute()
+    if not events:
+        return [], 0
+    found, ran = replies[: len(events)], replies[len(events)]
     missing = [event for event, present in zip(events, found, strict=True) if not present]
     return sorted(missing, key=lambda event: _job_target(event)[0]), ran
 

@@ -82,11 +82,11 @@ def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> in
     the store's errors (those events are then published again by `sweep`; no job is enqueued
     twice). Webhook events are left to the webhook sweep (`webhooks.Deliverer`), which marks them
     when delivered. The bells of all `events` are rung, which is all an event without a resume
-    target needs (it is marked published with the jobs)."""
+    target needs (it is marked published with the jobs), in the round trip that reads which jobs
+    are missing (`jobs.enqueue_resumes`: one round trip a batch fewer)."""
     jobs = [event for event in events if event.queue is not None]
     try:
-        waiting = enqueue_resumes(redis, jobs)
-        bell.ring(redis, [event.request_id for event in events])
+        waiting = enqueue_resumes(redis, jobs, bells=[event.request_id for event in events])
     except RedisError as exc:
         log.warning("%d resume event(s) not published yet (%s); the relay sweep will retry", len(events), exc)
         return 0

@@ -295,6 +295,19 @@ def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
 def _expire_all_due(dialect: str) -> Update:
     """`expire_all_due`'s statement on `dialect`, built once (it runs every second, mostly expiring
     nothing: building it was most of an idle call), its LIMIT bound as `limit`."""
+    return (
+        expiry_update(dialect)
+        .returning(ApprovalRequest)
+        .options(load_only(*EXPIRED_COLUMNS))
+        .execution_options(synchronize_session=False)
+    )
+
+
+@functools.cache
+def expiry_update(dialect: str) -> Update:
+    """The UPDATE (without RETURNING) expiring up to `limit` (a bound parameter) due requests that
+    do not escalate, on `dialect`, as `expire_all_due` describes; built once (`expire_all_due`,
+    and on PostgreSQL `expiries.expire_all_due_pg`)."""
     read: list[ColumnClause[Any]] = [literal_column(sql) for sql in TIMEOUT_RULES[dialect]]
     on_timeout, levels, grant_ttl = read
     escalates = and_(on_timeout == "escalate", ApprovalRequest.level + 1 < levels)
@@ -309,9 +322,6 @@ def _expire_all_due(dialect: str) -> Update:
         update(ApprovalRequest)
         .where(ApprovalRequest.id.in_(due.scalar_subquery()), ApprovalRequest.status == Status.PENDING)
         .values(**_expiry(and_(on_timeout == "allow", CARD_SHOWN), grant_ttl))
-        .returning(ApprovalRequest)
-        .options(load_only(*EXPIRED_COLUMNS))
-        .execution_options(synchronize_session=False)
     )
 
 

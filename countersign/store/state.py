@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from ..defaults import GRANT_TTL_SECONDS
 from ..exceptions import UnknownRequest
 from .deliveries import CARD_LEASE_SECONDS, Deliveries
+from .expiries import allowed_rows, expire_all_due_pg
 from .models import (
     ApprovalRequest,
     Decider,
@@ -42,6 +43,7 @@ from .sql import (
     insert_outbox,
     level_clock,
     not_timed_out,
+    on_postgresql,
     resume_taken,
     update_request,
     verdict,
@@ -326,9 +328,17 @@ class Store(Deliveries, WebhookDeliveries):
         it) are left to it or to the next call. Returns the `Decided` of those expired, in any order
         (their rows hold only the decision's columns, `sql.EXPIRED_COLUMNS`);
         fewer than `limit` when no more were due. Requests that escalate are left to
-        `due_for_timeout` and `escalate`. Any error rolls the whole batch back."""
+        `due_for_timeout` and `escalate`. Any error rolls the whole batch back.
+
+        On PostgreSQL the expiries that deny get their resume and audit events in the UPDATE's own
+        statement, built in SQL (`expiries.expire_all_due_pg`; `resume` is not called for them, and
+        their rows hold only `expiries.RETURNED`); those that `allow` are read again and signed by
+        `resume` in the same transaction."""
         with self._write() as session:
-            return self._expired(session, expire_all_due(session, limit), resume)
+            if not on_postgresql(session):
+                return self._expired(session, expire_all_due(session, limit), resume)
+            denied, allowed = expire_all_due_pg(session, limit)
+            return denied + self._expired(session, allowed_rows(session, allowed), resume)
 
     def _expired(self, session: Session, rows: Sequence[ApprovalRequest], resume: Resume) -> list[Decided]:
         """The audit events (`expired` by `POLICY`) and resume events (`_resume_events`) of `rows`,

@@ -315,9 +315,19 @@ def test_a_request_that_cannot_expire_does_not_hold_up_the_others(
     redis: Redis,
     store: Store,
     runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ids = vendor_requests(client, redis, store, 3)
+    """send_email requests, whose timeout allows and whose cards are posted: their decisions are
+    signed in Python on every backend (on PostgreSQL those that deny are built in SQL)."""
+    ids = []
+    for n in range(3):
+        redis.delete("countersign:pace:C0APPROVALS")  # no wait between the cards
+        ids.append(
+            post_card(client, redis, sandbox[0], "C0APPROVALS", action="send_email", step=f"due-{n}")[0]
+        )
+    for request_id in ids:
+        age(store, request_id, expires_at=-1)
     real = runtime_module.decision_of
 
     def broken(row: ApprovalRequest, secret: str) -> Decision:
