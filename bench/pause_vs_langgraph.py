@@ -23,7 +23,13 @@ serving the side's scratch database and the redis-server, from /proc), the SQL s
 commands processed, wall time, and what stays stored: growth of the side's tables
 (`pg_total_relation_size`: heap, TOAST and indexes; and the live rows' own bytes), rows, and Redis memory
 (`used_memory` less the client connections' buffers). countersign's requests use one action class (one
-channel) each, so its pace of one card a second per channel never delays a card. `--profile
+channel) each by default, so its pace of one card a second per channel never delays a card; every
+cycle then also registers, fills and cleans a new intake lane (RQ's rate limit of that class), which
+real use pays once per class in use and maintenance interval. `--classes N` rotates the runs over a
+fixed pool of N classes instead (run n: class n mod N, each its own channel), as a policy's fixed
+action classes are; the runs' cards that waited for their channel's pace are counted, and any makes
+the benchmark fail (N too small for this machine's speed: a channel's next card comes N intake jobs
+later, which must take more than 1.1 s). `--profile
 countersign|langgraph` prints a pyinstrument profile of that side's measured runs; `--redis-profile`
 prints countersign's Redis commands per run grouped by command and key shape (Redis MONITOR of the
 measured runs), `--sql-profile` its SQL statements per run by shape, `--redis-keys` the Redis keys the
@@ -358,9 +364,10 @@ def click(request_id: str, channel: str) -> dict[str, Any]:
 
 
 def countersign_runs(
-    runtime: Runtime, first: int, count: int, database: Database, pids: dict[str, int]
+    runtime: Runtime, first: int, count: int, database: Database, pids: dict[str, int], classes: int = 0
 ) -> Side:
-    """`count` approvals through countersign, numbered from `first` (each its own action class)."""
+    """`count` approvals through countersign, numbered from `first`: run n of action class n mod
+    `classes`, or (0) each its own. Raises `SystemExit` when a card waited for its channel's pace."""
     client = ApprovalClient(runtime.redis, runtime.store)
     empty, redis_empty = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
     with metered(database, pids, runtime.redis) as pause:
@@ -368,7 +375,7 @@ def countersign_runs(
             client.request(
                 {
                     **REQUEST,
-                    "action": f"issue_refund_{n}",
+                    "action": f"issue_refund_{n % classes if classes else n}",
                     "run_id": f"run-{n}",
                     "step": "refund",
                 },
@@ -379,6 +386,10 @@ def countersign_runs(
         drain(runtime.redis, INTAKE_QUEUE, RouterWorker)
     paused, redis_paused = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
     rows = [row for request_id in ids if (row := runtime.store.get(request_id)) is not None]
+    waited = sum(1 for row in rows if row.card_ts is None)
+    print(f"cards that waited for their channel's pace: {waited} of {count}", file=sys.stderr)
+    if waited:
+        raise SystemExit("a card waited for its channel's pace: run with more --classes (or 0)")
     clicks = [click(row.id, row.channel) for row in rows]
     with metered(database, pids, runtime.redis) as decide:
         for body in clicks:
@@ -492,7 +503,11 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
         )
         with bench_database(args.database_url, tmp) as database_url:
             env = countersign_env(
-                tmp, policy(args.warmup + args.runs), redis_url, database_url, f"http://127.0.0.1:{port}/api/"
+                tmp,
+                policy(args.classes or args.warmup + args.runs),
+                redis_url,
+                database_url,
+                f"http://127.0.0.1:{port}/api/",
             )
             os.environ.update(env)
             runtime_module.current.cache_clear()
@@ -503,11 +518,11 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
             assert redis_server.process is not None and sandbox.process is not None
             pids = {"redis": redis_server.process.pid, "sandbox": sandbox.process.pid}
             try:
-                countersign_runs(runtime, 0, args.warmup, database, pids)
+                countersign_runs(runtime, 0, args.warmup, database, pids, args.classes)
                 before = keyspace(runtime.redis) if args.redis_keys else {}
                 memory = memory_parts(runtime.redis)
                 with profiled(args.profile == "countersign"), monitored(args, redis_url), sql_profiled(args):
-                    side = countersign_runs(runtime, args.warmup, args.runs, database, pids)
+                    side = countersign_runs(runtime, args.warmup, args.runs, database, pids, args.classes)
                 if args.redis_keys:
                     print_keys_left(before, keyspace(runtime.redis), args.runs)
                     print_memory_growth(memory, memory_parts(runtime.redis), args.runs)
@@ -613,6 +628,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200, help="measured runs each way (default 200)")
     parser.add_argument("--warmup", type=int, default=20, help="runs not measured, first (default 20)")
+    parser.add_argument(
+        "--classes",
+        type=int,
+        default=0,
+        help="rotate countersign's runs over this many action classes, each its own channel "
+        "(default 0: a new class every run)",
+    )
     parser.add_argument(
         "--profile",
         choices=["countersign", "langgraph"],

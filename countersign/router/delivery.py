@@ -16,17 +16,17 @@ answers, reminders and status messages, and what to do when Slack says no.
   stored (before the card is posted, or by an earlier version) is turned into the DM's id with
   `conversations.open` first (`conversation`).
 - **Pace.** Slack allows about one message per second per channel
-  (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage). Each card reserves a time
-  in its channel in Redis, once, `PACE_MILLISECONDS` after the channel's previous one
-  (`pace.reserve_slot`): a card whose time has come posts; the others wait for theirs (`RetryLater`
-  until then, and a posting lease until then so the card sweep leaves them alone), keeping their
-  reservation when they run again. So a backlog of cards for one channel drains at the pace, each
-  job runs about twice, and no job is rescheduled every second (a thundering herd that would
-  delay the other channels' cards). A `429` is honoured the same way, for its `Retry-After`
-  seconds, and the card gives up its time. No worker ever sleeps. A card that waits a second or
-  more moves its level's deadline to its time plus the timeout (`Store.schedule_card`), so no
-  reviewer's time runs out while the card waits; one that waits over `BACKLOG_LOG_SECONDS` is
-  logged with the channel's backlog, and `countersign show` reads its time (`pace.expected_card`).
+  (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage). Each card reserves a time in its
+  channel in Redis, once, `PACE_MILLISECONDS` after the channel's previous one (`pace.reserve_slot`, or
+  intake's one script): a card whose time has come posts; the others wait for theirs (`RetryLater` until
+  then, and a posting lease until then so the card sweep leaves them alone), keeping their reservation
+  when they run again. So a backlog of cards for one channel drains at the pace, each job runs about
+  twice, and no job is rescheduled every second (a thundering herd that would delay the other channels'
+  cards). A `429` is honoured the same way, for its `Retry-After` seconds, and the card gives up its
+  time. No worker ever sleeps. A card that waits a second or more moves its level's deadline to its time
+  plus the timeout (`Store.schedule_card`), so no reviewer's time runs out while the card waits; one
+  that waits over `BACKLOG_LOG_SECONDS` is logged with the channel's backlog, and `countersign show`
+  reads its time (`pace.expected_card`).
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
   `not_in_channel` / `channel_not_found` / `is_archived` fall back once to the approvers' DM, or
   group DM for several, opened with `conversations.open`. What is still refused is audited as
@@ -42,6 +42,7 @@ answers, reminders and status messages, and what to do when Slack says no.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Literal, NamedTuple
 
 from rq import Retry
@@ -50,8 +51,8 @@ from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
 from ..store import ApprovalRequest, CardFacts, Decider, ResumeProblem, Status
-from . import cards, homedue, jobs, texts
-from .pace import CLOCK_SLACK_SECONDS, give_up_slot, reserve_slot
+from . import cards, homedue, jobs, pace, texts
+from .pace import CLOCK_SLACK_SECONDS, give_up_slot
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
@@ -80,18 +81,22 @@ class Message(NamedTuple):
     shown: cards.Shown | None = None
 
 
-def post_card(runtime: Runtime, row: ApprovalRequest, leased: bool = False) -> Posted:
+def post_card(
+    runtime: Runtime, row: ApprovalRequest, leased: bool = False, reserved: pace.Slot | None = None
+) -> Posted:
     """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
 
     `leased`: `row` was just created with its posting lease (`Store.create(..., card_lease=True)`),
     so it is posted without claiming the lease again; a card that must wait for its channel's time
     then hands the lease on to that time (`Store.schedule_card`), so the job's next run claims it.
+    `reserved`: the card's time in its channel, reserved by intake with its approvers' Home tabs
+    marked due (`intake._admit`); else it is reserved here, and they are marked once it is posted.
     Raises `RetryLater` when the channel is busy or Slack rate-limits, and `SlackApiError` or a
     network error for the rest.
     """
     if row.card_ts is not None or row.status != Status.PENDING:
         return "duplicate"
-    slot = reserve_slot(runtime.redis, row)
+    slot = reserved if reserved is not None else pace.reserve_slot(runtime.redis, row)
     if slot.wait > CLOCK_SLACK_SECONDS:
         if slot.wait > BACKLOG_LOG_SECONDS:
             log.warning(
@@ -104,7 +109,9 @@ def post_card(runtime: Runtime, row: ApprovalRequest, leased: bool = False) -> P
                 slot.backlog,
             )
         if slot.wait >= 1 or leased:  # keep the card sweep away until its time, and the deadline after it
+            written = time.monotonic()
             runtime.store.schedule_card(row, int(slot.wait), unclaimed=leased)
+            slot = slot.aged(time.monotonic() - written)  # the job runs again at its time, not after it
         raise RetryLater(slot.wait)
     claimed = row if leased else runtime.store.claim_card(row.id)
     if claimed is None:
@@ -125,7 +132,8 @@ def post_card(runtime: Runtime, row: ApprovalRequest, leased: bool = False) -> P
         runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
         raise
     attached = runtime.store.attach_card(claimed, card.channel, card.ts, card.shown)
-    homedue.mark_due(runtime.redis, claimed.approvers)  # their Home lists it
+    if reserved is None:
+        homedue.mark_due(runtime.redis, claimed.approvers)  # their Home lists it
     log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
     if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
         refresh(runtime, attached.id)

@@ -21,13 +21,30 @@ DEBOUNCE_SECONDS = 3
 PUBLISHES_PER_MINUTE = 90  # Tier 4's 100+ a minute, with room for a 429's retry
 DUE_TTL_SECONDS = 3600
 
-# KEYS: the due set; ARGV: seconds from now, TTL of the set, then the users. Marks each due then,
-# unless it is due already (NX keeps the earlier time).
-_MARK = """
-local due = tonumber(redis.call('TIME')[1]) + tonumber(ARGV[1])
-for i = 3, #ARGV do redis.call('ZADD', KEYS[1], 'NX', due, ARGV[i]) end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+# A Lua function, also part of intake's one script (`router/intake.py`): marks the users in
+# ARGV[first..] due at `due` (unix s) in the due set `key`, unless due already (NX keeps the earlier
+# time), in one ZADD per 500 users (Lua's `unpack` has a limit), and gives the set `ttl` seconds.
+MARK_LUA = """
+local function mark_due(key, due, ttl, first)
+    for i = first, #ARGV, 500 do
+        local members = {}
+        for j = i, math.min(i + 499, #ARGV) do
+            members[#members + 1] = due
+            members[#members + 1] = ARGV[j]
+        end
+        redis.call('ZADD', key, 'NX', unpack(members))
+    end
+    redis.call('EXPIRE', key, ttl)
+end
 """
+
+# KEYS: the due set; ARGV: seconds from now, TTL of the set, then the users.
+_MARK = (
+    MARK_LUA
+    + """
+mark_due(KEYS[1], tonumber(redis.call('TIME')[1]) + tonumber(ARGV[1]), tonumber(ARGV[2]), 3)
+"""
+)
 
 # KEYS: the due set; ARGV: spent key prefix, per-minute budget, at most this many. Takes the users
 # due now (Redis's clock), oldest first, as many as the minute's budget leaves, and counts them spent.

@@ -26,17 +26,41 @@ from ..exceptions import IntakeLimitReached, InvalidRequest, PolicyError, RetryL
 from ..idempotency import release_key, remember_key
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, QueueResume, WebhookResume, parse
 from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
-from . import directory, limits, relay
+from . import directory, homedue, limits, pace, relay
 from .delivery import post_card
 from .gate import Gate
 from .jobs import INTAKE_RETRY, leave_intake_lane
-from .pace import CLOCK_SLACK_SECONDS
+from .pace import CLOCK_SLACK_SECONDS, Slot
 from .policy import Route
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
 
 MAX_RESCHEDULES = 5
+FIRST_LEVEL = 0  # a new request's escalation level (`ApprovalRequest.level`)
+
+# What intake asks of Redis before it stores a request, in one round trip on one reading of Redis's
+# clock (`_admit`). KEYS: the rate window, the channel's next free time, the card's reservation, the
+# Home tabs' due set. ARGV: request id, per-minute limit, window ms, pace ms, ms a reservation is
+# kept, Home debounce s, due set TTL s, then the approvers (none: no card). Returns {ms to wait}
+# when over the rate limit, {0} without approvers, else {0, reserved ms, channel's next free ms,
+# clock s, clock µs}.
+_ADMIT = (
+    limits.ADMIT_LUA
+    + pace.RESERVE_LUA
+    + homedue.MARK_LUA
+    + """
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local wait = admit(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), now)
+if wait > 0 or #ARGV < 8 then
+    return {wait}
+end
+local slot, free = reserve(KEYS[2], KEYS[3], tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+mark_due(KEYS[4], math.floor(math.max(slot, now) / 1000) + tonumber(ARGV[6]), tonumber(ARGV[7]), 8)
+return {0, slot, free, tonumber(time[1]), tonumber(time[2])}
+"""
+)
 
 
 Taken = Literal["posted", "found", "auto_approved", "duplicate", "dead_letter"]
@@ -74,9 +98,16 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             },
         )
         stored = _stored_by_an_earlier_run(runtime, parsed.request_id)
+        reserved, admitted = None, 0.0
         if stored is None:
-            limits.admit(runtime, policy, request, parsed.request_id)
-        approvers = stored.approvers if stored else _approvers(runtime, route, gate, request)
+            limits.check_pending(runtime, policy, request)
+            approvers = _approvers(runtime, route, gate, request)
+            reserved = _admit(
+                runtime, parsed.request_id, request, route.channel, approvers if gate.review else []
+            )
+            admitted = time.monotonic()
+        else:
+            approvers = stored.approvers
     except (InvalidRequest, PolicyError, IntakeLimitReached) as exc:
         return _dead_letter(runtime, message, str(exc), key)
     except RetryLater as later:  # Slack busy or unreachable while resolving the approvers
@@ -117,10 +148,39 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         )
     if not gate.review:
         return _approve_by_policy(runtime, row, gate.reason)
+    if reserved is not None and row.id == parsed.request_id:  # its wait counts from now
+        reserved = reserved.aged(time.monotonic() - admitted)
+    else:  # the row of an earlier request with the same key: its card, if any, takes its own time
+        reserved = None
     try:
-        return post_card(runtime, row, leased=created)
+        return post_card(runtime, row, leased=created, reserved=reserved)
     except RetryLater as later:
         return _reschedule(runtime, row.id, later)
+
+
+def _admit(
+    runtime: Runtime, request_id: str, request: ApprovalRequestV1, channel: str, approvers: list[str]
+) -> Slot | None:
+    """What intake asks of Redis before it stores a request, in one script (`_ADMIT`): count it
+    against its class's rate limit (`limits.ADMIT_LUA`); then, for a request with a card (its
+    `approvers` given), reserve the card's time in `channel` (`pace.RESERVE_LUA`) and mark the
+    approvers' Home tabs due `homedue.DEBOUNCE_SECONDS` after that time (`homedue.MARK_LUA`; a
+    Home tab lists a pending request whether its card is posted or not). Returns the card's `Slot`
+    (None without approvers). Raises `IntakeLimitReached` over the rate limit (nothing reserved or
+    marked), redis-py's `RedisError`."""
+    policy = runtime.policy
+    rate_key, rate_args = limits.rate_args(policy, request, request_id)
+    keys = [rate_key, *pace.slot_keys(channel, request_id, FIRST_LEVEL), homedue.DUE_KEY]
+    card_args = [pace.PACE_MILLISECONDS, pace.SLOT_KEPT_MILLISECONDS, homedue.DEBOUNCE_SECONDS]
+    answer = runtime.redis.register_script(_ADMIT)(
+        keys=keys, args=[*rate_args, *card_args, homedue.DUE_TTL_SECONDS, *approvers]
+    )
+    if answer[0]:
+        raise limits.over_rate(policy, request, int(answer[0]))
+    if len(answer) == 1:
+        return None
+    slot, free, seconds, micros = answer[1:]
+    return Slot.of(slot, free, seconds * 1000 + micros / 1000)
 
 
 def _checks(runtime: Runtime) -> dict[str, Any]:

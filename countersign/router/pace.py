@@ -24,21 +24,33 @@ CLOCK_SLACK_SECONDS = 0.01
 SLOT_KEPT_MILLISECONDS = 600_000  # a reservation outlives its time by 10 minutes, for a job that runs late
 
 # The channel's next free posting time, reserved once per card (unix milliseconds, Redis's clock, so
-# one clock for every worker). KEYS: the channel's next free time, this card's reservation; ARGV:
-# pace ms, ms a reservation is kept after its time. Returns {reserved ms, channel's next free ms,
-# clock seconds, clock µs}.
-_RESERVE_SLOT = """
+# one clock for every worker): a Lua function, also part of intake's one script (`router/intake.py`).
+# Takes the channel's next free time's key, this card's reservation's key, pace ms, ms a reservation
+# is kept after its time, and Redis's time (ms). Returns the card's reserved ms, channel's next free ms.
+RESERVE_LUA = """
+local function reserve(channel_key, card_key, pace, kept, now)
+    local slot = tonumber(redis.call('GET', card_key))
+    if slot then
+        return slot, tonumber(redis.call('GET', channel_key) or 0)
+    end
+    slot = math.max(tonumber(redis.call('GET', channel_key) or 0), now)
+    redis.call('SET', channel_key, slot + pace, 'PX', slot + pace - now)
+    redis.call('SET', card_key, slot, 'PX', slot - now + kept)
+    return slot, slot + pace
+end
+"""
+
+# KEYS: the channel's next free time, this card's reservation; ARGV: pace ms, ms a reservation is
+# kept after its time. Returns {reserved ms, channel's next free ms, clock seconds, clock µs}.
+_RESERVE_SLOT = (
+    RESERVE_LUA
+    + """
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local slot = tonumber(redis.call('GET', KEYS[2]))
-if not slot then
-    local pace = tonumber(ARGV[1])
-    slot = math.max(tonumber(redis.call('GET', KEYS[1]) or 0), now)
-    redis.call('SET', KEYS[1], slot + pace, 'PX', slot + pace - now)
-    redis.call('SET', KEYS[2], slot, 'PX', slot - now + tonumber(ARGV[2]))
-end
-return {slot, tonumber(redis.call('GET', KEYS[1]) or 0), tonumber(time[1]), tonumber(time[2])}
+local slot, free = reserve(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), now)
+return {slot, free, tonumber(time[1]), tonumber(time[2])}
 """
+)
 
 
 class Slot(NamedTuple):
@@ -49,6 +61,10 @@ class Slot(NamedTuple):
     wait: float
     ahead: int
     backlog: int
+
+    def aged(self, seconds: float) -> Slot:
+        """This slot `seconds` after it was read: its `wait` that much shorter."""
+        return self._replace(wait=self.wait - seconds)
 
     @classmethod
     def of(cls, slot_ms: int, free_ms: int, now_ms: float) -> Slot:
@@ -69,7 +85,7 @@ def reserve_slot(redis: Redis, row: ApprovalRequest) -> Slot:
     calls return the same time, so a job run again keeps its place. Atomic in Redis (a Lua script).
     """
     slot, free, seconds, micros = redis.register_script(_RESERVE_SLOT)(
-        keys=_slot_keys(row), args=[PACE_MILLISECONDS, SLOT_KEPT_MILLISECONDS]
+        keys=slot_keys(row.channel, row.id, row.level), args=[PACE_MILLISECONDS, SLOT_KEPT_MILLISECONDS]
     )
     return Slot.of(slot, free, seconds * 1000 + micros / 1000)
 
@@ -80,7 +96,7 @@ def expected_card(redis: Redis, row: ApprovalRequest) -> dict[str, Any]:
     "card scheduled in 412 s, 374 cards ahead in C0FINANCE" (its reserved time in the channel).
     With no time reserved, or its time past, `expected` says the worker is still to post it (the
     audit trail says what it waits for) and the two numbers are null. Reads only."""
-    channel_key, card_key = _slot_keys(row)
+    channel_key, card_key = slot_keys(row.channel, row.id, row.level)
     with redis.pipeline() as pipe:  # MULTI/EXEC: the clock and both times at one moment
         pipe.time()
         pipe.get(card_key)
@@ -101,10 +117,11 @@ def expected_card(redis: Redis, row: ApprovalRequest) -> dict[str, Any]:
 
 def give_up_slot(redis: Redis, row: ApprovalRequest) -> None:
     """Forget this card's reserved time (Slack asked to wait after all): its next run reserves anew."""
-    redis.delete(_slot_keys(row)[1])
+    redis.delete(slot_keys(row.channel, row.id, row.level)[1])
 
 
-def _slot_keys(row: ApprovalRequest) -> list[str]:
-    """The Redis keys of the channel's next free time and of this card's reservation."""
-    channel_key = f"countersign:pace:{row.channel}"
-    return [channel_key, f"{channel_key}:{row.id}:{row.level}"]
+def slot_keys(channel: str, request_id: str, level: int) -> list[str]:
+    """The Redis keys of the channel's next free time and of the reservation of the card of
+    `request_id` at `level` in it."""
+    channel_key = f"countersign:pace:{channel}"
+    return [channel_key, f"{channel_key}:{request_id}:{level}"]

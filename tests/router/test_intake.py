@@ -14,13 +14,13 @@ import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient, IdempotencyConflict
-from countersign.router import directory
+from countersign.router import directory, homedue
 from countersign.router.intake import MAX_RESCHEDULES
 from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import drain, run_scheduled, settled
+from tests.helpers import drain, hold_channel, run_scheduled, settled
 from tests.helpers.builders import refund
 
 
@@ -315,3 +315,27 @@ def test_a_run_again_keeps_the_approvers_the_first_run_stored(
     run_scheduled(redis, intake_job_id(request_id))
     assert store.get_dead_letter(request_id) is None and client.get(request_id).status == "pending"
     assert len(sb.calls("usergroups.users.list")) == 1
+
+
+def test_the_approvers_home_is_due_a_few_seconds_after_the_cards_time(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    """Intake's one script before the store reserves the card's time in its channel and marks its
+    approvers' Home tabs due `DEBOUNCE_SECONDS` after that time: now for a card posted at once, a
+    minute on for one waiting behind a busy channel (its Home refresh comes with its card)."""
+    posted = client.request(refund(run_id="now"))
+    drain(redis)
+    row = store.get(posted)
+    assert row is not None and row.card_ts is not None and row.approvers
+    slot = int(redis.get(f"countersign:pace:C0FINANCE:{posted}:0"))  # type: ignore[arg-type]
+    due = {user: redis.zscore(homedue.DUE_KEY, user) for user in row.approvers}
+    assert due == dict.fromkeys(row.approvers, slot // 1000 + homedue.DEBOUNCE_SECONDS)
+    redis.delete(homedue.DUE_KEY)
+    hold_channel(redis, "C0FINANCE")
+    waiting = client.request(refund(run_id="later"))
+    drain(redis)
+    row = store.get(waiting)
+    assert row is not None and row.card_ts is None  # waits for its time, a minute on
+    slot = int(redis.get(f"countersign:pace:C0FINANCE:{waiting}:0"))  # type: ignore[arg-type]
+    due = {user: redis.zscore(homedue.DUE_KEY, user) for user in row.approvers}
+    assert due == dict.fromkeys(row.approvers, slot // 1000 + homedue.DEBOUNCE_SECONDS)
