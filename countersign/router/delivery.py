@@ -321,11 +321,15 @@ def refresh(runtime: Runtime, request_id: str) -> CardFacts | None:
     """Rewrite a decided request's card with everything known now: the decision, the edit, and the
     execution's outcome, or why the agent has not run it (`OutboxEvent.problem`) or its worker
     refused to (`Store.card_facts`, one read), and return those facts. A pending request's card is
-    left as it is (None)."""
+    left as it is (None). A card whose last rewrite Slack put off is not rewritten before its stored
+    retry is due (`CardFacts.retry_waits`: Slack's `Retry-After`, or the back-off after a 5xx): the
+    card sweep rewrites it then from the database, with this news too, so the news costs no call
+    Slack asked us not to make (it would answer 429 again) and no second stored retry."""
     facts = runtime.store.card_facts(request_id)
     if facts is None or facts.request.status == Status.PENDING:
         return None
-    update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
+    if not facts.retry_waits:
+        update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
     return facts
 
 
