@@ -61,10 +61,11 @@ def _give_back(redis: Redis, request_id: str, kind: str) -> None:
         redis.delete(f"{NOTES_PREFIX}{request_id}:{kind}")
 
 
-def refresh(runtime: Runtime, request_id: str) -> None:
-    """Rewrite a decided request's card (`delivery.refresh`) and post its news about the agent's
-    side in the card's thread, once per kind (`news_kind`)."""
-    facts = delivery.refresh(runtime, request_id)
+def refresh(runtime: Runtime, request_id: str, leave_stored: bool = False) -> None:
+    """Rewrite a decided request's card (`delivery.refresh`; `leave_stored`: not one whose rewrite
+    the card sweep holds) and post its news about the agent's side in the card's thread, once per
+    kind (`news_kind`), at once either way."""
+    facts = delivery.refresh(runtime, request_id, leave_stored)
     if facts is None:
         return
     kind = news_kind(facts)

@@ -43,9 +43,6 @@ class CardFacts(NamedTuple):
     request: ApprovalRequest
     problem: ResumeProblem | None
     refused: str | None
-    retry_waits: bool = False
-    """A rewrite Slack put off is stored for later (`card_refresh_due_at`, database clock) and not
-    due yet: the card sweep rewrites the card then, with everything known by then."""
 
 
 class Queries:
@@ -157,14 +154,13 @@ class Queries:
             .limit(1)
             .scalar_subquery()
         )
-        waits = ApprovalRequest.card_refresh_due_at > utcnow()
-        stmt = select(ApprovalRequest, problem, refusal, waits).where(ApprovalRequest.id == request_id)
+        stmt = select(ApprovalRequest, problem, refusal).where(ApprovalRequest.id == request_id)
         with self._read() as session:
             found = session.execute(stmt).one_or_none()
         if found is None:
             return None
-        request, noted, detail, later = found
-        return CardFacts(request, noted, None if detail is None else detail.get("why"), bool(later))
+        request, noted, detail = found
+        return CardFacts(request, noted, None if detail is None else detail.get("why"))
 
     def outbox_event(self, request_id: str) -> OutboxEvent | None:
         """The resume event of a decided request (its `body` is the decision sent), or None."""
