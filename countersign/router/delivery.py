@@ -325,15 +325,23 @@ def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None
     return attached or runtime.store.get(request.id)
 
 
-def refresh(runtime: Runtime, request_id: str) -> CardFacts | None:
+def refresh(runtime: Runtime, request_id: str, leave_stored: bool = False) -> CardFacts | None:
     """Rewrite a decided request's card with everything known now: the decision, the edit, and the
     execution's outcome, or why the agent has not run it (`OutboxEvent.problem`) or its worker
     refused to (`Store.card_facts`, one read), and return those facts. A pending request's card is
-    left as it is (None)."""
+    left as it is (None).
+
+    `leave_stored` (the refreshes asked for by the agent's worker and the relay,
+    `refreshes.refresh_requested`): a card whose rewrite Slack put off (`card_refresh_due_at`: a
+    429's `Retry-After`, a 5xx's back-off, an expiry's rewrite) is left to the card sweep
+    (`timeouts.sweep`), which rewrites it when due, at Slack's pace for chat.update, from the
+    database, so with this news too. The news then costs no chat.update into a rate limit (Slack's
+    Tier 3 answers 429 again while its bucket is empty) and no second stored retry."""
     facts = runtime.store.card_facts(request_id)
     if facts is None or facts.request.status == Status.PENDING:
         return None
-    update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
+    if not (leave_stored and facts.request.card_refresh_due_at is not None):
+        update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
     return facts
 
 

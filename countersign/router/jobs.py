@@ -106,15 +106,40 @@ def webhook_id(request_id: str) -> str:
     return f"msg_{request_id}"
 
 
+RESUMED = b"1"
+"""The resumed marker's value left by the finished resume job (`mark_resumed`)."""
+EXECUTED_NOTED = b"2"
+"""The resumed marker's value once the `executed` note is under the card (`note_executed`): the
+payload ran, so the marker says that the job ran too. One key a request, where a note key of its
+own took another 104 bytes for two days; a small integer, which Redis keeps as a shared object, so
+the key stays 104 bytes (`MEMORY USAGE`; a letter would make it 120)."""
+
+
 def resumed_key(request_id: str) -> str:
-    """The Redis key of the marker a request's finished resume job leaves (`mark_resumed`)."""
+    """The Redis key of the marker a request's resume job leaves once it ran (`mark_resumed`,
+    `note_executed`); `heal` and `clear_taken` read that it exists."""
     return f"countersign:resumed:{request_id}"
 
 
 def mark_resumed(redis: Redis, request_id: str) -> None:
     """Leave the marker of a finished resume job, kept `RESUME_MARKER_TTL_SECONDS` (well past the
-    relay's heal window). Raises redis-py's `RedisError`."""
-    redis.set(resumed_key(request_id), 1, ex=RESUME_MARKER_TTL_SECONDS)
+    relay's heal window), unless one is there already (`SET NX`: an `executed` note taken before
+    the job's end stays taken). Raises redis-py's `RedisError`."""
+    redis.set(resumed_key(request_id), RESUMED, nx=True, ex=RESUME_MARKER_TTL_SECONDS)
+
+
+def note_executed(redis: Redis, request_id: str) -> bool:
+    """Take the request's `executed` note under the card, once (`SET ... GET`: True for the one
+    call that found it untaken). Only for a request whose payload ran, whose marker is then true
+    whoever writes it first; kept `RESUME_MARKER_TTL_SECONDS`. Raises redis-py's `RedisError`."""
+    held = redis.set(resumed_key(request_id), EXECUTED_NOTED, get=True, ex=RESUME_MARKER_TTL_SECONDS)
+    return held != EXECUTED_NOTED
+
+
+def unnote_executed(redis: Redis, request_id: str) -> None:
+    """Give the `executed` note back (Slack refused it), so that a later rewrite tries again; the
+    marker stays, since the payload ran. Raises redis-py's `RedisError`."""
+    redis.set(resumed_key(request_id), RESUMED, ex=RESUME_MARKER_TTL_SECONDS)
 
 
 def resumed_request(job_id: str) -> str | None:

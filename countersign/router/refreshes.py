@@ -1,7 +1,8 @@
 """Card refreshes asked for from outside the router: the agent's worker (an execution claimed, its
 outcome, a refusal, a resume job that failed) and the relay's sweeps ask for a decided card to be
 rewritten (`jobs.request_refresh`: the request id joins a Redis set), and the router's sweep
-rewrites them every second (`refresh_requested`), each card once however often it was asked for.
+rewrites them every second (`refresh_requested`), each card once however often it was asked for;
+a card whose rewrite Slack put off is left to the card sweep, which holds that rewrite (`delivery.refresh`).
 The card is rendered from the database, so a refresh lost with Redis only leaves a card one step
 behind until the next one.
 """
@@ -27,7 +28,7 @@ def refresh_requested(runtime: Runtime, limit: int = 100) -> int:
     asked = [member.decode() for member in popped or []]
     for request_id in asked:
         try:
-            threads.refresh(runtime, request_id)
+            threads.refresh(runtime, request_id, leave_stored=True)  # the sweep holds a put-off rewrite
         except Exception:
             log.exception("request %s: card not refreshed; asking again", request_id)
             request_refresh(runtime.redis, request_id)

@@ -16,7 +16,7 @@ from sqlalchemy import update
 from countersign.agent import ApprovalClient, report_outcome
 from countersign.router import cards, delivery, timeouts
 from countersign.router.cards import APPROVE_ACTION
-from countersign.router.jobs import json_queue
+from countersign.router.jobs import json_queue, request_refresh
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, Store
@@ -75,6 +75,37 @@ def test_a_card_slack_rate_limits_after_an_approval_is_rewritten_by_the_sweep(
     timeouts.sweep(runtime)
     assert not has_buttons(card_of(sb, card["ts"])) and not refresh_due(store, request_id)
     assert "Approved by <@U0LEAD>" in json.dumps(card_of(sb, card["ts"])["blocks"])
+
+
+def test_news_while_slack_puts_a_rewrite_off_waits_for_the_stored_retry_and_is_on_the_card_then(
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """Issue 14: the outcome's refresh does not call chat.update for a card whose rewrite Slack put
+    off, before or after its `Retry-After` (Slack's bucket would answer 429 again, and a second retry
+    would be stored): the card sweep, which holds that rewrite, shows the decision and the outcome."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    sb.inject("chat.update", status=429, retry_after=7)
+    sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
+    wait_for(lambda: refresh_due(store, request_id), what="the rewrite to be deferred")
+    due = store.get(request_id).card_refresh_due_at  # type: ignore[union-attr]
+    updates = len(sb.calls("chat.update"))
+    report_outcome(request_id, True, "refunded", runtime)
+    drain(redis)  # the refresh the outcome asked for
+    assert len(sb.calls("chat.update")) == updates and has_buttons(card_of(sb, card["ts"]))
+    assert store.get(request_id).card_refresh_due_at == due  # type: ignore[union-attr]
+    age(store, request_id, card_refresh_due_at=-1)
+    request_refresh(redis, request_id)  # due now: still the sweep's
+    drain(redis)
+    assert len(sb.calls("chat.update")) == updates and has_buttons(card_of(sb, card["ts"]))
+    timeouts.sweep(runtime)
+    shown = json.dumps(card_of(sb, card["ts"])["blocks"], ensure_ascii=False)
+    assert "Approved by <@U0LEAD>" in shown and "Executed ✓" in shown and not refresh_due(store, request_id)
 
 
 def test_a_card_slack_fails_to_rewrite_after_an_expiry_is_rewritten_by_the_sweep(

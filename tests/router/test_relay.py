@@ -292,8 +292,7 @@ def test_a_completed_approval_leaves_under_1_kb_in_redis_and_no_key_without_a_tt
         "countersign:idempotency:*",  # the client's key (its SHA-256), 7 days
         "countersign:pace:C0FINANCE:<id>:0",  # the card's posting time in its channel, 10 minutes
         "countersign:rate:issue_refund:refund-agent",  # per action class and requester, 60 s
-        "countersign:resumed:<id>",  # 2 days, read by heal
-        "countersign:thread:<id>:executed",  # the outcome's thread reply posted once, 2 days
+        "countersign:resumed:<id>",  # 2 days, read by heal; also says the outcome's thread reply is posted
         "rq:clean_groups",  # RQ's, 10 minutes
         "rq:queues",
         "rq:worker:*",  # the test's burst workers, gone within a minute

@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient, report_outcome
 from countersign.router import threads, timeouts
+from countersign.router.jobs import mark_resumed, resumed_key
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Outcome, Store
@@ -100,3 +102,36 @@ def test_a_note_slack_refused_is_posted_by_a_later_rewrite(
     threads.refresh(runtime, request_id)
     [note] = replies(sb, "C0FINANCE", card)
     assert note.startswith("Failed ✗ refund API down")
+
+
+@pytest.mark.parametrize("job_ends", ["before the note", "after the note"])
+def test_the_executed_note_is_kept_on_the_resumed_marker_and_posted_once(
+    job_ends: str,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """Issue 14: the `executed` note is taken on the request's resumed marker, not a key of its own;
+    the resume job's end (`mark_resumed`) before or after it neither loses the note nor posts it
+    twice, and a note Slack refused leaves the marker (the payload ran) and is posted later."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    store.vote(request_id, LEAD, Outcome.APPROVED, runtime.resume_event)
+    report_outcome(request_id, True, "refunded", runtime)
+    if job_ends == "before the note":
+        mark_resumed(redis, request_id)
+    sb.inject("chat.postMessage", error="internal_error")
+    threads.refresh(runtime, request_id)
+    assert replies(sb, "C0FINANCE", card) == [] and redis.exists(resumed_key(request_id))
+
+    threads.refresh(runtime, request_id)
+    mark_resumed(redis, request_id)
+    threads.refresh(runtime, request_id)
+
+    [note] = replies(sb, "C0FINANCE", card)
+    assert note.startswith("Executed ✓")
+    assert list(redis.scan_iter(f"{threads.NOTES_PREFIX}*")) == []
+    marker = resumed_key(request_id)
+    assert redis.ttl(marker) > 0 and (redis.memory_usage(marker) or 0) <= 104
