@@ -317,10 +317,13 @@ def expiry_update(dialect: str) -> Update:
         .order_by(ApprovalRequest.expires_at)
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
+        .cte("due")
     )
+    if dialect == "postgresql":  # picked once: a nested-loop plan would re-run the LIMIT for each row
+        due = due.prefix_with("MATERIALIZED")
     return (
         update(ApprovalRequest)
-        .where(ApprovalRequest.id.in_(due.scalar_subquery()), ApprovalRequest.status == Status.PENDING)
+        .where(ApprovalRequest.id.in_(select(due.c.id)), ApprovalRequest.status == Status.PENDING)
         .values(**_expiry(and_(on_timeout == "allow", CARD_SHOWN), grant_ttl))
     )
 

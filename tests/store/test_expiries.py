@@ -120,3 +120,25 @@ def test_a_batch_of_deny_and_allow_signs_only_the_allow(store: Store, runtime: R
         trail = [e.event for e in store.audit_trail(request.id)]
         assert trail == ["requested", "expired", "resume_published"]
     assert store.expire_due(10, runtime.resume_event) == []  # nothing twice
+
+
+@pytest.mark.parametrize("plan", ["hash join", "nested loop"])
+def test_a_batch_expires_at_most_its_limit_whatever_plan_postgresql_picks(
+    database_url: str, runtime: Runtime, plan: str
+) -> None:
+    """The due rows are picked once (`LIMIT … FOR UPDATE SKIP LOCKED`), not again for each row the
+    UPDATE visits: a nested-loop plan re-ran the pick and expired every due row in one batch."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("query plans: PostgreSQL")
+    off = "enable_hashjoin=off -c enable_mergejoin=off" if plan == "nested loop" else "enable_nestloop=off"
+    store = Store.from_url(database_url + f"?options=-c {off}".replace(" ", "%20"))
+    due = [new_request(store).id for _ in range(12)]
+    for request_id in due:
+        age(store, request_id, expires_at=-60)
+    try:
+        first = store.expire_due(5, runtime.resume_event)
+        assert len(first) == 5
+        assert len(store.expire_due(5, runtime.resume_event)) == 5
+        assert len(store.expire_due(5, runtime.resume_event)) == 2
+    finally:
+        store.engine.dispose()
