@@ -78,7 +78,8 @@ class DecisionCommits:
         event.listen(engine, "commit", self._commit)
 
     def _statement(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if statement.startswith("UPDATE approval_requests SET") and "status=" in statement.split("WHERE")[0]:
+        _, update, rest = statement.partition("UPDATE approval_requests SET")  # also inside a WITH
+        if update and "status=" in rest.split("WHERE")[0]:
             conn.info["deciding"] = True
 
     def _commit(self, conn: Any) -> None:
