@@ -38,11 +38,13 @@ class UnknownRequest(CountersignError, LookupError):
 
 
 class IdempotencyConflict(CountersignError):
-    """The idempotency key was already used with a different payload; nothing was enqueued."""
+    """The idempotency key was already used with another action class or payload; nothing was
+    enqueued."""
 
     def __init__(self, key: str, request_id: str) -> None:
         super().__init__(
-            f"idempotency key {key!r} was already used with a different payload (request {request_id})"
+            f"idempotency key {key!r} was already used with another action class or payload "
+            f"(request {request_id})"
         )
         self.key = key
         self.request_id = request_id

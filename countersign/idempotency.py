@@ -1,11 +1,13 @@
 """Idempotency keys in Redis: the agent's `request()` learns at once whether its key is new.
 
-An atomic `SET NX` of the key's hash → the request id and the payload's hash (`_claim`), kept
+An atomic `SET NX` of the key's hash → the request id and a digest of its action class and
+payload (`_claim`), kept
 `IDEMPOTENCY_TTL_SECONDS`, decides "same request" or "conflict" before any worker runs; the
 database's unique constraint on the key stays the final guard when Redis has forgotten it, and the
-router's intake then points the key at the stored request again (`remember_key`). Same key and
-payload → the same id; same key, other payload → `IdempotencyConflict`, as Stripe's idempotency
-keys behave (https://docs.stripe.com/api/idempotent_requests).
+router's intake then points the key at the stored request again (`remember_key`). Same key,
+action class and payload → the same id; same key, another action class or payload →
+`IdempotencyConflict`, as Stripe's idempotency keys refuse a key reused with other parameters
+(https://docs.stripe.com/api/idempotent_requests).
 """
 
 from __future__ import annotations
@@ -38,42 +40,49 @@ def _redis_key(key: str) -> str:
 ID_LENGTH = 26
 """Characters of a request id (a ULID's text)."""
 DIGEST_BYTES = 16
-"""Bytes of the payload's SHA-256 a claim keeps: enough to tell the same payload from another sent
-with the same key (a chance of 2^-128 of taking one for the other), not a signature: the grant
-signs the whole payload hash, and the database keeps it."""
+"""Bytes of the digest a claim keeps: enough to tell one request's action class and payload from
+another's sent with the same key (a chance of 2^-128 of taking one for the other), not a signature:
+the grant signs the whole payload hash, and the database keeps it."""
 
 
-def _claim(request_id: str, payload_sha256: str) -> bytes:
-    """The value of an idempotency key: the request id's 26 characters, then the first
-    `DIGEST_BYTES` bytes of the payload's SHA-256 (`payload_sha256`, hex). 42 bytes, which Redis
-    keeps in one allocation with its object (an embedded string, up to 44 bytes): 184 bytes a key
-    (`MEMORY USAGE`), where the JSON `{request_id, payload_sha256}` took 296, for 7 days."""
-    return request_id.encode() + bytes.fromhex(payload_sha256)[:DIGEST_BYTES]
+def _digest(action: str, payload_sha256: str) -> bytes:
+    """The first `DIGEST_BYTES` bytes of SHA-256 over the action class and the payload's SHA-256
+    (hex): what a repeat with the same key must match."""
+    return hashlib.sha256(f"{action}\0{payload_sha256}".encode()).digest()[:DIGEST_BYTES]
 
 
-def _claimed(held: bytes) -> tuple[str, bytes]:
-    """The request id and payload digest of a claim (`_claim`); one that an earlier version wrote as
-    JSON is read too, until the last of those expires."""
+def _claim(request_id: str, action: str, payload_sha256: str) -> bytes:
+    """The value of an idempotency key: the request id's 26 characters, then `_digest`. 42 bytes,
+    which Redis keeps in one allocation with its object (an embedded string, up to 44 bytes): 184
+    bytes a key (`MEMORY USAGE`), where the JSON `{request_id, payload_sha256}` took 296, for 7 days."""
+    return request_id.encode() + _digest(action, payload_sha256)
+
+
+def _claimed(held: bytes, action: str, payload_sha256: str) -> tuple[str, bool]:
+    """The request id a claim (`_claim`) names, and whether it was made for `action` and the payload
+    of `payload_sha256`. A claim an earlier version wrote as JSON (the payload's hash, no action
+    class) is read too, by its payload alone, until the last of those expires."""
     if held.startswith(b"{"):
         earlier = json.loads(held)
-        return str(earlier["request_id"]), bytes.fromhex(earlier["payload_sha256"])[:DIGEST_BYTES]
-    return held[:ID_LENGTH].decode(), held[ID_LENGTH:]
+        return str(earlier["request_id"]), earlier["payload_sha256"] == payload_sha256
+    return held[:ID_LENGTH].decode(), held[ID_LENGTH:] == _digest(action, payload_sha256)
 
 
-def claim_key(redis: Redis, key: str, payload_sha256: str) -> str:
-    """The request id for idempotency key `key`: a new ULID if the key is new, else the id it was
-    claimed with. Raises `IdempotencyConflict` if it was claimed with another payload hash,
+def claim_key(redis: Redis, key: str, action: str, payload_sha256: str) -> str:
+    """The request id for idempotency key `key` of a request of action class `action` whose payload
+    hashes to `payload_sha256` (hex): a new ULID if the key is new, else the id it was claimed with.
+    Raises `IdempotencyConflict` if it was claimed for another action class or payload,
     `RouterUnavailable` if it keeps expiring under us, and redis-py's `RedisError`s."""
     redis_key = _redis_key(key)
     request_id = str(ULID())
-    claim = _claim(request_id, payload_sha256)
+    claim = _claim(request_id, action, payload_sha256)
     for _ in range(3):  # the key may expire between SET NX and GET
         if redis.set(redis_key, claim, nx=True, ex=IDEMPOTENCY_TTL_SECONDS):
             return request_id
         held = redis.get(redis_key)
         if held is not None:
-            earlier, digest = _claimed(cast(bytes, held))
-            if digest != claim[ID_LENGTH:]:
+            earlier, same = _claimed(cast(bytes, held), action, payload_sha256)
+            if not same:
                 raise IdempotencyConflict(key, earlier)
             return earlier
     raise RouterUnavailable("idempotency key kept expiring while being claimed")
@@ -105,6 +114,7 @@ def release_key(redis: Redis, key: str, request_id: str) -> bool:
     return bool(redis.register_script(_RELEASE)(keys=[_redis_key(key)], args=[request_id]))
 
 
-def remember_key(redis: Redis, key: str, request_id: str, payload_sha256: str) -> None:
-    """Point the idempotency key at `request_id` again (after Redis forgot it), for 7 days."""
-    redis.set(_redis_key(key), _claim(request_id, payload_sha256), ex=IDEMPOTENCY_TTL_SECONDS)
+def remember_key(redis: Redis, key: str, request_id: str, action: str, payload_sha256: str) -> None:
+    """Point the idempotency key at `request_id` (of action class `action`, its payload hashing to
+    `payload_sha256`) again, after Redis forgot it, for 7 days."""
+    redis.set(_redis_key(key), _claim(request_id, action, payload_sha256), ex=IDEMPOTENCY_TTL_SECONDS)

@@ -85,7 +85,7 @@ async def create_request(
     """Accept an approval request (schema v1) for intake. The idempotency key is the
     `Idempotency-Key` header, else the body's `idempotency_key`, else `requester:run_id:step`. The
     same key with the same payload answers what the first call answered (202, the same
-    `request_id`), as Stripe's idempotent replays do; with another payload, 409."""
+    `request_id`), as Stripe's idempotent replays do; with another action class or payload, 409."""
     if idempotency_key is not None and data.setdefault("idempotency_key", idempotency_key) != idempotency_key:
         raise HTTPException(422, "the Idempotency-Key header and the body's idempotency_key differ")
     request_id = await run_in_threadpool(_create, request, holder, data)

@@ -134,15 +134,16 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         card_lease=gate.review,
     )
     if row.id != parsed.request_id:  # Redis had forgotten the key; the database remembered it
-        if row.payload_sha256 != request.payload_sha256:
+        if (row.action, row.payload_sha256) != (request.action, request.payload_sha256):
             reason = (
-                f"IdempotencyConflict: key {request.key!r} was used by request {row.id} with another payload"
+                f"IdempotencyConflict: key {request.key!r} was used by request {row.id} with another "
+                "action class or payload"
             )
-            remember_key(runtime.redis, request.key, row.id, row.payload_sha256)  # the key is row's
+            remember_key(runtime.redis, request.key, row.id, row.action, row.payload_sha256)  # row's key
             return _dead_letter(runtime, message, reason)
         runtime.store.record_duplicate(parsed.request_id, row.id)
         bell.ring(runtime.redis, [parsed.request_id])  # its waiters read again and wait on row's bell
-        remember_key(runtime.redis, request.key, row.id, row.payload_sha256)
+        remember_key(runtime.redis, request.key, row.id, row.action, row.payload_sha256)
         log.info(
             "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id
         )

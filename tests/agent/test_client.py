@@ -68,12 +68,24 @@ def test_repeat_gives_the_same_id_and_one_card(
     assert len(sandbox[0].messages()) == 1
 
 
+@pytest.mark.parametrize(
+    "other",
+    [{"payload": {"amount": "999.00", "currency": "USD"}}, {"action": "send_email"}],
+    ids=["another payload", "another action class"],
+)
 def test_conflict_raises_and_changes_nothing(
-    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+    other: dict[str, Any],
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
 ) -> None:
+    """The same key (run and step) for another payload, or for the same payload under another action
+    class (which would count against that class's limits and never reach its approvers)."""
     first = client.request(refund())
     with pytest.raises(IdempotencyConflict) as raised:
-        client.request(refund(payload={"amount": "999.00", "currency": "USD"}))
+        client.request(refund(**other))
     assert raised.value.request_id == first
     assert json_queue("countersign", redis).job_ids == [intake_job_id(first)]
     drain(redis)

@@ -183,7 +183,7 @@ def test_concurrent_posts_of_one_request_get_one_id_and_another_payload_409(agen
     message = _problem(
         agent.post("/v1/requests", json=other, headers={"Idempotency-Key": "refund-acme-1"}), 409
     )
-    assert "already used with a different payload" in message
+    assert "already used with another action class or payload" in message
     mismatch = agent.post(
         "/v1/requests", json={**body, "idempotency_key": "x"}, headers={"Idempotency-Key": "y"}
     )

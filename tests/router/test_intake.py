@@ -24,13 +24,23 @@ from tests.helpers import drain, hold_channel, run_scheduled, settled
 from tests.helpers.builders import refund
 
 
+@pytest.mark.parametrize(
+    "other",
+    [{"payload": {"amount": "999.00", "currency": "USD"}}, {"action": "send_email"}],
+    ids=["another payload", "another action class"],
+)
 def test_conflict_found_by_the_database_when_redis_forgot_the_key(
-    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+    other: dict[str, Any],
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    sandbox: tuple[Sandbox, str],
+    runtime: Runtime,
 ) -> None:
     first = client.request(refund())
     drain(redis)
     redis.flushall()
-    second = client.request(refund(payload={"amount": "999.00", "currency": "USD"}))
+    second = client.request(refund(**other))
     drain(redis)
     assert store.get(second) is None
     state = client.get(second)
@@ -38,7 +48,7 @@ def test_conflict_found_by_the_database_when_redis_forgot_the_key(
     assert len(sandbox[0].messages()) == 1
     assert store.get(first).payload["amount"] == "120.00"  # type: ignore[union-attr]
     with pytest.raises(IdempotencyConflict) as again:  # the key names the stored request again
-        client.request(refund(payload={"amount": "999.00", "currency": "USD"}))
+        client.request(refund(**other))
     assert again.value.request_id == first
 
 
