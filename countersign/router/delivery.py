@@ -31,7 +31,8 @@ answers, reminders and status messages, and what to do when Slack says no.
   `not_in_channel` / `channel_not_found` / `is_archived` fall back once to the approvers' DM, or
   group DM for several, opened with `conversations.open`. What is still refused is audited as
   `delivery_failed` and tried again with a growing delay (the posting lease is pushed out), as is a
-  `429` for its `Retry-After`.
+  `429` for its `Retry-After`; a post Slack did not answer (a network error, a timeout) too, sooner
+  (after 5 s, 10 s, ...; the next try first looks for a card the post may have made).
 - **Rewrites** send both `text` and `blocks` (text alone drops the blocks:
   https://docs.slack.dev/messaging/modifying-messages). A decided card Slack will not rewrite now
   (429, 5xx, a timeout) is retried by the card sweep until it tells the truth; one that is gone or
@@ -47,7 +48,7 @@ from typing import Any, Literal, NamedTuple
 
 from rq import Retry
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 
 from ..exceptions import RetryLater
 from ..store import ApprovalRequest, CardFacts, Decider, ResumeProblem, Status
@@ -62,6 +63,8 @@ BACKLOG_LOG_SECONDS = 60  # a card that must wait longer than this for its chann
 RATE_LIMITED = {"ratelimited", "message_limit_exceeded", "rate_limited"}
 BACKOFF_SECONDS = 30  # a refused card is tried again after 30 s, 60 s, ... at most every 10 minutes
 MAX_BACKOFF_SECONDS = 600
+NO_ANSWER_BACKOFF_SECONDS = 5  # a post Slack did not answer: again after 5 s, 10 s, ... at most each minute
+MAX_NO_ANSWER_BACKOFF_SECONDS = 60
 REFRESH_BACKOFF_SECONDS = 30  # a decided card Slack would not rewrite is tried again this often
 VANISHED = {"message_not_found", "cant_update_message"}
 BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
@@ -127,9 +130,11 @@ def post_card(
         runtime.store.defer_card(row.id, int(later.seconds))
         raise
     except SlackApiError as exc:  # refused for good this time: back off, and say so in the audit trail
-        seconds = min(BACKOFF_SECONDS * claimed.card_attempts, MAX_BACKOFF_SECONDS)
-        runtime.store.defer_card(row.id, seconds)
-        runtime.store.record(row.id, "delivery_failed", None, why=exc.response.get("error"), retry_in=seconds)
+        _back_off(runtime, claimed, str(exc.response.get("error")), BACKOFF_SECONDS, MAX_BACKOFF_SECONDS)
+        raise
+    except (SlackClientError, OSError) as exc:  # no answer (network, timeout): Slack may be back soon
+        why = texts.clip(" ".join(f"{type(exc).__name__}: {exc}".split()), 200)
+        _back_off(runtime, claimed, why, NO_ANSWER_BACKOFF_SECONDS, MAX_NO_ANSWER_BACKOFF_SECONDS)
         raise
     attached = runtime.store.attach_card(claimed, card.channel, card.ts, card.shown)
     if reserved is None:
@@ -138,6 +143,15 @@ def post_card(
     if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
         refresh(runtime, attached.id)
     return outcome
+
+
+def _back_off(runtime: Runtime, claimed: ApprovalRequest, why: str, unit: int, most: int) -> None:
+    """Keep everyone from posting `claimed`'s card for `unit` seconds per attempt so far (at most
+    `most`), the card sweep posting or finding it then, and record `delivery_failed` with `why`. The
+    posting lease would otherwise hold it for a minute (`store.deliveries.CARD_LEASE_SECONDS`)."""
+    seconds = min(unit * claimed.card_attempts, most)
+    runtime.store.defer_card(claimed.id, seconds)
+    runtime.store.record(claimed.id, "delivery_failed", None, why=why, retry_in=seconds)
 
 
 def _post(

@@ -243,6 +243,37 @@ def test_server_error_is_retried_after_a_back_off(
     assert post_card(runtime, store.get(request_id)) == "posted" and card_count(sb, request_id) == 1  # type: ignore[arg-type]
 
 
+def test_a_post_slack_did_not_answer_is_tried_again_within_seconds_and_audited(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    """Slack unreachable (nothing listens): the card's posting lease is not held for its minute, the
+    trail says why, and once Slack answers the next try posts it once."""
+    import socket
+    from datetime import UTC, datetime
+
+    from countersign.slackhttp import PooledWebClient
+
+    sb, _ = sandbox
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    runtime.__dict__["slack"] = PooledWebClient(
+        token="xoxb-test", base_url=f"http://127.0.0.1:{port}/api/", timeout=1, retry_handlers=[]
+    )
+    request_id = client.request(refund())
+    drain(redis)
+    failed = next(e for e in store.audit_trail(request_id) if e.event == "delivery_failed")
+    assert failed.detail is not None and failed.detail["retry_in"] == 5
+    assert "Connection refused" in failed.detail["why"]
+    row = store.get(request_id)
+    assert row is not None and row.card_ts is None and row.card_lease_until is not None
+    assert (row.card_lease_until.replace(tzinfo=UTC) - datetime.now(UTC)).total_seconds() <= 5
+    del runtime.__dict__["slack"]  # Slack answers again
+    lease_runs_out(store, request_id)
+    redis.delete("countersign:pace:C0FINANCE")
+    assert post_card(runtime, store.get(request_id)) == "posted" and card_count(sb, request_id) == 1  # type: ignore[arg-type]
+
+
 def test_missing_channel_falls_back_to_the_approvers_and_is_audited(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
 ) -> None:
