@@ -220,7 +220,9 @@ def _parser() -> argparse.ArgumentParser:
     pending.add_argument("--limit", type=int, default=50, help="at most this many, newest first (default 50)")
     pending.set_defaults(handler=_pending)
 
-    policy = commands.add_parser("policy", help="policy file").add_subparsers(required=True, metavar="ACTION")
+    policy = commands.add_parser("policy", help="policy file").add_subparsers(
+        required=True, metavar="COMMAND"
+    )
     check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
     check.add_argument("file", type=Path)
     check.add_argument(
@@ -238,7 +240,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_stats.add_parser(commands)
     cli_report.add_parser(commands)
 
-    db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="ACTION")
+    db = commands.add_parser("db", help="database schema").add_subparsers(required=True, metavar="COMMAND")
     db.add_parser("upgrade", help="apply migrations up to the latest").set_defaults(handler=_db_upgrade)
     return parser
 

@@ -77,11 +77,13 @@ def add_window(parser: argparse.ArgumentParser, what: str, days: int | None, unt
         "--since",
         type=moment,
         required=days is None,
-        help=f"{what} from: {default}; 30d, 12h, 90m ago, or an ISO 8601 date or time (UTC)",
+        help=f"{what} from: {default}; a time ago written 30d, 12h or 90m, or an ISO 8601 date or time (UTC)",
     )
     if until:
         parser.add_argument(
-            "--until", type=moment, help=f"{what} before: now (default), 2d ago, or ISO 8601 (UTC)"
+            "--until",
+            type=moment,
+            help=f"{what} before: now (default), a time ago written 2d, 12h or 90m, or ISO 8601 (UTC)",
         )
 
 

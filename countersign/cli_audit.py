@@ -43,7 +43,7 @@ COLUMNS = (
 def add_parsers(commands: Any) -> None:
     """Add `audit seal`, `audit verify` and `audit head` to the subcommands `commands`."""
     audit = commands.add_parser("audit", help="the tamper-evident audit chain").add_subparsers(
-        required=True, metavar="ACTION"
+        required=True, metavar="COMMAND"
     )
     audit.add_parser(
         "seal", help="seal the committed audit events now (the worker's sweep does it every second)"

@@ -20,7 +20,7 @@ from .store.tokens import Tokens
 def add_parsers(commands: Any) -> None:
     """Add `token create`, `token list` and `token revoke` to the subcommands `commands`."""
     token = commands.add_parser("token", help="API tokens of the HTTP API (/v1)").add_subparsers(
-        required=True, metavar="ACTION"
+        required=True, metavar="COMMAND"
     )
     create = token.add_parser(
         "create", help="create a token; prints its secret once on stdout (only its SHA-256 is kept)"
