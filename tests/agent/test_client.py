@@ -17,7 +17,7 @@ from countersign.sandbox import Sandbox
 from countersign.schema import InvalidRequest
 from countersign.store import Store
 from tests.helpers import drain
-from tests.helpers.builders import refund
+from tests.helpers.builders import CONFLICTING, refund
 
 
 def cards_for(sb: Sandbox, request_id: str) -> list[dict[str, Any]]:
@@ -68,11 +68,7 @@ def test_repeat_gives_the_same_id_and_one_card(
     assert len(sandbox[0].messages()) == 1
 
 
-@pytest.mark.parametrize(
-    "other",
-    [{"payload": {"amount": "999.00", "currency": "USD"}}, {"action": "send_email"}],
-    ids=["another payload", "another action class"],
-)
+@CONFLICTING
 def test_conflict_raises_and_changes_nothing(
     other: dict[str, Any],
     client: ApprovalClient,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from redis import Redis
 from sqlalchemy import update
 from ulid import ULID
@@ -43,6 +44,14 @@ def refund(**overrides: Any) -> dict[str, Any]:
         "resume": {"queue": agent.QUEUE, "func": agent.FUNC},
     }
     return {**request, **overrides}
+
+
+CONFLICTING = pytest.mark.parametrize(
+    "other",
+    [{"payload": {"amount": "999.00", "currency": "USD"}}, {"action": "send_email"}],
+    ids=["another payload", "another action class"],
+)
+"""Parametrizes `other`: overrides of `refund()` that its idempotency key (run and step) must refuse."""
 
 
 def post_card(

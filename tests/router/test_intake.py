@@ -21,14 +21,10 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import drain, hold_channel, run_scheduled, settled
-from tests.helpers.builders import refund
+from tests.helpers.builders import CONFLICTING, refund
 
 
-@pytest.mark.parametrize(
-    "other",
-    [{"payload": {"amount": "999.00", "currency": "USD"}}, {"action": "send_email"}],
-    ids=["another payload", "another action class"],
-)
+@CONFLICTING
 def test_conflict_found_by_the_database_when_redis_forgot_the_key(
     other: dict[str, Any],
     client: ApprovalClient,
