@@ -50,7 +50,10 @@ def post_signed(
     parsed = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parsed.hostname or "", parsed.port, timeout=10)
     try:
-        connection.request("POST", parsed.path, body=body, headers=sent)
+        try:
+            connection.request("POST", parsed.path, body=body, headers=sent)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered (a 413 for a body over its limit) and closed before all was sent
         response = connection.getresponse()
         return response.status, response.read().decode("utf-8", "replace")
     finally:
