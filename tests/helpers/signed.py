@@ -6,6 +6,7 @@ capture within the 5 minutes) sends whatever they like.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -50,10 +51,9 @@ def post_signed(
     parsed = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parsed.hostname or "", parsed.port, timeout=10)
     try:
-        try:
+        # the server may answer (a 413 for a body over its limit) and close before all is sent
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             connection.request("POST", parsed.path, body=body, headers=sent)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered (a 413 for a body over its limit) and closed before all was sent
         response = connection.getresponse()
         return response.status, response.read().decode("utf-8", "replace")
     finally:
