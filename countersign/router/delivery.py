@@ -43,7 +43,6 @@ answers, reminders and status messages, and what to do when Slack says no.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Literal, NamedTuple
 
 from rq import Retry
@@ -52,8 +51,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from ..exceptions import RetryLater
 from ..store import ApprovalRequest, CardFacts, Decider, ResumeProblem, Status
-from . import cards, homedue, jobs, pace, texts
-from .pace import CLOCK_SLACK_SECONDS, give_up_slot
+from . import cards, homedue, jobs, texts
+from .pace import CLOCK_SLACK_SECONDS, Slot, give_up_slot, reserve_slot
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
@@ -85,7 +84,7 @@ class Message(NamedTuple):
 
 
 def post_card(
-    runtime: Runtime, row: ApprovalRequest, leased: bool = False, reserved: pace.Slot | None = None
+    runtime: Runtime, row: ApprovalRequest, leased: bool = False, reserved: Slot | None = None
 ) -> Posted:
     """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
 
@@ -99,7 +98,7 @@ def post_card(
     """
     if row.card_ts is not None or row.status != Status.PENDING:
         return "duplicate"
-    slot = reserved if reserved is not None else pace.reserve_slot(runtime.redis, row)
+    slot = reserved if reserved is not None else reserve_slot(runtime.redis, row)
     if slot.wait > CLOCK_SLACK_SECONDS:
         if slot.wait > BACKLOG_LOG_SECONDS:
             log.warning(
@@ -112,10 +111,8 @@ def post_card(
                 slot.backlog,
             )
         if slot.wait >= 1 or leased:  # keep the card sweep away until its time, and the deadline after it
-            written = time.monotonic()
             runtime.store.schedule_card(row, int(slot.wait), unclaimed=leased)
-            slot = slot.aged(time.monotonic() - written)  # the job runs again at its time, not after it
-        raise RetryLater(slot.wait)
+        raise RetryLater(slot.wait)  # read now: the job runs again at its time, not after it
     claimed = row if leased else runtime.store.claim_card(row.id)
     if claimed is None:
         return "duplicate"

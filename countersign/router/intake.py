@@ -31,7 +31,7 @@ from .delivery import post_card
 from .gate import Gate
 from .jobs import INTAKE_RETRY, leave_intake_lane
 from .pace import CLOCK_SLACK_SECONDS, Slot
-from .policy import Route
+from .policy import Policy, Route
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
@@ -98,14 +98,13 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             },
         )
         stored = _stored_by_an_earlier_run(runtime, parsed.request_id)
-        reserved, admitted = None, 0.0
+        reserved = None
         if stored is None:
             limits.check_pending(runtime, policy, request)
             approvers = _approvers(runtime, route, gate, request)
             reserved = _admit(
-                runtime, parsed.request_id, request, route.channel, approvers if gate.review else []
+                runtime, policy, parsed.request_id, request, route.channel, approvers if gate.review else []
             )
-            admitted = time.monotonic()
         else:
             approvers = stored.approvers
     except (InvalidRequest, PolicyError, IntakeLimitReached) as exc:
@@ -149,9 +148,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         )
     if not gate.review:
         return _approve_by_policy(runtime, row, gate.reason)
-    if reserved is not None and row.id == parsed.request_id:  # its wait counts from now
-        reserved = reserved.aged(time.monotonic() - admitted)
-    else:  # the row of an earlier request with the same key: its card, if any, takes its own time
+    if row.id != parsed.request_id:  # the row of an earlier request with the same key: its own time
         reserved = None
     try:
         return post_card(runtime, row, leased=created, reserved=reserved)
@@ -160,7 +157,12 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
 
 
 def _admit(
-    runtime: Runtime, request_id: str, request: ApprovalRequestV1, channel: str, approvers: list[str]
+    runtime: Runtime,
+    policy: Policy,
+    request_id: str,
+    request: ApprovalRequestV1,
+    channel: str,
+    approvers: list[str],
 ) -> Slot | None:
     """What intake asks of Redis before it stores a request, in one script (`_ADMIT`): count it
     against its class's rate limit (`limits.ADMIT_LUA`); then, for a request with a card (its
@@ -168,8 +170,7 @@ def _admit(
     approvers' Home tabs due `homedue.DEBOUNCE_SECONDS` after that time (`homedue.MARK_LUA`; a
     Home tab lists a pending request whether its card is posted or not). Returns the card's `Slot`
     (None without approvers). Raises `IntakeLimitReached` over the rate limit (nothing reserved or
-    marked), redis-py's `RedisError`."""
-    policy = runtime.policy
+    marked), redis-py's `RedisError`. `policy` is the version the request is routed by."""
     rate_key, rate_args = limits.rate_args(policy, request, request_id)
     keys = [rate_key, *pace.slot_keys(channel, request_id, FIRST_LEVEL), homedue.DUE_KEY]
     card_args = [pace.PACE_MILLISECONDS, pace.SLOT_KEPT_MILLISECONDS, homedue.DEBOUNCE_SECONDS]

@@ -8,6 +8,7 @@ card waits for (`expected_card`).
 
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 
 from redis import Redis
@@ -54,24 +55,26 @@ return {slot, free, tonumber(time[1]), tonumber(time[2])}
 
 
 class Slot(NamedTuple):
-    """A card's reserved time in its channel: `wait` seconds from now (<= 0: post now), `ahead`
-    cards reserved before it whose time has not come, and `backlog` such cards in the channel in
-    all, this one included (counted from the times, one per `PACE_MILLISECONDS`)."""
+    """A card's reserved time in its channel: `due`, on this process's `time.monotonic()` clock
+    (`wait`: the seconds still to go), `ahead` cards reserved before it whose time had not come when
+    it was read, and `backlog` such cards in the channel in all, this one included (counted from
+    the times, one per `PACE_MILLISECONDS`)."""
 
-    wait: float
+    due: float
     ahead: int
     backlog: int
 
-    def aged(self, seconds: float) -> Slot:
-        """This slot `seconds` after it was read: its `wait` that much shorter."""
-        return self._replace(wait=self.wait - seconds)
+    @property
+    def wait(self) -> float:
+        """Seconds from now to the card's time (<= 0: post now)."""
+        return self.due - time.monotonic()
 
     @classmethod
     def of(cls, slot_ms: int, free_ms: int, now_ms: float) -> Slot:
-        """The slot reserved at `slot_ms` in a channel whose next free time is `free_ms`, at
+        """The slot reserved at `slot_ms` in a channel whose next free time is `free_ms`, read at
         `now_ms` (unix milliseconds, Redis's clock)."""
         return cls(
-            (slot_ms - now_ms) / 1000,
+            time.monotonic() + (slot_ms - now_ms) / 1000,
             max(0, round((slot_ms - now_ms) / PACE_MILLISECONDS)),
             max(0, round((free_ms - now_ms) / PACE_MILLISECONDS)),
         )
