@@ -167,7 +167,9 @@ def test_a_request_intake_refused_answers_409_at_once(agent: httpx.Client, redis
     assert agent.get(f"/v1/requests/{request_id}").json()["status"] == "dead_letter"
 
 
-def test_concurrent_posts_of_one_request_get_one_id_and_another_payload_409(agent: httpx.Client) -> None:
+def test_concurrent_posts_of_one_request_get_one_id_and_another_payload_409(
+    agent: httpx.Client, web: str, tokens: Tokens
+) -> None:
     body = refund()
     barrier = threading.Barrier(8)
 
@@ -184,6 +186,14 @@ def test_concurrent_posts_of_one_request_get_one_id_and_another_payload_409(agen
         agent.post("/v1/requests", json=other, headers={"Idempotency-Key": "refund-acme-1"}), 409
     )
     assert "already used with another action class or payload" in message
+    both = tokens.create_token("refund-agent", ["issue_refund", "send_email"]).secret
+    other_class = httpx.post(  # the same payload under another action class the token may send
+        web + "/v1/requests",
+        json={**body, "action": "send_email"},
+        headers={"Idempotency-Key": "refund-acme-1", "Authorization": f"Bearer {both}"},
+        timeout=90,
+    )
+    assert "already used with another action class or payload" in _problem(other_class, 409)
     mismatch = agent.post(
         "/v1/requests", json={**body, "idempotency_key": "x"}, headers={"Idempotency-Key": "y"}
     )
