@@ -131,6 +131,7 @@ def test_a_reviewer_clears_their_queue_in_the_browser(
     WebDriverWait(browser, WAIT_SECONDS).until(lambda b: status(runtime.store, from_home) == "approved")
     browser.find_element(By.ID, "tab-home").click()  # opened again: published anew
     _shows(browser, "Waiting for you (0)", "#home")
+    _shows(browser, "Approved by @lee.lead", "#home")  # a line of "Decided by you recently"
     _shot(browser, "7-home-cleared")
 
     pending = _card(client, redis, sb, run_id="pending", summary="Refund EPSILON")
