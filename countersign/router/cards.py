@@ -1,9 +1,9 @@
 """Slack rendering: every card and modal countersign sends, as Block Kit.
 
-Everything an agent wrote is untrusted. It is rendered as `plain_text` (never parsed for mentions,
-links or formatting) and escaped where Slack parses it anyway (`texts.escape`: the top-level `text`
-fallback and mrkdwn lines). Only ids Slack itself gave us (a decider's user id) and the policy's
-approvers are written as mentions.
+Everything an agent wrote is untrusted, and so is what a reviewer typed (the Reject modal's reason).
+It is rendered as `plain_text` (never parsed for mentions, links or formatting) and escaped where
+Slack parses it anyway (`texts.escape`: the top-level `text` fallback and mrkdwn lines). Only ids
+Slack itself gave us (a decider's user id) and the policy's approvers are written as mentions.
 
 Blocks are built with slack_sdk's Block Kit model classes; `to_dict()` runs their validators, so a
 block over a Slack limit fails here rather than at Slack. Limits honoured by construction
@@ -338,8 +338,6 @@ def decided_card(
     of its latest refusal)."""
     icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
     lines = [f"{icon} {verdict(request)}", _edit_line(request), execution_line(request, refused, problem)]
-    if request.decision_reason:
-        lines.append(f"Reviewer's reason: {escape(clip(request.decision_reason, 1000))}")
     version = f"{request.status}-{_state(request, refused, problem)}"
     lines.append(f"Request {request.id} · policy v{request.policy_version}")
     blocks = _body(request, version)
@@ -349,6 +347,9 @@ def decided_card(
             block_id=f"verdict-{version}", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))
         )
     )
+    if request.decision_reason:  # typed by a reviewer: as untrusted as the agent's text
+        reason = f"Reviewer's reason: {request.decision_reason}"
+        blocks.append(SectionBlock(block_id=f"decided-why-{version}", text=_plain(reason, 1000)))
     return _card(request, blocks, f"{request.status.capitalize()}: {request.summary}")
 
 

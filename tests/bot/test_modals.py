@@ -163,7 +163,7 @@ def test_reject_with_a_reason_reaches_the_agent_the_audit_and_the_card(
     rejected = next(e for e in store.audit_trail(request_id) if e.event == "rejected")
     assert (rejected.actor, rejected.detail["reason"]) == ("U0ALICE", "wrong customer <!here>")
     updated = wait_for(lambda: edited_card(sb, card["ts"]))
-    assert "Reviewer's reason: wrong customer &lt;!here&gt;" in json.dumps(updated["blocks"])
+    assert "Reviewer's reason: wrong customer <!here>" in _texts(updated["blocks"], "plain_text")
     wait_for(lambda: redis.exists(f"rq:job:resume-{request_id}"))
     drain(redis, agent.QUEUE)
     [decision] = agent.resumed(redis)
@@ -172,6 +172,34 @@ def test_reject_with_a_reason_reaches_the_agent_the_audit_and_the_card(
         "wrong customer <!here>",
         None,
     )
+
+
+def _texts(blocks: object, kind: str) -> list[str]:
+    """The `text` of every text object of `kind` (`plain_text` or `mrkdwn`) anywhere in `blocks`."""
+    if isinstance(blocks, dict):
+        own = [blocks["text"]] if blocks.get("type") == kind and isinstance(blocks.get("text"), str) else []
+        return own + [t for value in blocks.values() for t in _texts(value, kind)]
+    if isinstance(blocks, list):
+        return [t for value in blocks for t in _texts(value, kind)]
+    return []
+
+
+def test_a_reviewers_reason_is_shown_as_typed_never_read_as_mrkdwn(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """What a reviewer types in the Reject modal is shown as plain text: its asterisks are not bold,
+    and a broadcast, a link or a mention in it is not one (a DM card is the same card)."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, payload={"amount": "75.00", "currency": "EUR"})
+    typed = "duplicate of *claim 4471* — ask <!channel> & see <http://evil.example|the ledger> <@U0LEAD>"
+    view = open_view(sb, card, REJECT_ACTION, "U0ALICE", REASON_BLOCK)
+    assert sb.submit_view(view["id"], "U0ALICE", {REASON_BLOCK: typed})[0] == 200
+    wait_for(lambda: status(store, request_id) == "rejected")
+
+    updated = wait_for(lambda: edited_card(sb, card["ts"]))
+    assert f"Reviewer's reason: {typed}" in _texts(updated["blocks"], "plain_text")
+    assert not any("claim 4471" in text for text in _texts(updated["blocks"], "mrkdwn"))
+    assert "claim 4471" not in updated["text"]
 
 
 def test_reason_is_optional_where_the_policy_does_not_require_it(
