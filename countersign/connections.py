@@ -58,13 +58,15 @@ class Connections:
         file that does not exist is refused (`ConfigError` naming `DATABASE_URL`) rather than
         created empty."""
         if read_only:
-            self._check_sqlite_file()
+            self.check_sqlite_file()
         try:
             check_schema(self.store.engine)
         except SQLAlchemyError as exc:
             raise database_unreachable(self.settings, exc) from None
 
-    def _check_sqlite_file(self) -> None:
+    def check_sqlite_file(self) -> None:
+        """Raise `ConfigError` naming `DATABASE_URL` (and `countersign db upgrade`) when it names a
+        SQLite file that does not exist, without connecting: a connection would create it empty."""
         url = make_url(self.settings.DATABASE_URL)
         path = url.database or ""
         on_disk = url.get_backend_name() == "sqlite" and path != ":memory:" and not path.startswith("file:")

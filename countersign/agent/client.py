@@ -72,8 +72,13 @@ class ApprovalClient:
     @classmethod
     def from_env(cls, settings: Settings | None = None) -> ApprovalClient:
         """A client on `REDIS_URL` and `DATABASE_URL` from the environment (or `settings`), taking
-        `http://` webhooks on any host when `COUNTERSIGN_WEBHOOK_ALLOW_HTTP` is set."""
-        return cls.on(Connections(settings or load_settings()))
+        `http://` webhooks on any host when `COUNTERSIGN_WEBHOOK_ALLOW_HTTP` is set. Raises
+        `ConfigError` (one line naming `DATABASE_URL` and `countersign db upgrade`) when
+        `DATABASE_URL` (or its default, `sqlite:///countersign.db`) names a SQLite file that does not
+        exist, rather than creating it empty; nothing else is connected to yet."""
+        connections = Connections(settings or load_settings())
+        connections.check_sqlite_file()
+        return cls.on(connections)
 
     @classmethod
     def on(cls, connections: Connections) -> ApprovalClient:
@@ -88,7 +93,8 @@ class ApprovalClient:
         Give the request as a dict (schema v1, DESIGN.md) or as keyword arguments. Raises
         `InvalidRequest` (one line naming each bad field), `IdempotencyConflict`, or
         `RouterUnavailable` when Redis or the database is unreachable (then nothing or the same
-        request was accepted: calling again with the same key is safe).
+        request was accepted: calling again with the same key is safe), `SchemaOutOfDate` when the
+        database was never migrated (`countersign db upgrade`).
         """
         if not isinstance(request, ApprovalRequestV1):
             request = parse(ApprovalRequestV1, {**(request or {}), **fields}, self._checks)
@@ -102,9 +108,7 @@ class ApprovalClient:
                 f"Redis is unreachable ({type(exc).__name__}); retry with the same key"
             ) from exc
         except SQLAlchemyError as exc:
-            raise RouterUnavailable(
-                f"the database is unreachable ({type(exc).__name__}); retry with the same key"
-            ) from exc
+            raise waiting.database_error(self._store, exc, "retry with the same key") from exc
         return request_id
 
     def wait(self, request_id: str, *, timeout: float) -> Decision:
@@ -147,9 +151,17 @@ class ApprovalClient:
 
     def get(self, request_id: str) -> RequestState:
         """The current state of `request_id`. Raises `UnknownRequest` (a `LookupError`) if the router
-        never saw it (or `request_id` is not a request id's form: `is_request_id`)."""
+        never saw it (or `request_id` is not a request id's form: `is_request_id`),
+        `RouterUnavailable` when the database cannot be read, `SchemaOutOfDate` when the
+        database was never migrated (`countersign db upgrade`)."""
         if not is_request_id(request_id):
             raise UnknownRequest(request_id)
+        try:
+            return self._state(request_id)
+        except SQLAlchemyError as exc:
+            raise waiting.database_error(self._store, exc, "read it again") from exc
+
+    def _state(self, request_id: str) -> RequestState:
         store = self._store
         row = store.get(request_id)
         audit = [
@@ -171,7 +183,7 @@ class ApprovalClient:
             (e.detail["original"] for e in store.audit_trail(request_id) if e.event == "duplicate_of"), None
         )
         if original is not None:
-            return self.get(original)
+            return self._state(original)
         letter = store.get_dead_letter(request_id)
         if letter is not None:
             return RequestState(
@@ -181,7 +193,7 @@ class ApprovalClient:
         if accepted is not None:
             return RequestState(request_id, "queued", request=accepted.message.get("request"))
         if store.get(request_id) is not None:  # intake took it between the first read and this one
-            return self.get(request_id)
+            return self._state(request_id)
         if self._intake.fetch_job(intake_job_id(request_id)):
             return RequestState(request_id, "queued")
         raise UnknownRequest(request_id)

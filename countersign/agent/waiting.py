@@ -27,8 +27,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .. import bell
 from ..decision import Decision
-from ..exceptions import RequestDeadLettered, RouterUnavailable, WaitTimeout
-from ..store import Store
+from ..exceptions import RequestDeadLettered, RouterUnavailable, SchemaOutOfDate, WaitTimeout
+from ..store import Store, schema_missing
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +82,23 @@ def read(store: Store, lookup: Lookup, request_id: str) -> Found:
         if store.get(request_id) is not None:
             return request_id
         state = lookup(request_id)
-    except (SQLAlchemyError, RedisError) as exc:
+    except SQLAlchemyError as exc:
+        raise database_error(store, exc, "wait again") from exc
+    except RedisError as exc:
         why = type(exc).__name__
         raise RouterUnavailable(f"the router's store is unreachable ({why}); wait again") from exc
     if state.status == "dead_letter":
         raise RequestDeadLettered(request_id, state.reason)
     return Decision.from_json(state.decision) if state.decision is not None else str(state.request_id)
+
+
+def database_error(store: Store, exc: SQLAlchemyError, then: str) -> SchemaOutOfDate | RouterUnavailable:
+    """What a statement of the agent's client that failed with `exc` means: `SchemaOutOfDate` when
+    the database answers but was never migrated (one line naming `DATABASE_URL` and `countersign db
+    upgrade`: `store.schema_missing`), else `RouterUnavailable` ("the database is unreachable
+    (OperationalError); " and `then`, what to do: e.g. "wait again")."""
+    missing = schema_missing(store.engine)
+    return missing or RouterUnavailable(f"the database is unreachable ({type(exc).__name__}); {then}")
 
 
 def steps(request_id: str, timeout: float, longest_block: float) -> Generator[Step, Any, Decision]:

@@ -1,6 +1,6 @@
 """Persistence: the request state machine, audit log, outbox and migrations (the database only)."""
 
-from .engine import check_schema, create_db_engine, upgrade
+from .engine import check_schema, create_db_engine, schema_missing, upgrade
 from .models import (
     ApprovalRequest,
     AuditEvent,
@@ -64,5 +64,6 @@ __all__ = [
     "create_db_engine",
     "eligible_approvers",
     "may_run",
+    "schema_missing",
     "upgrade",
 ]

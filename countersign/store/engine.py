@@ -17,9 +17,9 @@ from importlib.resources import files as resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 
 from ..exceptions import SchemaOutOfDate
 from ..files import private_file
@@ -121,6 +121,24 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(config, revision)
 
 
+NO_SCHEMA = (
+    "DATABASE_URL: the database has no countersign schema yet; create it with `countersign db upgrade`"
+)
+ALEMBIC_VERSION_TABLE = "alembic_version"
+
+
+def schema_missing(engine: Engine) -> SchemaOutOfDate | None:
+    """`SchemaOutOfDate` (`NO_SCHEMA`) when the database answers but was never migrated (it has no
+    `alembic_version` table), else None, also when it does not answer. Without Alembic (an agent's
+    client asks it after a failed statement, to tell "not migrated" from "unreachable")."""
+    try:
+        with engine.connect() as connection:
+            migrated = inspect(connection).has_table(ALEMBIC_VERSION_TABLE)
+    except SQLAlchemyError:
+        return None
+    return None if migrated else SchemaOutOfDate(NO_SCHEMA)
+
+
 def check_schema(engine: Engine) -> None:
     """Raise `SchemaOutOfDate` (one line, naming the fix) unless the database is at the latest
     migration. Connection errors propagate as SQLAlchemy's `OperationalError`."""
@@ -131,10 +149,7 @@ def check_schema(engine: Engine) -> None:
     with engine.connect() as connection:
         current = MigrationContext.configure(connection).get_current_revision()
     if current is None:
-        raise SchemaOutOfDate(
-            "DATABASE_URL: the database has no countersign schema yet; "
-            "create it with `countersign db upgrade`"
-        )
+        raise SchemaOutOfDate(NO_SCHEMA)
     if current != head:
         raise SchemaOutOfDate(
             f"DATABASE_URL: the database schema is at {current}, this version needs {head}; "

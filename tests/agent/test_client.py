@@ -4,20 +4,23 @@ reports where a request is, and an unreachable Redis is said clearly."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient, IdempotencyConflict, RouterUnavailable
+from countersign.exceptions import ConfigError, SchemaOutOfDate
 from countersign.ports import free_port
 from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.schema import InvalidRequest
-from countersign.store import Store
+from countersign.store import Store, create_db_engine
 from tests.helpers import drain
 from tests.helpers.builders import CONFLICTING, refund
+from tests.helpers.redis_server import RedisServer
 
 
 def cards_for(sb: Sandbox, request_id: str) -> list[dict[str, Any]]:
@@ -114,3 +117,43 @@ def test_the_agent_is_told_clearly_when_redis_is_unreachable(store: Store) -> No
         assert "retry with the same key" in str(exc)
     else:
         raise AssertionError("request() succeeded without Redis")
+
+
+def test_from_env_without_a_database_url_names_the_variable_and_the_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """No DATABASE_URL (nor `.run/.env`): the default SQLite file does not exist, so `from_env`
+    says what to do in one line, instead of creating an empty file whose first read fails on a
+    missing table; and no file is left behind."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", redis_server.url)
+    with pytest.raises(ConfigError) as raised:
+        ApprovalClient.from_env()
+    said = str(raised.value)
+    assert said.startswith("DATABASE_URL: ") and "countersign db upgrade" in said and "\n" not in said
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_database_never_migrated_is_said_so_by_get_request_and_wait(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A database file that exists but was never migrated (e.g. left empty by an earlier client):
+    every call that reads or writes it says "not migrated" and the command, not "no such table"."""
+    empty = tmp_path / "agents.db"
+    engine = create_db_engine(f"sqlite:///{empty}")
+    with engine.connect() as connection:
+        connection.exec_driver_sql("CREATE TABLE notes (body TEXT)")  # a database, not countersign's
+    engine.dispose()
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{empty}")
+    monkeypatch.setenv("REDIS_URL", redis_server.url)
+    client = ApprovalClient.from_env()
+    calls = {
+        "get": lambda: client.get("01KBDT9WJQ2X6M8ZC4V0R7Y5NA"),
+        "request": lambda: client.request(refund()),
+        "wait": lambda: client.wait("01KBDT9WJQ2X6M8ZC4V0R7Y5NA", timeout=5),
+    }
+    for name, call in calls.items():
+        with pytest.raises(SchemaOutOfDate) as raised:
+            call()
+        assert "countersign db upgrade" in str(raised.value), name
