@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis import Redis
@@ -408,6 +409,37 @@ def test_request_refuses_an_action_class_the_policy_does_not_name_before_enqueue
     drain(redis)
     state = client.get(blind.stdout.strip())
     assert state.status == "dead_letter" and "'issue_refnd' is not named in policy v3" in (state.reason or "")
+
+
+def test_show_prints_a_queued_a_dead_lettered_and_a_stored_request_in_one_shape(
+    env: dict[str, str], redis: Redis, client: ApprovalClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show` of a request intake refused is the shape of a stored one (status `dead_letter`, the
+    refusal in `reason`, the request's fields as sent, what intake never set null), not the kept
+    intake message `{v, request_id, request}`; so is a request intake has not taken yet."""
+    sent = refund(action="refund_twice", payload={"amount": "9.99", "currency": "GBP"}, run_id="r-dl")
+    refused = client.request(sent)  # the client has no policy; intake refuses the class
+    stored = client.request(refund(run_id="r-ok"))
+    drain(redis)
+    queued = client.request(refund(run_id="r-q"))  # not taken by intake: no worker runs
+
+    def show(request_id: str) -> dict[str, Any]:
+        assert main(["show", request_id]) == 0
+        return dict(json.loads(capsys.readouterr().out))
+
+    shapes = {
+        name: show(request_id) for name, request_id in (("dead", refused), ("ok", stored), ("q", queued))
+    }
+    dead, ok = shapes["dead"], shapes["ok"]
+    assert (dead["status"], ok["status"], shapes["q"]["status"]) == ("dead_letter", "pending", "queued")
+    assert "'refund_twice' is not named in policy" in dead["reason"] and ok["reason"] is None
+    for shown in shapes.values():
+        assert list(shown) == list(ok) and list(shown["request"]) == list(ok["request"])
+    assert {name: dead["request"][name] for name in sent} == sent
+    assert [
+        dead["request"][name] for name in ("payload_sha256", "channel", "approvers", "policy_version")
+    ] == [None] * 4
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", dead["request"]["created_at"])
 
 
 EXAMPLE_POLICY = str(Path(__file__).resolve().parents[1] / "examples" / "policy.yml")

@@ -13,6 +13,7 @@ worker.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from redis import Redis
@@ -35,8 +36,12 @@ class RequestState:
     """A request as the router knows it now.
 
     `status`: `queued` (accepted, intake not run yet) | `pending` | `approved` | `rejected` |
-    `expired` | `dead_letter` (intake refused it: see `reason`). `request` is the request as stored,
-    or for a queued one as it was sent (from its intake message). `decision` is the resume decision
+    `expired` | `dead_letter` (intake refused it: see `reason`). `request` has one shape whatever the
+    status, `REQUEST_FIELDS`: the request as stored, or for a queued or dead-lettered one as it was
+    sent (from its intake message), where what intake had not set yet (`payload_sha256`, `channel`,
+    `approvers`, `policy_version`) is null, `created_at` is when it was accepted or dead-lettered, and
+    a field the message lacks (or all, for a message without a request object) is null; null only for
+    a request known from its RQ job alone. `decision` is the resume decision
     once decided, and `resume` its job: `{job_id, queue, func, published_at, problem}`, or for a
     webhook `{webhook, webhook_id, attempts, next_attempt_at, delivered_at, problem}` (for a
     request that named no resume target, the first shape with `queue` and `func` null), where
@@ -186,12 +191,13 @@ class ApprovalClient:
             return self._state(original)
         letter = store.get_dead_letter(request_id)
         if letter is not None:
-            return RequestState(
-                request_id, "dead_letter", reason=letter.reason, request=letter.received, audit=audit
-            )
+            sent = _sent_view(letter.received, letter.at)
+            return RequestState(request_id, "dead_letter", reason=letter.reason, request=sent, audit=audit)
         accepted = store.intake_message(request_id)
         if accepted is not None:
-            return RequestState(request_id, "queued", request=accepted.message.get("request"))
+            return RequestState(
+                request_id, "queued", request=_sent_view(accepted.message, accepted.accepted_at)
+            )
         if store.get(request_id) is not None:  # intake took it between the first read and this one
             return self._state(request_id)
         if self._intake.fetch_job(intake_job_id(request_id)):
@@ -199,25 +205,41 @@ class ApprovalClient:
         raise UnknownRequest(request_id)
 
 
+STORED_FIELDS = (
+    "action",
+    "payload",
+    "payload_sha256",
+    "summary",
+    "reason",
+    "context",
+    "requester",
+    "on_behalf_of",
+    "run_id",
+    "step",
+    "idempotency_key",
+    "confidence",
+    "channel",
+    "approvers",
+    "policy_version",
+)
+REQUEST_FIELDS = (*STORED_FIELDS, "resume", "created_at")
+"""The keys of `RequestState.request`, in this order, whatever the request's status."""
+SET_BY_INTAKE = ("payload_sha256", "channel", "approvers", "policy_version")
+
+
+def _sent_view(message: Any, at: datetime) -> dict[str, Any]:
+    """`RequestState.request` of a request known from its intake message (queued, or kept whole as a
+    dead letter, so possibly malformed): its `request` object's `REQUEST_FIELDS`, null where it has
+    none and for those intake sets (`SET_BY_INTAKE`), and `at` (when it was accepted or
+    dead-lettered) as `created_at`."""
+    sent = message.get("request") if isinstance(message, dict) else None
+    sent = sent if isinstance(sent, dict) else {}
+    view = {name: None if name in SET_BY_INTAKE else sent.get(name) for name in REQUEST_FIELDS}
+    return view | {"created_at": iso(at)}
+
+
 def _request_view(row: ApprovalRequest) -> dict[str, Any]:
-    names = (
-        "action",
-        "payload",
-        "payload_sha256",
-        "summary",
-        "reason",
-        "context",
-        "requester",
-        "on_behalf_of",
-        "run_id",
-        "step",
-        "idempotency_key",
-        "confidence",
-        "channel",
-        "approvers",
-        "policy_version",
-    )
-    view = {name: getattr(row, name) for name in names}
+    view = {name: getattr(row, name) for name in STORED_FIELDS}
     if row.resume_webhook:
         view["resume"] = {"webhook": row.resume_webhook}
     elif row.resume_queue:

@@ -55,12 +55,11 @@ def may_create(holder: ApiToken, request: ApprovalRequestV1) -> None:
         )
 
 
-def requester_of(sent: Any) -> str | None:
-    """The requester named in a request as sent, or in its intake message (`{request: {...}}`)."""
-    if not isinstance(sent, dict):
-        return None
-    inner = sent.get("request")
-    return str(sent.get("requester") or (inner.get("requester") if isinstance(inner, dict) else "") or "")
+def requester_of(shown: dict[str, Any] | None) -> str | None:
+    """The requester of a request as `RequestState.request` shows it (one shape whatever its status),
+    or None (a request known from its RQ job alone, or a message that named none)."""
+    requester = (shown or {}).get("requester")
+    return str(requester) if requester is not None else None
 
 
 def must_own(holder: ApiToken, request_id: str, requester: str | None) -> None:
