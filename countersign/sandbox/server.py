@@ -192,6 +192,12 @@ class _Server(ThreadingHTTPServer):
     counts and tracks the connections it accepted."""
 
     daemon_threads = True
+    # The listen backlog: connections the kernel completes before `accept` takes them. socketserver's
+    # default is 5; clients connecting at once beyond it had their handshake dropped (or answered with
+    # a SYN cookie the full queue then drops): with 32 client threads one was reset, with 96 several
+    # hung until their timeout. Servers listen with the system's maximum (nginx 511, Python's
+    # `asyncio` 100); the kernel caps it at `net.core.somaxconn` (listen(2)).
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, address: tuple[str, int], sandbox: Sandbox) -> None:
         super().__init__(address, _Handler)

@@ -9,7 +9,9 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from http.client import HTTPConnection, HTTPResponse, RemoteDisconnected
 from pathlib import Path
 
@@ -158,3 +160,27 @@ def test_a_request_hung_up_on_is_not_answered_nor_run(sb: Sandbox, server: Sandb
     finally:
         connection.close()
     assert server.connections_accepted == 2
+
+
+CONCURRENT_CLIENTS = 96
+
+
+def test_many_clients_connecting_at_once_are_all_answered_none_reset(server: SandboxServer) -> None:
+    """Clients that open their connection in the same instant, more than a listen backlog of 5 holds
+    (`socketserver`'s default): each one is accepted and answered, none is reset or refused."""
+    start = threading.Barrier(CONCURRENT_CLIENTS)
+
+    def one_client(_: int) -> int | str:
+        connection = _connection(server)
+        try:
+            start.wait(timeout=30)
+            return _auth_test(connection).status
+        except OSError as exc:  # ConnectionResetError, ConnectionRefusedError, BrokenPipeError, timeout
+            return type(exc).__name__
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=CONCURRENT_CLIENTS) as pool:
+        answers = list(pool.map(one_client, range(CONCURRENT_CLIENTS)))
+    assert answers == [200] * CONCURRENT_CLIENTS
+    assert server.connections_accepted == CONCURRENT_CLIENTS
