@@ -37,12 +37,23 @@ class Worker(UvicornWorker):  # type: ignore[misc]
     raised again ends the worker as a normal exit instead: at once (`os._exit`), since uvicorn has
     shut down by then, and a `SystemExit` raised wherever the signal landed (an event loop callback,
     a thread's join) would be printed as a traceback instead of ending the process.
+
+    uvicorn's `init_signals` first resets every signal to its default, which for SIGTERM and SIGINT
+    ends the process by the signal; a stop that lands there, as the worker boots (`countersign run`
+    signals the web process group, the master and its booting worker at once), would be that error
+    again. So both are blocked (`pthread_sigmask`) until the handlers are in place: one that came
+    meanwhile is delivered then, to `_exit_normally`.
     """
 
     def init_signals(self) -> None:
-        super().init_signals()
-        for stop in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(stop, _exit_normally)
+        stops = {signal.SIGTERM, signal.SIGINT}
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+        try:
+            super().init_signals()
+            for stop in stops:
+                signal.signal(stop, _exit_normally)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _exit_normally(_signum: int, _frame: object) -> None:

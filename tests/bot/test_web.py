@@ -221,3 +221,38 @@ def _healthy(port: int) -> bool:
             return bool(json.loads(response.read())["ok"])
     except OSError:
         return False
+
+
+# A gunicorn worker of `countersign web` setting up its signals, with a stop (SIGTERM, as `countersign
+# run` sends the web process group) arriving at the worst moment: just as uvicorn's `init_signals` has
+# put SIGTERM back to its default action, before ours replaces it.
+STOP_WHILE_BOOTING = """
+import os, signal
+from gunicorn.config import Config
+from gunicorn.glogging import Logger
+from countersign.bot.server import Worker
+
+config = Config()
+worker = Worker(1, os.getppid(), [], None, 30, config, Logger(config))
+set_handler = signal.signal
+
+def stop_arrives_at_the_default(signum, handler):
+    previous = set_handler(signum, handler)
+    if signum == signal.SIGTERM and handler == signal.SIG_DFL:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return previous
+
+signal.signal = stop_arrives_at_the_default
+worker.init_signals()
+print("the stop was lost", flush=True)
+"""
+
+
+def test_a_web_worker_stopped_while_it_sets_up_its_signals_exits_normally() -> None:
+    """gunicorn logs a worker that a signal ended as an error ("Worker (pid:…) was sent SIGTERM!"):
+    a stop that arrives while the booting worker sets up its handlers ends it with status 0, and is
+    not lost either."""
+    ended = subprocess.run(
+        [sys.executable, "-c", STOP_WHILE_BOOTING], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (ended.returncode, ended.stdout) == (0, ""), ended.stderr
