@@ -12,12 +12,16 @@ class and a channel of its own, so Slack's pace of about one message a second pe
 countersign honours; `bench/busy_channel.py` measures it) does not cap the figure. Uses a private
 redis-server and, with `--database-url`, PostgreSQL (default: a new SQLite file). Prints one
 table; asserts nothing. `--profile FILE` records the first router worker with py-spy (wall clock,
-idle included) during the intake and prints its top functions.
+idle included) during the intake and prints its top functions and where its main thread was, a
+share and about how many ms a request (`WHERE`). `--pg-options` sets `PGOPTIONS` for the router
+workers only, for experiments (e.g. `-c synchronous_commit=off`: what waiting for the WAL flush at
+each COMMIT costs an intake; never a setting to run countersign with).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import tempfile
@@ -81,6 +85,10 @@ def main() -> int:
         help="record the first router worker with py-spy during the intake (raw format) into this "
         "file, and print its top functions",
     )
+    parser.add_argument(
+        "--pg-options",
+        help="PGOPTIONS for the router workers (an experiment, e.g. '-c synchronous_commit=off')",
+    )
     args = parser.parse_args()
     exit_on_sigterm()
 
@@ -91,7 +99,9 @@ def main() -> int:
         with bench_database(args.database_url, tmp) as database_url:
             env = countersign_env(tmp, policy(args.requests), redis_url, database_url, server.url + "/api/")
             baseline = _noop_seconds(args, Redis.from_url(redis_url), env, tmp)
-            routed = _intake_seconds(args, Redis.from_url(redis_url), env, tmp)
+            if args.pg_options:
+                env["PGOPTIONS"] = args.pg_options
+            routed, sent = _intake_seconds(args, Redis.from_url(redis_url), env, tmp)
     finally:
         redis_server.kill()
         server.shutdown()
@@ -103,13 +113,59 @@ def main() -> int:
             ("database", database_url.split(":", 1)[0]),
             ("no-op RQ jobs per second", f"{base_rate:.0f}"),
             ("requests routed per second", f"{rate:.0f}"),
+            ("requests sent per second (the bench's one ApprovalClient)", f"{args.requests / sent:.0f}"),
             ("ratio (target >= 0.5)", f"{rate / base_rate:.2f}"),
         ]
     )
     if args.profile is not None:
         header = ("py-spy, router worker 0: function (inclusive)", "% of samples")
         print_table(top_frames(args.profile, 40), header=header)
+        print_table(where(args.profile, args.requests / args.workers), header=WHERE_HEADER)
     return 0
+
+
+WHERE_HEADER = ("router worker 0's main thread (py-spy, wall clock)", "% / ms a request")
+# Where the router worker's main thread is, first match wins: (name, a frame the stack holds). Inside
+# the intake job, a category's PostgreSQL share is the samples in psycopg's `wait` under it.
+WHERE = [
+    ("intake: Slack chat.postMessage (card)", "_post (countersign/router/delivery.py"),
+    ("intake: Store.create (INSERT, its audit event, one COMMIT)", "Store.create ("),
+    ("intake: Store.attach_card (UPDATE, one COMMIT)", ".attach_card (countersign/store/"),
+    ("intake: pending limit's count (SELECT)", "check_pending (countersign/router/limits.py"),
+    ("intake: Redis script (rate window, channel's time, Home due)", "_admit (countersign/router/intake.py"),
+    ("intake: approvers (user groups)", "_approvers (countersign/router/intake.py"),
+    ("intake: policy (route, CEL gate)", "(countersign/router/policy.py"),
+    ("intake: parse and validate the message", "parse (countersign/schema"),
+    ("intake: logging", "(logging/__init__.py"),
+    ("intake: the rest", "intake (countersign/router/intake.py"),
+    ("RQ: job start (prepare_execution)", "prepare_execution (countersign/workers.py"),
+    ("RQ: job success (delete, counters, lane release)", "handle_job_success (countersign/workers.py"),
+    ("RQ: the rest around the job", "execute_job (countersign/router/worker.py"),
+    ("RQ: waiting for and fetching a job (dequeue)", "dequeue_job_and_maintain_ttl (rq/worker/base.py"),
+    ("RQ: the rest of the worker loop", "BaseWorker.work (rq/worker/base.py"),
+]
+
+
+def where(raw: Path, requests: float) -> list[tuple[str, object]]:
+    """Where the router worker's main thread was in a py-spy raw file (`WHERE`): each category's
+    share of its samples, and that share in ms a request if the worker ran `requests` intakes in the
+    recording (100 Hz: 10 ms a sample); then the intake's PostgreSQL waits (psycopg's `wait`)."""
+    counts = dict.fromkeys([name for name, _ in WHERE], 0)
+    total = waiting = 0
+    for line in raw.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if "run_worker (countersign/router/worker.py" not in stack:
+            continue  # another thread: the job heartbeat, RQ's pubsub
+        total += int(samples)
+        name = next((name for name, frame in WHERE if frame in stack), None)
+        if name is not None:
+            counts[name] += int(samples)
+        if name is not None and name.startswith("intake") and re.search(r"Connection\.wait \(psycopg", stack):
+            waiting += int(samples)
+    rows = [*counts.items(), ("intake: of which waiting on PostgreSQL (psycopg wait)", waiting)]
+    return [("samples", total)] + [
+        (name, f"{100 * n / max(total, 1):.1f} % / {10 * n / requests:.2f}") for name, n in rows
+    ]
 
 
 def _noop_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path) -> float:
@@ -134,8 +190,11 @@ def _noop_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], t
         redis.flushall()
 
 
-def _intake_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path) -> float:
-    """Seconds from the first `ApprovalClient.request` until every request's card `ts` is stored."""
+def _intake_seconds(
+    args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path
+) -> tuple[float, float]:
+    """Seconds from the first `ApprovalClient.request` until every request's card `ts` is stored,
+    and until the last request was sent (the one sender caps the first)."""
     engine = create_db_engine(env["DATABASE_URL"])
     client = ApprovalClient(redis, Store(engine))
     workers = run_workers(args.workers, [*PYTHON_M, "countersign.cli", "worker"], env, tmp / "worker.log")
@@ -153,8 +212,9 @@ def _intake_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str],
                 idempotency_key=f"bench-{n}",
                 resume={"queue": "agent", "func": "bench.x.y"},
             )
+        sent = time.monotonic() - start
         wait_until(lambda: cards_stored(engine) >= args.requests, 900)
-        return time.monotonic() - start
+        return time.monotonic() - start, sent
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
