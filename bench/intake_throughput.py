@@ -26,10 +26,12 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from redis import Redis
 from rq import Worker
+from sqlalchemy import Engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -42,7 +44,9 @@ from bench.common import (
     countersign_env,
     exit_on_sigterm,
     print_table,
+    process_cpu,
     py_spy,
+    session_cpu_seconds,
     start_redis,
     top_frames,
     wait_until,
@@ -65,6 +69,58 @@ def policy(classes: int) -> str:
 def _pid(worker: Child) -> int:
     assert worker.process is not None
     return worker.process.pid
+
+
+@dataclass
+class Phase:
+    """One side's run: seconds until every job ran (every card stored), seconds until the last was
+    sent, and CPU seconds over it by process (`_cpu`)."""
+
+    seconds: float
+    sent: float
+    cpu: dict[str, float] = field(default_factory=dict)
+
+
+def _cpu(workers: list[Child], redis_pid: int, engine: Engine | None) -> dict[str, float]:
+    """CPU seconds so far of the RQ workers (their sessions: a router worker's sweep process too),
+    the redis-server, this process (the sender, the Slack sandbox's threads, the polling) and, with
+    `engine` on PostgreSQL, the backends serving its database (this observer's excluded)."""
+    cpu = {
+        "RQ workers (with their sweep processes)": sum(session_cpu_seconds(_pid(w)) for w in workers),
+        "redis-server": session_cpu_seconds(redis_pid),
+        "bench process (sender, Slack sandbox, polling)": time.process_time(),
+    }
+    if engine is not None and engine.dialect.name == "postgresql":
+        with engine.connect() as connection:
+            pids = connection.execute(
+                text(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                )
+            ).scalars()
+            cpu |= {f"postgres {pid}": process_cpu(pid) for pid in pids}
+    return cpu
+
+
+def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds from `before` to `after` (`_cpu`), PostgreSQL's backends summed (one that
+    started meanwhile counts from 0)."""
+    spent: dict[str, float] = {}
+    for name, seconds in after.items():
+        key = "PostgreSQL backends of the run's database" if name.startswith("postgres ") else name
+        spent[key] = spent.get(key, 0.0) + seconds - before.get(name, 0.0)
+    return spent
+
+
+def cpu_rows(phase: Phase, jobs: int, what: str) -> list[tuple[str, object]]:
+    """CPU ms a job of `phase` by process, their sum, and the rate two cores would cap it at."""
+    rows: list[tuple[str, object]] = [
+        (f"{what}: CPU ms a job, {name}", f"{1000 * s / jobs:.2f}") for name, s in phase.cpu.items()
+    ]
+    total = sum(phase.cpu.values())
+    rows.append((f"{what}: CPU ms a job, all measured", f"{1000 * total / jobs:.2f}"))
+    rows.append((f"{what}: jobs a second two cores could run at that CPU", f"{2 * jobs / total:.0f}"))
+    return rows
 
 
 def run_workers(count: int, argv: list[str], env: dict[str, str], log: Path) -> list[Child]:
@@ -98,14 +154,15 @@ def main() -> int:
     try:
         with bench_database(args.database_url, tmp) as database_url:
             env = countersign_env(tmp, policy(args.requests), redis_url, database_url, server.url + "/api/")
-            baseline = _noop_seconds(args, Redis.from_url(redis_url), env, tmp)
+            redis_pid = _pid(redis_server)
+            baseline = _noop_seconds(args, Redis.from_url(redis_url), env, tmp, redis_pid)
             if args.pg_options:
                 env["PGOPTIONS"] = args.pg_options
-            routed, sent = _intake_seconds(args, Redis.from_url(redis_url), env, tmp)
+            routed = _intake_seconds(args, Redis.from_url(redis_url), env, tmp, redis_pid)
     finally:
         redis_server.kill()
         server.shutdown()
-    rate, base_rate = args.requests / routed, args.requests / baseline
+    rate, base_rate = args.requests / routed.seconds, args.requests / baseline.seconds
     print_table(
         [
             ("requests", args.requests),
@@ -113,8 +170,14 @@ def main() -> int:
             ("database", database_url.split(":", 1)[0]),
             ("no-op RQ jobs per second", f"{base_rate:.0f}"),
             ("requests routed per second", f"{rate:.0f}"),
-            ("requests sent per second (the bench's one ApprovalClient)", f"{args.requests / sent:.0f}"),
+            ("no-op jobs sent per second (the bench's one enqueuer)", f"{args.requests / baseline.sent:.0f}"),
+            (
+                "requests sent per second (the bench's one ApprovalClient)",
+                f"{args.requests / routed.sent:.0f}",
+            ),
             ("ratio (target >= 0.5)", f"{rate / base_rate:.2f}"),
+            *cpu_rows(baseline, args.requests, "no-op"),
+            *cpu_rows(routed, args.requests, "intake"),
         ]
     )
     if args.profile is not None:
@@ -168,9 +231,11 @@ def where(raw: Path, requests: float) -> list[tuple[str, object]]:
     ]
 
 
-def _noop_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path) -> float:
-    """Seconds for `args.workers` RQ workers to run `args.requests` no-op jobs: `rq worker` with the
-    router worker's class (`RouterWorker`) and serializer (JSON)."""
+def _noop_seconds(
+    args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path, redis_pid: int
+) -> Phase:
+    """`args.workers` RQ workers running `args.requests` no-op jobs: `rq worker` with the router
+    worker's class (`RouterWorker`) and serializer (JSON)."""
     queue = json_queue("baseline", redis)
     argv = [
         *PYTHON_M, "rq.cli", "worker", "--url", env["REDIS_URL"],
@@ -179,11 +244,12 @@ def _noop_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], t
     workers = run_workers(args.workers, [*argv, "baseline"], env, tmp / "baseline.log")
     try:
         wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
-        start = time.monotonic()
+        cpu, start = _cpu(workers, redis_pid, None), time.monotonic()
         for _ in range(args.requests):
             queue.enqueue("bench.noop.noop")
+        sent = time.monotonic() - start
         wait_until(lambda: queue.finished_job_registry.count >= args.requests, 600)
-        return time.monotonic() - start
+        return Phase(time.monotonic() - start, sent, _spent(cpu, _cpu(workers, redis_pid, None)))
     finally:
         for worker in workers:
             worker.kill()
@@ -191,10 +257,10 @@ def _noop_seconds(args: argparse.Namespace, redis: Redis, env: dict[str, str], t
 
 
 def _intake_seconds(
-    args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path
-) -> tuple[float, float]:
-    """Seconds from the first `ApprovalClient.request` until every request's card `ts` is stored,
-    and until the last request was sent (the one sender caps the first)."""
+    args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path, redis_pid: int
+) -> Phase:
+    """From the first `ApprovalClient.request` until every request's card `ts` is stored (and until
+    the last request was sent: the one sender caps the rate)."""
     engine = create_db_engine(env["DATABASE_URL"])
     client = ApprovalClient(redis, Store(engine))
     workers = run_workers(args.workers, [*PYTHON_M, "countersign.cli", "worker"], env, tmp / "worker.log")
@@ -202,7 +268,7 @@ def _intake_seconds(
     try:
         wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
         spy = None if args.profile is None else py_spy(_pid(workers[0]), args.profile)
-        start = time.monotonic()
+        cpu, start = _cpu(workers, redis_pid, engine), time.monotonic()
         for n in range(args.requests):
             client.request(
                 action=f"a{n}",
@@ -214,7 +280,7 @@ def _intake_seconds(
             )
         sent = time.monotonic() - start
         wait_until(lambda: cards_stored(engine) >= args.requests, 900)
-        return time.monotonic() - start, sent
+        return Phase(time.monotonic() - start, sent, _spent(cpu, _cpu(workers, redis_pid, engine)))
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
