@@ -2,25 +2,32 @@
 
     python bench/intake_throughput.py --requests 1000 --workers 2
 
-End to end = enqueued by `ApprovalClient.request` → stored → card posted to the Slack sandbox (no
-added latency) → its `ts` stored. The baseline runs the same number of no-op jobs through the same
-RQ worker class (`countersign.router.worker.RouterWorker`, the class `countersign worker` runs: no
-fork per job, and countersign's own bookkeeping, `countersign/workers.py`), JSON serializer and
-worker count, in the same run (issue 14: the baseline ran RQ's forking `Worker`, then RQ's
-`SimpleWorker`, while the router's class changed under it). Each request has an action
-class and a channel of its own, so Slack's pace of about one message a second per channel (which
+One request = its intake job taken from the queue → stored → card posted to the Slack sandbox (no
+added latency) → its `ts` stored. Each side's workers start, register, and are stopped (SIGSTOP,
+with their sweep processes); every job is sent (`ApprovalClient.request`: the intake outbox's INSERT
+and the enqueue; the baseline: a bare enqueue; each sender's rate is printed); then the workers are
+let go at once (SIGCONT), and the figure is their drain of the full queue, from then until every job
+has run (every card's `ts` stored). Timed from the first send instead (before the seventh pass), the
+one sender capped the intake figure at its own rate. The baseline runs the same number of no-op jobs
+through the same RQ worker class (`countersign.router.worker.RouterWorker`, the class `countersign
+worker` runs: no fork per job, and countersign's own bookkeeping, `countersign/workers.py`), JSON
+serializer and worker count, in the same run (issue 14: the baseline ran RQ's forking `Worker`, then
+RQ's `SimpleWorker`, while the router's class changed under it). Each request has an action class
+and a channel of its own, so Slack's pace of about one message a second per channel (which
 countersign honours; `bench/busy_channel.py` measures it) does not cap the figure. Uses a private
-redis-server and, with `--database-url`, PostgreSQL (default: a new SQLite file). Prints one
-table; asserts nothing. `--profile FILE` records the first router worker with py-spy (wall clock,
-idle included) during the intake and prints its top functions and where its main thread was, a
-share and about how many ms a request (`WHERE`). `--pg-options` sets `PGOPTIONS` for the router
-workers only, for experiments (e.g. `-c synchronous_commit=off`: what waiting for the WAL flush at
-each COMMIT costs an intake; never a setting to run countersign with).
+redis-server and, with `--database-url`, PostgreSQL (default: a new SQLite file). Prints one table,
+with each side's CPU a job by process over the drain; asserts nothing. `--profile FILE` records the
+first router worker with py-spy (wall clock, idle included, attached while it is still stopped: up
+to 1 s of samples in `dequeue` are the stop) during the drain and prints its top functions and where
+its main thread was, a share and about how many ms a request (`WHERE`). `--pg-options` sets
+`PGOPTIONS` for the router workers only, for experiments (e.g. `-c synchronous_commit=off`: what
+waiting for the WAL flush at each COMMIT costs an intake; never a setting to run countersign with).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -121,6 +128,12 @@ def cpu_rows(phase: Phase, jobs: int, what: str) -> list[tuple[str, object]]:
     rows.append((f"{what}: CPU ms a job, all measured", f"{1000 * total / jobs:.2f}"))
     rows.append((f"{what}: jobs a second two cores could run at that CPU", f"{2 * jobs / total:.0f}"))
     return rows
+
+
+def _signal(workers: list[Child], signum: int) -> None:
+    """Send `signum` to each worker's process group (the worker and its sweep process)."""
+    for worker in workers:
+        os.killpg(_pid(worker), signum)
 
 
 def run_workers(count: int, argv: list[str], env: dict[str, str], log: Path) -> list[Child]:
@@ -244,10 +257,13 @@ def _noop_seconds(
     workers = run_workers(args.workers, [*argv, "baseline"], env, tmp / "baseline.log")
     try:
         wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
-        cpu, start = _cpu(workers, redis_pid, None), time.monotonic()
+        _signal(workers, signal.SIGSTOP)
+        start = time.monotonic()
         for _ in range(args.requests):
             queue.enqueue("bench.noop.noop")
         sent = time.monotonic() - start
+        cpu, start = _cpu(workers, redis_pid, None), time.monotonic()
+        _signal(workers, signal.SIGCONT)
         wait_until(lambda: queue.finished_job_registry.count >= args.requests, 600)
         return Phase(time.monotonic() - start, sent, _spent(cpu, _cpu(workers, redis_pid, None)))
     finally:
@@ -267,8 +283,8 @@ def _intake_seconds(
     spy = None
     try:
         wait_until(lambda: len(Worker.all(connection=redis)) >= args.workers, 60)
-        spy = None if args.profile is None else py_spy(_pid(workers[0]), args.profile)
-        cpu, start = _cpu(workers, redis_pid, engine), time.monotonic()
+        _signal(workers, signal.SIGSTOP)
+        start = time.monotonic()
         for n in range(args.requests):
             client.request(
                 action=f"a{n}",
@@ -279,6 +295,9 @@ def _intake_seconds(
                 resume={"queue": "agent", "func": "bench.x.y"},
             )
         sent = time.monotonic() - start
+        spy = None if args.profile is None else py_spy(_pid(workers[0]), args.profile)
+        cpu, start = _cpu(workers, redis_pid, engine), time.monotonic()
+        _signal(workers, signal.SIGCONT)
         wait_until(lambda: cards_stored(engine) >= args.requests, 900)
         return Phase(time.monotonic() - start, sent, _spent(cpu, _cpu(workers, redis_pid, engine)))
     finally:
