@@ -17,8 +17,8 @@ and a channel of its own, so Slack's pace of about one message a second per chan
 countersign honours; `bench/busy_channel.py` measures it) does not cap the figure. Uses a private
 redis-server and, with `--database-url`, PostgreSQL (default: a new SQLite file). Prints one table,
 with each side's CPU a job by process over the drain; asserts nothing. `--profile FILE` records the
-first router worker with py-spy (wall clock, idle included, attached while it is still stopped: up
-to 1 s of samples in `dequeue` are the stop) during the drain and prints its top functions and where
+first router worker with py-spy (wall clock, idle included; attached as the workers are let go, so
+the drain's first second or so is not recorded) during the drain and prints its top functions and where
 its main thread was, a share and about how many ms a request (`WHERE`). `--pg-options` sets
 `PGOPTIONS` for the router workers only, for experiments (e.g. `-c synchronous_commit=off`: what
 waiting for the WAL flush at each COMMIT costs an intake; never a setting to run countersign with).
@@ -295,9 +295,9 @@ def _intake_seconds(
                 resume={"queue": "agent", "func": "bench.x.y"},
             )
         sent = time.monotonic() - start
-        spy = None if args.profile is None else py_spy(_pid(workers[0]), args.profile)
         cpu, start = _cpu(workers, redis_pid, engine), time.monotonic()
         _signal(workers, signal.SIGCONT)
+        spy = None if args.profile is None else py_spy(_pid(workers[0]), args.profile)  # not while stopped
         wait_until(lambda: cards_stored(engine) >= args.requests, 900)
         return Phase(time.monotonic() - start, sent, _spent(cpu, _cpu(workers, redis_pid, engine)))
     finally:
