@@ -18,10 +18,12 @@ countersign honours; `bench/busy_channel.py` measures it) does not cap the figur
 redis-server and, with `--database-url`, PostgreSQL (default: a new SQLite file). Prints one table,
 with each side's CPU a job by process over the drain; asserts nothing. `--profile FILE` records the
 first router worker with py-spy (wall clock, idle included; attached as the workers are let go, so
-the drain's first second or so is not recorded) during the drain and prints its top functions and where
-its main thread was, a share and about how many ms a request (`WHERE`). `--pg-options` sets
-`PGOPTIONS` for the router workers only, for experiments (e.g. `-c synchronous_commit=off`: what
-waiting for the WAL flush at each COMMIT costs an intake; never a setting to run countersign with).
+the drain's first second or so is not recorded) during the drain and prints its top functions and
+where its main thread was, a share and about how many ms a request (`WHERE`). With `--cpu-only`
+py-spy records only samples on the CPU, so the same table gives ms of CPU a request. `--pg-options`
+sets `PGOPTIONS` for the router workers only, for experiments (e.g. `-c synchronous_commit=off`:
+what waiting for the WAL flush at each COMMIT costs an intake; never a setting to run countersign
+with).
 """
 
 from __future__ import annotations
@@ -155,6 +157,11 @@ def main() -> int:
         "file, and print its top functions",
     )
     parser.add_argument(
+        "--cpu-only",
+        action="store_true",
+        help="with --profile: record only samples on the CPU (py-spy without --idle): ms of CPU a request",
+    )
+    parser.add_argument(
         "--pg-options",
         help="PGOPTIONS for the router workers (an experiment, e.g. '-c synchronous_commit=off')",
     )
@@ -196,11 +203,13 @@ def main() -> int:
     if args.profile is not None:
         header = ("py-spy, router worker 0: function (inclusive)", "% of samples")
         print_table(top_frames(args.profile, 40), header=header)
-        print_table(where(args.profile, args.requests / args.workers), header=WHERE_HEADER)
+        workers_cpu = routed.cpu["RQ workers (with their sweep processes)"]
+        ms = 1000 * (workers_cpu if args.cpu_only else args.workers * routed.seconds) / args.requests
+        print_table(where(args.profile, ms, args.cpu_only), header=WHERE_HEADER)
     return 0
 
 
-WHERE_HEADER = ("router worker 0's main thread (py-spy, wall clock)", "% / ms a request")
+WHERE_HEADER = ("router worker 0's main thread (py-spy)", "% / ms a request")
 # Where the router worker's main thread is, first match wins: (name, a frame the stack holds). Inside
 # the intake job, a category's PostgreSQL share is the samples in psycopg's `wait` under it.
 WHERE = [
@@ -222,14 +231,16 @@ WHERE = [
 ]
 
 
-def where(raw: Path, requests: float) -> list[tuple[str, object]]:
+def where(raw: Path, ms: float, cpu_only: bool) -> list[tuple[str, object]]:
     """Where the router worker's main thread was in a py-spy raw file (`WHERE`): each category's
-    share of its samples, and that share in ms a request if the worker ran `requests` intakes in the
-    recording (100 Hz: 10 ms a sample); then the intake's PostgreSQL waits (psycopg's `wait`)."""
+    share of its samples, and that share of `ms` (a request's ms of a worker: wall clock, or with
+    `cpu_only` its CPU, of which the main thread's share of all samples is taken); then the intake's
+    PostgreSQL waits (psycopg's `wait`)."""
     counts = dict.fromkeys([name for name, _ in WHERE], 0)
-    total = waiting = 0
+    total = waiting = every = 0
     for line in raw.read_text().splitlines():
         stack, _, samples = line.rpartition(" ")
+        every += int(samples)
         if "run_worker (countersign/router/worker.py" not in stack:
             continue  # another thread: the job heartbeat, RQ's pubsub
         total += int(samples)
@@ -239,8 +250,9 @@ def where(raw: Path, requests: float) -> list[tuple[str, object]]:
         if name is not None and name.startswith("intake") and re.search(r"Connection\.wait \(psycopg", stack):
             waiting += int(samples)
     rows = [*counts.items(), ("intake: of which waiting on PostgreSQL (psycopg wait)", waiting)]
-    return [("samples", total)] + [
-        (name, f"{100 * n / max(total, 1):.1f} % / {10 * n / requests:.2f}") for name, n in rows
+    main = ms * total / max(every, 1) if cpu_only else ms
+    return [("samples (main thread / all threads)", f"{total} / {every}")] + [
+        (name, f"{100 * n / max(total, 1):.1f} % / {main * n / max(total, 1):.2f}") for name, n in rows
     ]
 
 
@@ -297,7 +309,9 @@ def _intake_seconds(
         sent = time.monotonic() - start
         cpu, start = _cpu(workers, redis_pid, engine), time.monotonic()
         _signal(workers, signal.SIGCONT)
-        spy = None if args.profile is None else py_spy(_pid(workers[0]), args.profile)  # not while stopped
+        spy = (
+            None if args.profile is None else py_spy(_pid(workers[0]), args.profile, not args.cpu_only)
+        )  # not while stopped
         wait_until(lambda: cards_stored(engine) >= args.requests, 900)
         return Phase(time.monotonic() - start, sent, _spent(cpu, _cpu(workers, redis_pid, engine)))
     finally:
