@@ -396,22 +396,11 @@ def cards_stored(engine: Engine, ids: Sequence[str] | None = None) -> int:
         return connection.execute(stmt).scalar_one()
 
 
-def py_spy(pid: int, output: Path, idle: bool = True) -> subprocess.Popen[bytes]:
-    """Record the process `pid` with py-spy (wall clock, idle samples included; with `idle` False,
-    only samples of threads on the CPU; 100 Hz, raw collapsed stacks) into `output` until the
-    returned process gets SIGINT; returns once py-spy has attached."""
+def py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
+    """Record the process `pid` with py-spy (wall clock, idle samples included, 100 Hz, raw collapsed
+    stacks) into `output` until the returned process gets SIGINT; returns once py-spy has attached."""
     spy = Path(sys.executable).with_name("py-spy")
-    argv = [
-        str(spy),
-        "record",
-        "--pid",
-        str(pid),
-        *(["--idle"] if idle else []),
-        "--format",
-        "raw",
-        "--rate",
-        "100",
-    ]
+    argv = [str(spy), "record", "--pid", str(pid), "--idle", "--format", "raw", "--rate", "100"]
     process = subprocess.Popen(
         [*argv, "--output", str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

@@ -19,8 +19,7 @@ redis-server and, with `--database-url`, PostgreSQL (default: a new SQLite file)
 with each side's CPU a job by process over the drain; asserts nothing. `--profile FILE` records the
 first router worker with py-spy (wall clock, idle included; attached as the workers are let go, so
 the drain's first second or so is not recorded) during the drain and prints its top functions and
-where its main thread was, a share and about how many ms a request (`WHERE`). With `--cpu-only`
-py-spy records only samples on the CPU, so the same table gives ms of CPU a request. `--pg-options`
+where its main thread was, a share and about how many ms a request (`WHERE`). `--pg-options`
 sets `PGOPTIONS` for the router workers only, for experiments (e.g. `-c synchronous_commit=off`:
 what waiting for the WAL flush at each COMMIT costs an intake; never a setting to run countersign
 with).
@@ -157,11 +156,6 @@ def main() -> int:
         "file, and print its top functions",
     )
     parser.add_argument(
-        "--cpu-only",
-        action="store_true",
-        help="with --profile: record only samples on the CPU (py-spy without --idle): ms of CPU a request",
-    )
-    parser.add_argument(
         "--pg-options",
         help="PGOPTIONS for the router workers (an experiment, e.g. '-c synchronous_commit=off')",
     )
@@ -203,9 +197,8 @@ def main() -> int:
     if args.profile is not None:
         header = ("py-spy, router worker 0: function (inclusive)", "% of samples")
         print_table(top_frames(args.profile, 40), header=header)
-        workers_cpu = routed.cpu["RQ workers (with their sweep processes)"]
-        ms = 1000 * (workers_cpu if args.cpu_only else args.workers * routed.seconds) / args.requests
-        print_table(where(args.profile, ms, args.cpu_only), header=WHERE_HEADER)
+        ms = 1000 * args.workers * routed.seconds / args.requests  # a request's wall ms of one worker
+        print_table(where(args.profile, ms), header=WHERE_HEADER)
     return 0
 
 
@@ -231,11 +224,11 @@ WHERE = [
 ]
 
 
-def where(raw: Path, ms: float, cpu_only: bool) -> list[tuple[str, object]]:
+def where(raw: Path, ms: float) -> list[tuple[str, object]]:
     """Where the router worker's main thread was in a py-spy raw file (`WHERE`): each category's
-    share of its samples, and that share of `ms` (a request's ms of a worker: wall clock, or with
-    `cpu_only` its CPU, of which the main thread's share of all samples is taken); then the intake's
-    PostgreSQL waits (psycopg's `wait`)."""
+    share of its samples, and that share of `ms` (a request's wall-clock ms of one worker); then the
+    intake's PostgreSQL waits (psycopg's `wait`). (py-spy without `--idle` is no CPU profile here:
+    it counts threads reading a socket or waiting on a condition as active.)"""
     counts = dict.fromkeys([name for name, _ in WHERE], 0)
     total = waiting = every = 0
     for line in raw.read_text().splitlines():
@@ -250,9 +243,8 @@ def where(raw: Path, ms: float, cpu_only: bool) -> list[tuple[str, object]]:
         if name is not None and name.startswith("intake") and re.search(r"Connection\.wait \(psycopg", stack):
             waiting += int(samples)
     rows = [*counts.items(), ("intake: of which waiting on PostgreSQL (psycopg wait)", waiting)]
-    main = ms * total / max(every, 1) if cpu_only else ms
     return [("samples (main thread / all threads)", f"{total} / {every}")] + [
-        (name, f"{100 * n / max(total, 1):.1f} % / {main * n / max(total, 1):.2f}") for name, n in rows
+        (name, f"{100 * n / max(total, 1):.1f} % / {ms * n / max(total, 1):.2f}") for name, n in rows
     ]
 
 
@@ -309,9 +301,7 @@ def _intake_seconds(
         sent = time.monotonic() - start
         cpu, start = _cpu(workers, redis_pid, engine), time.monotonic()
         _signal(workers, signal.SIGCONT)
-        spy = (
-            None if args.profile is None else py_spy(_pid(workers[0]), args.profile, not args.cpu_only)
-        )  # not while stopped
+        spy = None if args.profile is None else py_spy(_pid(workers[0]), args.profile)  # not while stopped
         wait_until(lambda: cards_stored(engine) >= args.requests, 900)
         return Phase(time.monotonic() - start, sent, _spent(cpu, _cpu(workers, redis_pid, engine)))
     finally:
