@@ -350,6 +350,15 @@ def session_cpu_seconds(session_id: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat); 0.0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def process_tree(pid: int) -> list[int]:
     """`pid` and all its descendants (read from /proc; Linux only), parents before children."""
     children: dict[int, list[int]] = {}

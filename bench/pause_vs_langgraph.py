@@ -76,6 +76,7 @@ from bench.common import (
     countersign_env,
     exit_on_sigterm,
     print_table,
+    process_cpu,
     start_redis,
     wait_until,
 )
@@ -103,7 +104,6 @@ REQUEST = {
     "context": {"invoice": "INV-2041", "charges": ["ch_3Pq9Zx2eZvKYlo2C", "ch_3Pq9Zx2eZvKYlo2D"]},
     "requester": "refund-agent",
 }
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @approved_action
@@ -113,15 +113,6 @@ def execute_refund(payload: dict[str, Any]) -> str:
 
 
 # ---- measuring -------------------------------------------------------------------------------
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far (/proc/PID/stat); 0.0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 class Database:

@@ -48,7 +48,9 @@ job's modules, the database pool and the Slack and Redis clients are loaded once
   results, its execution record and registry, its entries in the started registry and the worker's
   executions set, and for a job in a lane its entry in the lane's waiting set) with the worker's
   counters and its `idle` state, in one MULTI/EXEC, then releases the job's lane slot as RQ does
-  (`release_slot`). Other jobs (card rewrites, an agent's own jobs) take RQ's path.
+  (`release_slot`), but with the lane's width the job carries (`rate_limit_concurrency`) instead of
+  reading it back from the lane's hash (`_release_lane`: one round trip fewer an intake job). Other
+  jobs (card rewrites, an agent's own jobs) take RQ's path.
 - **One heartbeat thread a worker**, not one a job: it beats for whichever job runs (RQ's
   `maintain_heartbeats` every `job_monitoring_interval` seconds of that job) and waits while none
   does; a beat is sent under the thread's lock, so none is under way for a job once it has ended.
@@ -74,7 +76,7 @@ from rq import SimpleWorker
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.queue import Queue
-from rq.rate_limit import RateLimitRegistry, release_slot
+from rq.rate_limit import RateLimitRegistry
 from rq.registry import StartedJobRegistry
 from rq.results import Result
 from rq.utils import now
@@ -153,7 +155,7 @@ class CountersignWorker(SimpleWorker):
             self._send_idle(pipeline)
             pipeline.execute()
         self.executions.pop(execution.id, None)
-        release_slot(job)
+        _release_lane(job)
         taken = job.ended_at - job.started_at
         self.log.info("Successfully completed job %s in %ss on worker %s", job.id, taken, self.name)
 
@@ -252,6 +254,20 @@ def _delete_succeeded(job: Job, execution: Execution, pipeline: Pipeline) -> Non
     if job.has_rate_limit:
         pipeline.zrem(registry, execution.id)
         RateLimitRegistry.from_job(job).cancel(job.id, pipeline=pipeline)
+
+
+def _release_lane(job: Job) -> None:
+    """RQ's `release_slot` of a job that succeeded (`handle_job_success`): free its slot in its lane
+    and let the lane's next waiting jobs onto the queue, in one script. RQ reads the lane's width
+    from the lane's hash (`RateLimitRegistry.concurrency`, an HGET: a round trip of its own each
+    job); the job carries the width it was enqueued with (`rate_limit_concurrency`, the width that
+    enqueue wrote into that hash: `jobs.INTAKE_LANE_WIDTH`), so it is used instead. Does nothing for
+    a job in no lane (or taken out of it: `jobs.leave_intake_lane`). Raises `RedisError`."""
+    if not job.has_rate_limit:
+        return
+    lane = RateLimitRegistry.from_job(job)
+    lane.__dict__["concurrency"] = job.rate_limit_concurrency  # the value of its cached_property
+    lane.release_and_enqueue(job.id)
 
 
 class _JobHeartbeat:

@@ -68,6 +68,23 @@ def test_countersigns_jobs_in_a_lane_leave_it_as_they_succeed(redis: Redis) -> N
     assert not redis.zcard("rq:rl:countersign:intake:test:rate_limited")
 
 
+def test_a_lane_slot_is_released_with_the_width_its_job_carries(redis: Redis) -> None:
+    """A job ending in its lane frees its slot with the lane's width the job was enqueued with, not
+    one read back from the lane's hash (`_release_lane`, one round trip fewer): with that hash gone
+    (RQ would read a width of 0 and let no waiting job on), every job of the burst still runs, two
+    at a time, and the lane ends empty."""
+    queue = json_queue(QUEUE, redis)
+    lane = RateLimit("countersign:intake:width", 2)
+    for n in range(5):
+        queue.enqueue(agent.PROCESS_FUNC, n, job_id=f"{INTAKE_JOB_PREFIX}w{n}", rate_limit=lane, result_ttl=0)
+    assert redis.delete("rq:rl:countersign:intake:width") == 1  # the lane's hash, with its width
+    assert queue.count == 2 and redis.zcard("rq:rl:countersign:intake:width:rate_limited") == 3
+    CountersignWorker([queue], connection=redis, serializer=JSONSerializer).work(burst=True)
+    assert queue.count == 0 and not redis.keys(f"rq:job:{INTAKE_JOB_PREFIX}*")
+    assert not redis.zcard("rq:rl:countersign:intake:width:allowed")
+    assert not redis.zcard("rq:rl:countersign:intake:width:rate_limited")
+
+
 def _only_worker(redis: Redis) -> str:
     names = {key.decode().split(":")[2] for key in redis.keys("rq:worker:*")}
     return names.pop() if len(names) == 1 else ""
