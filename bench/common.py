@@ -426,10 +426,11 @@ class WebStack:
 
 
 @contextlib.contextmanager
-def web_stack(policy: str, database_url: str | None) -> Iterator[WebStack]:
+def web_stack(policy: str, database_url: str | None, trace: Path | None = None) -> Iterator[WebStack]:
     """Start a private redis-server, the sandbox, a scratch database (`bench_database`) and
     `countersign web` + `countersign worker` on them with `policy` (YAML text); yield once the web
-    answers `/healthz`; stop everything afterwards."""
+    answers `/healthz`; stop everything afterwards. With `trace` (a directory), the processes write
+    each click's stage timings there (`bench/clicktrace/sitecustomize.py`)."""
     from countersign.ports import free_port
     from countersign.sandbox import Sandbox, serve
 
@@ -446,6 +447,9 @@ def web_stack(policy: str, database_url: str | None) -> Iterator[WebStack]:
                 "SLACK_SIGNING_SECRET": sandbox.signing_secret,
                 "PORT": str(port),
             }
+            if trace is not None:
+                tracer = ROOT / "bench" / "clicktrace"
+                env |= {"PYTHONPATH": f"{tracer}:{ROOT}", "COUNTERSIGN_BENCH_CLICKTRACE": str(trace)}
             cli = [*PYTHON_M, "countersign.cli"]
             web = Child("web", [*cli, "web", "--host", "127.0.0.1"], env, tmp / "web.log")
             worker = Child("worker", [*cli, "worker"], env, tmp / "worker.log")

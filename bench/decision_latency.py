@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import json
 import multiprocessing
 import os
 import signal
@@ -41,6 +42,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from redis import Redis
 from rq.utils import utcparse
@@ -167,6 +169,11 @@ def main() -> int:
         help="start a PostgreSQL server of this run's own (initdb in a temporary directory) instead",
     )
     parser.add_argument(
+        "--stages",
+        type=Path,
+        help="write each click's stage timings in the web processes into this directory and print them",
+    )
+    parser.add_argument(
         "--profile", type=Path, help="record the web processes with py-spy (raw format) into this file"
     )
     args = parser.parse_args()
@@ -177,7 +184,9 @@ def main() -> int:
         if args.private_postgres:
             log = Path(tempfile.mkdtemp(prefix="countersign-bench-pg-")) / "postgres.log"
             server_url = resources.enter_context(postgres_server(log)).url
-        stack = resources.enter_context(web_stack(policy(), server_url))
+        if args.stages:
+            args.stages.mkdir(parents=True, exist_ok=True)
+        stack = resources.enter_context(web_stack(policy(), server_url, args.stages))
         web, worker, database_url = stack.web, stack.worker, stack.database_url
         engine, redis = create_db_engine(database_url), Redis.from_url(stack.redis_url)
         client = ApprovalClient(redis, Store(engine))
@@ -203,6 +212,12 @@ def main() -> int:
         if args.profile:
             _stop(stack.children.pop())
     _report(args, clicks, enqueued, cpu, database_url, wal)
+    if args.stages:
+        print()
+        cards_by_index = [request_id for request_id, _, _ in cards]
+        print_table(
+            _stages(args, clicks, enqueued, cards_by_index), header=("stage, ms", "p50 / p95 / p99 / max")
+        )
     if args.profile:
         print()
         print_table(
@@ -315,6 +330,55 @@ def _wal_position(database_url: str) -> int:
             return int(connection.execute(text("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")).scalar_one())
     finally:
         engine.dispose()
+
+
+def _stages(
+    args: argparse.Namespace, clicks: list[Click], enqueued: list[float | None], request_ids: list[str]
+) -> list[tuple[str, object]]:
+    """Each counted click's stages, from the web processes' trace lines (`bench/clicktrace`), as
+    p50 / p95 / p99 / max in ms: from the click's send to its work starting on the decision pool
+    (HTTP, guard, ack, the pool's queue), each step of `journal.act` (a step's several calls summed:
+    the vote's statements, its COMMIT), the vote's transaction less its statements and COMMIT
+    (BEGIN, SQLAlchemy and Python), and from the start of the work to the resume job's
+    `enqueued_at`."""
+    traced: dict[str, dict[str, Any]] = {}
+    for path in args.stages.glob("trace-*.jsonl"):
+        for line in path.read_text().splitlines():
+            entry = json.loads(line)
+            traced[entry["request_id"]] = entry
+    columns: dict[str, list[float]] = {}
+    for click in clicks[round(args.rate * args.warmup) :]:
+        entry, end = traced.get(request_ids[click.index]), enqueued[click.index]
+        if entry is None or end is None:
+            continue
+        sums: dict[str, float] = {}
+        for name, start, stop in entry["steps"]:
+            sums[name] = sums.get(name, 0.0) + stop - start
+        sums["vote: BEGIN, SQLAlchemy, Python"] = (
+            sums.get("vote transaction", 0.0) - sums.get("statement", 0.0) - sums.get("COMMIT", 0.0)
+        )
+        sums["send -> work starts (HTTP, ack, pool queue)"] = entry["start"] - click.sent_at
+        sums["work starts -> resume enqueued"] = end - entry["start"]
+        for name, value in sums.items():
+            columns.setdefault(name, []).append(value)
+    order = [
+        "send -> work starts (HTTP, ack, pool queue)",
+        "journal entry",
+        "vote transaction",
+        "statement",
+        "COMMIT",
+        "vote: BEGIN, SQLAlchemy, Python",
+        "enqueue + bell",
+        "work starts -> resume enqueued",
+        "card rewrite",
+        "journal dropped",
+    ]
+    rows: list[tuple[str, object]] = [("clicks traced", len(columns.get("COMMIT", [])))]
+    for name in order:
+        values = columns.get(name, [])
+        label = {"statement": "vote: its statements (summed)", "COMMIT": "vote: its COMMIT"}.get(name, name)
+        rows.append((label, " / ".join(_ms(values, p) for p in (50, 95, 99, 100)) if values else "-"))
+    return rows
 
 
 def _ms(values: list[float], p: float) -> str:

@@ -27,7 +27,7 @@ from ..decision import Decision
 from ..exceptions import ExecutionRefused
 from ..grant import verify_grant
 from ..router.jobs import request_refresh
-from ..store import NotExecutable, may_run
+from ..store import may_run
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -79,9 +79,9 @@ def _claim(runtime: Connections, request_id: str, decision: dict[str, Any]) -> N
     except ExecutionRefused as refused:
         runtime.store.record(request_id, "execution_refused", AGENT, why=refused.why)
         raise
-    claimed = runtime.store.claim_execution(request_id, AGENT)
-    if isinstance(claimed, NotExecutable):
-        raise ExecutionRefused(request_id, claimed.why)
+    not_executable = runtime.store.claim_execution(request_id, AGENT)
+    if not_executable is not None:
+        raise ExecutionRefused(request_id, not_executable.why)
 
 
 def report_outcome(
@@ -91,7 +91,7 @@ def report_outcome(
     update. For agents that execute elsewhere than `execute_approved`. True if recorded now."""
     runtime = runtime or current()
     detail = detail[:MAX_DETAIL] if detail else None
-    if runtime.store.record_outcome(request_id, ok, detail, AGENT) is None:
+    if not runtime.store.record_outcome(request_id, ok, detail, AGENT):
         log.warning("request %s: outcome already recorded or request not approved", request_id)
         return False
     _refresh_card(runtime, request_id)

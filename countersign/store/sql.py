@@ -147,6 +147,7 @@ def changed_request(
     audits: Sequence[AuditRow],
     *extra: Any,
     also: Callable[[Any], Delete | Update] | None = None,
+    row: bool = True,
 ) -> Sequence[Any] | None:
     """Run `stmt`, an INSERT or a conditional UPDATE of at most one request (without RETURNING),
     and, only if it changed the row, insert `audits` and run `also(changed ids)`: on PostgreSQL all
@@ -154,20 +155,25 @@ def changed_request(
     (INSERT INTO audit_events SELECT ... WHERE EXISTS (SELECT FROM changed)) SELECT ... FROM
     changed`), elsewhere the audits recorded for the commit (`record`) and `also` run after it.
     Returns `(request, *extra)` as the row is now (`extra`: labelled expressions computed as it
-    changed), or None when it changed nothing."""
+    changed), or None when it changed nothing. With `row=False`, `(request id, *extra)`: the
+    statement returns the id alone and no `ApprovalRequest` is loaded (its 40-odd columns, JSON
+    ones among them, decoded into an ORM object), for a caller that only needs to know whether the
+    change happened."""
     if not (on_postgresql(session) and (audits or also)):
-        found = session.execute(stmt.returning(ApprovalRequest, *extra)).one_or_none()
+        found = session.execute(
+            stmt.returning(ApprovalRequest if row else ApprovalRequest.id, *extra)
+        ).one_or_none()
         if found is not None:
             record(session, audits)
             if also is not None:
-                session.execute(also([found[0].id]))
+                session.execute(also([found[0].id if row else found[0]]))
         return found
-    changed = stmt.returning(ApprovalRequest.__table__, *extra).cte("changed")
+    changed = stmt.returning(ApprovalRequest.__table__ if row else ApprovalRequest.id, *extra).cte("changed")
     ctes = [audit_insert(AUDITS_IF_CHANGED, audits).cte("audit")] if audits else []
     if also is not None:
         ctes.append(also(select(CHANGED_ID)).cte("also"))
     extras: list[Any] = [literal_column(f"{CHANGED.name}.{each.name}") for each in extra]
-    outer = select(CHANGED_REQUEST, *extras).add_cte(changed, *ctes)
+    outer = select(CHANGED_REQUEST if row else CHANGED_ID, *extras).add_cte(changed, *ctes)
     # the row as changed, also over the copy the session holds (a row locked before, `Store.vote`)
     return session.execute(outer.execution_options(populate_existing=True)).one_or_none()
 
@@ -340,24 +346,23 @@ def update_request(
 
 def execution_update(
     session: Session, request_id: str, where: tuple[Any, ...], audit: AuditRow, **values: Any
-) -> ApprovalRequest | None:
-    """`update_request` of request `request_id` (and `where`) with its `audit` event, for the
-    agent's worker claiming or reporting its execution: the worker has the decision, so a problem
-    noted on the resume event is cleared (`problem_cleared`) with the change: in the same statement
-    on PostgreSQL (`changed_request`'s `also`), elsewhere by a second statement only when the
-    UPDATE's RETURNING says there is one."""
+) -> bool:
+    """The conditional UPDATE of request `request_id` (and `where`) with its `audit` event, for the
+    agent's worker claiming or reporting its execution: True when it changed the row. The worker
+    has the decision, so a problem noted on the resume event is cleared (`problem_cleared`) with the
+    change: in the same statement on PostgreSQL (`changed_request`'s `also`), elsewhere by a second
+    statement only when the UPDATE's RETURNING says there is one. Only the id comes back
+    (`changed_request`'s `row=False`): the worker needs no more than whether it happened."""
     stmt = update(ApprovalRequest).where(ApprovalRequest.id == request_id, *where).values(**values)
     if on_postgresql(session):
-        found = changed_request(session, stmt, [audit], also=problem_cleared)
-    else:
-        noted = select(OutboxEvent.id).where(
-            OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
-        )
-        found = changed_request(session, stmt, [audit], noted.exists().label("problem"))
-        if found is not None and found[1]:  # a problem is noted
-            resume_taken(session, request_id)
-    row: ApprovalRequest | None = None if found is None else found[0]
-    return row
+        return changed_request(session, stmt, [audit], also=problem_cleared, row=False) is not None
+    noted = select(OutboxEvent.id).where(
+        OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
+    )
+    found = changed_request(session, stmt, [audit], noted.exists().label("problem"), row=False)
+    if found is not None and found[1]:  # a problem is noted
+        resume_taken(session, request_id)
+    return found is not None
 
 
 def problem_cleared(request_ids: Any) -> Update:

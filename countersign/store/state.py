@@ -397,17 +397,19 @@ class Store(Deliveries, WebhookDeliveries):
                 session.execute(delete(Vote).where(Vote.request_id == request.id))  # a new level votes afresh
         return row
 
-    def claim_execution(self, request_id: str, actor: str) -> ApprovalRequest | NotExecutable:
+    def claim_execution(self, request_id: str, actor: str) -> NotExecutable | None:
         """Claim the single execution of an approved request whose grant has not expired (database clock).
 
         One conditional UPDATE (`execution IS NULL AND grant_expires_at > now`), so of two workers
-        racing on one decision exactly one gets the request back; audits `execution_started`.
-        Otherwise returns `NotExecutable` (`why`: `unknown_request` | `not_approved` |
-        `already_executed` | `grant_expired`), audited as `execution_refused`. Either way the agent
-        has its decision: a problem noted on the resume event (`OutboxEvent.problem`) is cleared.
+        racing on one decision exactly one gets None back (claimed: it runs the action); audits
+        `execution_started`. Otherwise returns `NotExecutable` (`why`: `unknown_request` |
+        `not_approved` | `already_executed` | `grant_expired`), audited as `execution_refused`.
+        Either way the agent has its decision: a problem noted on the resume event
+        (`OutboxEvent.problem`) is cleared. On PostgreSQL a claim is one statement in autocommit
+        that returns the request's id alone (`sql.execution_update`).
         """
         with self._write(one_statement=True) as session:
-            row = execution_update(
+            claimed = execution_update(
                 session,
                 request_id,
                 (
@@ -419,8 +421,8 @@ class Store(Deliveries, WebhookDeliveries):
                 execution=Execution.STARTED,
                 executed_at=utcnow(),
             )
-        if row is not None:
-            return row
+        if claimed:
+            return None
         with self._write() as session:
             resume_taken(session, request_id)
             current = session.get(ApprovalRequest, request_id)
@@ -428,14 +430,13 @@ class Store(Deliveries, WebhookDeliveries):
             self._audit(session, request_id, "execution_refused", actor, why=why)
         return NotExecutable(why)
 
-    def record_outcome(
-        self, request_id: str, ok: bool, detail: str | None, actor: str
-    ) -> ApprovalRequest | None:
+    def record_outcome(self, request_id: str, ok: bool, detail: str | None, actor: str) -> bool:
         """Close an approved request's execution as `executed` (ok) or `failed`, once; audit it.
 
         Accepts a request whose execution was claimed (`started`) or, for agents that execute
         elsewhere, not claimed at all (then a problem noted on its resume event is cleared).
-        Returns the updated request, or None if it was already closed or is not approved.
+        True when recorded now; False if it was already closed or is not approved (or unknown).
+        One statement in autocommit on PostgreSQL (`sql.execution_update`).
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
         with self._write(one_statement=True) as session:

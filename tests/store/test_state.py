@@ -264,7 +264,9 @@ def test_execution_is_claimed_once_even_under_a_race(store: Store) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(claimed) == 1 and refused == ["already_executed"] * 5
+    assert claimed == [None] and refused == ["already_executed"] * 5
+    stored = store.get(row.id)
+    assert stored is not None and stored.execution == "started"
     events = [e.event for e in store.audit_trail(row.id)]
     assert events.count("execution_started") == 1 and events.count("execution_refused") == 5
 
@@ -282,14 +284,24 @@ def test_expired_or_unapproved_grants_cannot_be_claimed(store: Store) -> None:
 def test_outcome_is_recorded_once(store: Store) -> None:
     row = new_request(store)
     store.decide(row.id, "approved", [], via="policy", resume=resume)
-    store.claim_execution(row.id, "agent")
-    recorded = store.record_outcome(row.id, False, "card declined", "agent")
-    assert recorded is not None and (recorded.execution, recorded.execution_detail) == (
-        "failed",
-        "card declined",
-    )
-    assert store.record_outcome(row.id, True, None, "agent") is None
+    assert store.claim_execution(row.id, "agent") is None  # claimed: the caller runs the action
+    assert store.record_outcome(row.id, False, "card declined", "agent") is True
+    stored = store.get(row.id)
+    assert stored is not None and (stored.execution, stored.execution_detail) == ("failed", "card declined")
+    assert store.record_outcome(row.id, True, None, "agent") is False
+    stored = store.get(row.id)
+    assert stored is not None and (stored.execution, stored.execution_detail) == ("failed", "card declined")
     assert [e.event for e in store.audit_trail(row.id)][-2:] == ["execution_started", "failed"]
+
+
+def test_outcome_of_an_unknown_or_unapproved_request_is_not_recorded(store: Store) -> None:
+    rejected = new_request(store)
+    store.decide(rejected.id, "rejected", [], via="policy", resume=resume)
+    assert store.record_outcome(rejected.id, True, None, "agent") is False
+    assert store.record_outcome("01J0000000000000000000NONE", True, None, "agent") is False
+    stored = store.get(rejected.id)
+    assert stored is not None and stored.execution is None
+    assert "executed" not in [e.event for e in store.audit_trail(rejected.id)]
 
 
 def test_publishing_many_marks_each_once(store: Store) -> None:
