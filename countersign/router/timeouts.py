@@ -10,7 +10,8 @@ Run every second by the router worker's sweep process (several workers may run i
 step is a conditional UPDATE in the store, so a click racing the sweep, or two sweeps racing each
 other, end in exactly one terminal state, one audit event and one resume event; the Slack side
 effects (new card, rewritten card, reminder) follow only the step that won. Expiries due together
-share one transaction (one commit per batch); a backlog is drained within one tick.
+share one transaction (one commit per batch); a backlog is drained within one tick, each batch's
+publish overlapping the next batch's statement (`_drain`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -60,12 +62,8 @@ def sweep(
     cards of expired requests are not rewritten with their expiry but by the card step, `rewrites`
     a tick, oldest due first, at Slack's pace.
     """
-    changed, started = 0, time.monotonic()
-    while True:  # the requests that expire, read by nothing but their UPDATE (`Store.expire_due`)
-        expired = _expire_due(runtime, batch)
-        changed += expired
-        if expired < batch or time.monotonic() - started > drain_seconds:
-            break
+    started = time.monotonic()
+    changed = _drain(runtime, batch, started + drain_seconds)
     while True:  # those that escalate, and any the loop above left (it failed, or ran out of time)
         due = runtime.store.due_for_timeout(batch)
         done = _time_out(runtime, due)
@@ -111,17 +109,42 @@ def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
     return changed + _expire(runtime, expiring)
 
 
-def _expire_due(runtime: Runtime, batch: int) -> int:
+def _drain(runtime: Runtime, batch: int, until: float) -> int:
+    """Expire the due requests whose policy does not escalate them, `batch` at a time
+    (`_expire_due`), back to back while whole batches come back and the monotonic clock is before
+    `until`, and publish each batch (`_expired`). Returns how many were expired.
+
+    A batch that is not full (nothing more was due: every idle tick) is published at once. Once one
+    is full, each batch's resume events are published (`_publish`) on a thread of its own while the
+    next batch's statement runs in the database, so that the database's work and the publishing
+    (Redis, and this process's CPU) overlap instead of taking turns; the next batch is published
+    only when the one before has been, and everything else (`_report`: logs, a lost card adopted
+    through Slack) stays on this thread. The outbox is unchanged by it: each batch is committed
+    before its publish starts, and an event whose publish failed stays unpublished for the relay."""
+    decided = _expire_due(runtime, batch)
+    if len(decided) < batch:
+        return _expired(runtime, decided)
+    changed = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-publish") as publisher:
+        while decided:
+            publishing = publisher.submit(_publish, runtime, decided)
+            more = len(decided) == batch and time.monotonic() < until
+            following = _expire_due(runtime, batch) if more else []
+            publishing.result()  # `_publish` raises nothing
+            changed += _report(runtime, decided)
+            decided = following
+    return changed
+
+
+def _expire_due(runtime: Runtime, batch: int) -> list[Decided]:
     """Expire up to `batch` due requests whose policy does not escalate them, in one store
-    transaction that reads nothing first (`Store.expire_due`), and publish them (`_expired`). If it
-    fails, nothing is expired (the sweep's second loop then takes them one by one). Returns how many
-    were expired."""
+    transaction that reads nothing first (`Store.expire_due`). If it fails, nothing is expired (the
+    sweep's second loop then takes them one by one). Returns the `Decided` of those expired."""
     try:
-        decided = runtime.store.expire_due(batch, runtime.resume_event)
+        return runtime.store.expire_due(batch, runtime.resume_event)
     except Exception:
         log.exception("expiring up to %d due requests together failed; trying them one by one", batch)
-        return 0
-    return _expired(runtime, decided)
+        return []
 
 
 def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) -> int:
@@ -142,19 +165,33 @@ def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) 
 
 
 def _expired(runtime: Runtime, decided: list[Decided]) -> int:
-    """Publish the resume events of just-expired requests together (one Redis transaction, one
-    more database transaction); their cards are rewritten later, at Slack's pace, by the card step
-    (the store marks them due), but for a card whose poster died before storing it, looked up at
-    once. Logs one line for them all (each expiry is in its request's audit trail), and a warning
-    for each whose card was never posted. Returns how many there are."""
+    """Publish the resume events of just-expired requests together (`_publish`), then log them and
+    adopt their lost cards (`_report`). Returns how many there are."""
+    _publish(runtime, decided)
+    return _report(runtime, decided)
+
+
+def _publish(runtime: Runtime, decided: list[Decided]) -> None:
+    """Publish the resume events of just-expired (committed) requests together: one Redis
+    transaction, one more database transaction (`relay.publish_all`). A failure is logged, not
+    raised: the events stay unpublished and the relay sweep publishes them (each job once)."""
     if not decided:
-        return 0
+        return
     try:
         relay.publish_all(runtime.store, runtime.redis, [one.event for one in decided])
     except Exception:
         log.exception(
             "resume events of %d expired request(s) not marked published; the relay retries", len(decided)
         )
+
+
+def _report(runtime: Runtime, decided: list[Decided]) -> int:
+    """After `_publish`: their cards are rewritten later, at Slack's pace, by the card step (the
+    store marks them due), but for a card whose poster died before storing it, looked up at once.
+    Logs one line for them all (each expiry is in its request's audit trail), and a warning for
+    each whose card was never posted. Returns how many there are."""
+    if not decided:
+        return 0
     results = Counter(str(one.request.timeout_result) for one in decided)
     log.info(
         "%d request(s) expired: %s",

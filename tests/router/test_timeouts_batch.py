@@ -17,7 +17,8 @@ from sqlalchemy import update
 from countersign import execute_approved
 from countersign.agent import ApprovalClient
 from countersign.bell import bell_key
-from countersign.router import timeouts
+from countersign.ports import free_port
+from countersign.router import relay, timeouts
 from countersign.router.jobs import enqueue_resume, enqueue_resumes, json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
@@ -100,6 +101,35 @@ def test_the_sweep_expires_a_mixed_backlog_in_one_tick(
     assert [status(store, i) for i in ids] == ["expired"] * 5
     assert store.get(escalated).level == 1  # type: ignore[union-attr]
     assert store.unpublished() == [] and json_queue(agent.QUEUE, redis).count == 5
+
+
+def test_a_backlog_whose_publishing_fails_is_expired_and_then_published_once_by_the_relay(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """Batches of 2 over 5 due: each full batch is published on a thread while the next is expired.
+    With Redis unreachable for that sweep, every request is still expired once and no event is
+    marked published; the relay then publishes each with one job, and again nothing."""
+    sb, _ = sandbox
+    ids = [card_for(client, redis, sb, "C0AP", action="pay_vendor", step=f"due-{n}") for n in range(5)]
+    for request_id in ids:
+        age(store, request_id, expires_at=-1)
+    down = Runtime(runtime.settings.model_copy(update={"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}))
+
+    assert timeouts.sweep(down, batch=2, rewrites=0) == 5
+
+    assert [status(store, i) for i in ids] == ["expired"] * 5
+    assert all(events(store, i).count("expired") == 1 for i in ids)
+    assert sorted(e.request_id for e in store.unpublished()) == sorted(ids)
+    assert json_queue(agent.QUEUE, redis).count == 0
+    assert relay.sweep(store, redis) == 5 and relay.sweep(store, redis) == 0
+    assert store.unpublished() == [] and json_queue(agent.QUEUE, redis).count == 5
+    drain(redis, agent.QUEUE)
+    assert sorted(d["request_id"] for d in agent.resumed(redis)) == sorted(ids)
 
 
 def test_a_click_holding_the_row_is_skipped_by_the_batch_and_expired_after(
