@@ -8,10 +8,11 @@ commands a cycle. A cycle on this architecture cannot cost less than the parts i
 measured here with nothing of countersign's own logic in it:
 
 - **two no-op RQ jobs** on countersign's worker classes (`RouterWorker` for the intake queue,
-  `AgentWorker` for the agent's queue; both `workers.CountersignWorker`), enqueued with the job ids,
-  `result_ttl=0` and (for the resume job) `unique=True` countersign gives them, so they take the
-  worker's lean success path, and run to the end: enqueue to finish. No intake lane (RQ's rate limit),
-  no callback, no marker. CPU of this process (enqueue and the burst worker), of the redis-server, and
+  `AgentWorker` for the agent's queue; both `workers.CountersignWorker`), enqueued (`Queue.enqueue`)
+  with the job ids, `result_ttl=0` and (for the resume job) `unique=True` countersign gives them, so
+  they take the worker's lean success path, and run to the end: enqueue to finish, each queue drained
+  by one burst worker as `pause_vs_langgraph` drains it. No intake lane (RQ's rate limit), no
+  callback, no marker. CPU of this process (enqueue and the burst worker), of the redis-server, and
   the Redis commands it processed;
 - **one signed Slack interactivity POST through the real web app** (`countersign web --workers 1`,
   gunicorn and uvicorn, the guard's signature and shape checks, Bolt's dispatch) with a
@@ -31,6 +32,11 @@ LangGraph side. The report prints each part, the floor's sum, the real cycle, La
 the ratios. The web's part is not in the real cycle (which calls the click's domain function, not
 HTTP): the floor adds it, since a deployed cycle pays it. Timings are CPU seconds from /proc and
 `time.process_time`; Redis commands (`INFO stats`) are exact. Asserts nothing.
+
+`--profile FILE` records this process with py-spy while the real cycle runs (`--gil`: samples of
+the thread holding the GIL, so Python's CPU, not its waits; 250 a second; raw collapsed stacks into
+FILE) and prints where the real cycle's Python CPU goes (`GAP_PARTS`): what the floor has no part
+of is the gap between the two.
 """
 
 from __future__ import annotations
@@ -38,10 +44,13 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -93,6 +102,7 @@ class Spent:
     extra: dict[str, float] = field(default_factory=dict)
 
     def cpu(self) -> float:
+        """CPU seconds of every process counted."""
         return self.python + self.redis + self.web + self.postgres
 
 
@@ -270,6 +280,65 @@ def _healthy(port: int) -> bool:
         return False
 
 
+# ---- the gap: where the real cycle's Python CPU goes --------------------------------------------
+
+GAP_PARTS = (
+    ("SQLAlchemy above the driver (ORM state, statements' cache keys and compiling, rows)", ("sqlalchemy/",)),
+    ("psycopg: send the statement, wait for and read its rows", ("psycopg/",)),
+    ("Redis client (redis-py: commands, pipelines, scripts)", ("redis/",)),
+    ("Slack Web API client (slack_sdk, urllib3)", ("slack_sdk/", "urllib3/")),
+    ("RQ's worker and job Python (its Redis I/O is redis-py's)", ("rq/",)),
+    ("countersign's own Python (rendering, policy, store and job logic)", ("countersign/",)),
+)
+"""A sample's part: that of its leaf-most frame from one of these packages (a frame's text is
+`function (path:line)`, paths shortened by py-spy to the package), so the standard library's frames
+count for the package that called them; none: the bench's own loop."""
+
+
+def _part(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        path = frame.rpartition(" (")[2]
+        for name, packages in GAP_PARTS:
+            if path.startswith(packages):
+                return name
+    return "the bench's loop"
+
+
+@contextmanager
+def py_spy_gil(output: Path | None) -> Iterator[None]:
+    """With `output`, record this process with py-spy (`--gil`, 250 a second, raw) for the enclosed
+    block into `output`."""
+    if output is None:
+        yield
+        return
+    spy = Path(sys.executable).with_name("py-spy")
+    argv = [str(spy), "record", "--pid", str(os.getpid()), "--gil", "--rate", "250", "--format", "raw"]
+    process = subprocess.Popen(
+        [*argv, "--output", str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    time.sleep(1)  # attached
+    try:
+        yield
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(60)
+
+
+def gap_parts(raw: Path, within: str = "countersign_runs (") -> list[tuple[str, object]]:
+    """The share (%) of each of `GAP_PARTS` in the samples of a py-spy raw file whose stack passes
+    through `within` (the real cycle's measured and warm-up runs)."""
+    total, parts = 0, Counter[str]()
+    for line in raw.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        if within not in stack:
+            continue
+        total += int(samples)
+        parts[_part(stack.split(";"))] += int(samples)
+    return [(name, f"{100 * n / max(total, 1):.1f}") for name, n in parts.most_common()] + [
+        ("samples", total)
+    ]
+
+
 # ---- report ------------------------------------------------------------------------------------
 
 
@@ -286,19 +355,32 @@ def main() -> int:
         help="the real cycle's action classes (pause_vs_langgraph's --classes)",
     )
     parser.add_argument(
+        "--profile", type=Path, help="py-spy (--gil) of the real cycle into this raw file; print its parts"
+    )
+    parser.add_argument(
         "--database-url", required=True, help="the PostgreSQL server to create scratch databases on"
     )
     args = parser.parse_args()
     cycle_args = argparse.Namespace(
-        **vars(args), profile=None, redis_profile=False, redis_keys=False, sql_profile=False
+        **{k: v for k, v in vars(args).items() if k != "profile"},
+        profile=None,
+        redis_profile=False,
+        redis_keys=False,
+        sql_profile=False,
     )
     exit_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-floor-"))
     (tmp / "langgraph").mkdir()
-    real = pvl.countersign_side(cycle_args, tmp)
+    with py_spy_gil(args.profile):
+        real = pvl.countersign_side(cycle_args, tmp)
     floor = floor_side(args, tmp / "floor")
     langgraph = pvl.langgraph_side(cycle_args, tmp)
     report(args.runs, real, floor, langgraph)
+    if args.profile:
+        print()
+        print_table(
+            gap_parts(args.profile), header=("real cycle's Python CPU (py-spy --gil)", "% of samples")
+        )
     return 0
 
 
