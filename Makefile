@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint format clean example-decorator example-langgraph example-openai-agents bench-install bench-intake bench-latency bench-pause bench-langgraph \
+.PHONY: install run test lint format clean example-decorator example-langgraph example-openai-agents bench-install bench-intake bench-latency bench-pause bench-langgraph bench-floor \
 	bench-channel bench-chaos bench-durability
 
 $(STAMP): pyproject.toml
@@ -70,6 +70,9 @@ bench-pause: bench-install
 
 bench-langgraph: bench-install
 	$(BIN)/python bench/pause_vs_langgraph.py --database-url $(BENCH_DB)
+
+bench-floor: bench-install
+	$(BIN)/python bench/cycle_floor.py --database-url $(BENCH_DB)
 
 bench-channel: bench-install
 	$(BIN)/python bench/busy_channel.py --database-url $(BENCH_DB)

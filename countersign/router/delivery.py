@@ -273,6 +273,7 @@ def update_card(
     approvals: list[Decider] | None = None,
     refused: str | None = None,
     problem: ResumeProblem | None = None,
+    home_due: bool = True,
 ) -> None:
     """Rewrite a request's card: the decided card (no buttons; `refused`: why the agent's worker
     refused to run it, if it did; `problem`: why the agent has not run it, if so), or the pending
@@ -284,8 +285,10 @@ def update_card(
     decided card that is gone or no longer ours to edit is replaced by one status message, which
     later rewrites edit. A decided request whose card was posted by a process that died before
     storing its `ts` has the card looked up and adopted first (`_adopt`). Any other error is
-    logged. The approvers' App Home tabs are marked due (`homedue`)."""
-    homedue.mark_due(runtime.redis, request.approvers)
+    logged. The approvers' App Home tabs are marked due (`homedue`) unless `home_due` is False (a
+    rewrite with news the Home does not show: `refresh`)."""
+    if home_due:
+        homedue.mark_due(runtime.redis, request.approvers)
     decided = request.status != Status.PENDING
     if request.card_ts is None and decided and request.card_attempts > 0:
         request = _adopt(runtime, request) or request
@@ -347,12 +350,22 @@ def refresh(runtime: Runtime, request_id: str, leave_stored: bool = False) -> Ca
     429's `Retry-After`, a 5xx's back-off, an expiry's rewrite) is left to the card sweep
     (`timeouts.sweep`), which rewrites it when due, at Slack's pace for chat.update, from the
     database, so with this news too. The news then costs no chat.update into a rate limit (Slack's
-    Tier 3 answers 429 again while its bucket is empty) and no second stored retry."""
+    Tier 3 answers 429 again while its bucket is empty) and no second stored retry. Their news (the
+    execution's outcome, a refusal, a problem) is not on the App Home tab, which shows the queue and
+    the verdicts (`inbox.home_view`), marked due when the request was decided: they do not mark the
+    approvers' Home due again (three Redis commands and a script call a cycle)."""
     facts = runtime.store.card_facts(request_id)
     if facts is None or facts.request.status == Status.PENDING:
         return None
     if not (leave_stored and facts.request.card_refresh_due_at is not None):
-        update_card(runtime, runtime.slack, facts.request, refused=facts.refused, problem=facts.problem)
+        update_card(
+            runtime,
+            runtime.slack,
+            facts.request,
+            refused=facts.refused,
+            problem=facts.problem,
+            home_due=not leave_stored,
+        )
     return facts
 
 

@@ -10,8 +10,9 @@ from typing import Any
 from redis import Redis
 
 from countersign.agent import ApprovalClient
-from countersign.router import home, homedue
+from countersign.router import delivery, home, homedue, refreshes
 from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REASON_BLOCK, REJECT_ACTION
+from countersign.router.jobs import request_refresh
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Outcome, Store
@@ -143,6 +144,26 @@ def test_a_change_reaches_the_home_through_the_sweep(
 
     wait_for(lambda: home.publish_due(runtime) and request_id in _text(sb.home("U0ALICE")), what="the sweep")
     assert request_id in _text(sb.home("U0LEAD"))
+
+
+def test_the_agents_news_on_a_decided_card_leaves_the_home_as_it_is(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """The Home shows the queue and the verdicts: a decision marks the approvers' Home due, the
+    agent's news under the decided card (a refresh it asks for) rewrites the card and not the Home."""
+    sb, _ = sandbox
+    request_id, _ = post_card(client, redis, sb)
+    runtime.store.vote(request_id, LEAD, Outcome.APPROVED, runtime.resume_event)
+    redis.delete(homedue.DUE_KEY)
+    delivery.refresh(runtime, request_id)  # the card sweep's rewrite of a decided card (e.g. expired)
+    assert redis.zscore(homedue.DUE_KEY, "U0ALICE") is not None
+    redis.delete(homedue.DUE_KEY)
+    updates = len(sb.calls("chat.update"))
+    request_refresh(redis, request_id)  # as the agent's worker asks, with an execution's outcome
+
+    assert refreshes.refresh_requested(runtime) == 1
+    assert len(sb.calls("chat.update")) == updates + 1  # the card was rewritten
+    assert redis.zcard(homedue.DUE_KEY) == 0
 
 
 def test_a_burst_of_changes_costs_one_publish_per_reviewer_and_the_pace_holds(redis: Redis) -> None:
