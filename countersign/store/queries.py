@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self
 
-from sqlalchemy import Engine, func, insert, literal, select
+from sqlalchemy import Engine, Integer, bindparam, func, insert, literal, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import BindParameter
 
 from ..exceptions import UnknownRequest
 from .engine import WRITE, create_db_engine
@@ -35,6 +36,32 @@ from .sql import (
     not_timed_out,
     record,
 )
+
+FOR_REQUEST: BindParameter[str] = bindparam("for_request")
+"""The request id a statement built once is about, bound on each call. The statements below are
+module constants: SQLAlchemy computes a statement's cache key once per statement object, where one
+built on each call is keyed again each time."""
+CARD_FACTS = select(
+    ApprovalRequest,
+    select(OutboxEvent.problem).where(OutboxEvent.request_id == FOR_REQUEST).limit(1).scalar_subquery(),
+    select(AuditEvent.detail)
+    .where(AuditEvent.request_id == FOR_REQUEST, AuditEvent.event == "execution_refused")
+    .order_by(AuditEvent.id.desc())
+    .limit(1)
+    .scalar_subquery(),
+).where(ApprovalRequest.id == FOR_REQUEST)
+"""`Queries.card_facts`'s SELECT: the request, its resume event's problem and its latest refusal."""
+PENDING_COUNT = select(func.count()).select_from(
+    select(literal(1))
+    .where(
+        is_pending(),
+        ApprovalRequest.action == bindparam("of_action"),
+        ApprovalRequest.requester == bindparam("of_requester"),
+    )
+    .limit(bindparam("up_to", type_=Integer))
+    .subquery()
+)
+"""`Queries.pending_count`'s SELECT, bound as `of_action`, `of_requester` and `up_to`."""
 
 
 class CardFacts(NamedTuple):
@@ -144,19 +171,8 @@ class Queries:
         need a migration and still have to be ignored once the action runs; the card shows it only
         while nothing ran.
         """
-        problem = (
-            select(OutboxEvent.problem).where(OutboxEvent.request_id == request_id).limit(1).scalar_subquery()
-        )
-        refusal = (
-            select(AuditEvent.detail)
-            .where(AuditEvent.request_id == request_id, AuditEvent.event == "execution_refused")
-            .order_by(AuditEvent.id.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
-        stmt = select(ApprovalRequest, problem, refusal).where(ApprovalRequest.id == request_id)
         with self._read() as session:
-            found = session.execute(stmt).one_or_none()
+            found = session.execute(CARD_FACTS, {"for_request": request_id}).one_or_none()
         if found is None:
             return None
         request, noted, detail = found
@@ -310,13 +326,8 @@ class Queries:
         `ix_approval_requests_pending_requester` (migration 0009): the count reads at most `up_to`
         index entries, whatever else is pending."""
         with self._read() as session:
-            pending = (
-                select(literal(1))
-                .where(is_pending(), ApprovalRequest.action == action, ApprovalRequest.requester == requester)
-                .limit(up_to)
-                .subquery()
-            )
-            return int(session.scalar(select(func.count()).select_from(pending)) or 0)
+            params = {"of_action": action, "of_requester": requester, "up_to": up_to}
+            return int(session.scalar(PENDING_COUNT, params) or 0)
 
     def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
         """Pending requests with no card, no live posting lease, older than `grace_seconds` at their

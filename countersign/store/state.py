@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import bindparam, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
@@ -34,6 +34,7 @@ from .records import intake_done, intake_taken
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
+    REQUESTS,
     audit_row,
     changed_request,
     execution_update,
@@ -56,6 +57,39 @@ POLICY = "policy"
 """The audit actor of a decision no reviewer made: a policy rule's, or the policy's timeout."""
 Refuse = Callable[[ApprovalRequest], dict[str, Any] | None]
 """Given the locked request row, the audit detail of refusing the reviewer (`{"why": code, ...}`), or None."""
+
+
+CLAIM = (
+    update(REQUESTS)
+    .where(
+        REQUESTS.c.id == bindparam("for_request"),
+        REQUESTS.c.approved_payload.is_not(None),
+        REQUESTS.c.execution.is_(None),
+        REQUESTS.c.grant_expires_at > utcnow(),
+    )
+    .values(execution=Execution.STARTED, executed_at=utcnow())
+)
+"""`claim_execution`'s UPDATE of the request bound as `for_request`, built once (`sql.execution_update`)."""
+OUTCOME = (
+    update(REQUESTS)
+    .where(
+        REQUESTS.c.id == bindparam("for_request"),
+        REQUESTS.c.approved_payload.is_not(None),
+        or_(REQUESTS.c.execution.is_(None), REQUESTS.c.execution == Execution.STARTED),
+    )
+    .values(
+        execution=bindparam("new_execution"), execution_detail=bindparam("new_detail"), executed_at=utcnow()
+    )
+)
+"""`record_outcome`'s UPDATE of the request bound as `for_request` to `new_execution` with its
+`new_detail`, built once (`sql.execution_update`)."""
+LOCKED = (
+    select(ApprovalRequest, not_timed_out().label("on_time"))
+    .where(ApprovalRequest.id == bindparam("for_request"))
+    .with_for_update()
+)
+"""`Store._locked`'s SELECT of the request bound as `for_request`, built once: SQLAlchemy computes
+a statement's cache key once per statement object, so a constant is not keyed again on each call."""
 
 
 class Store(Deliveries, WebhookDeliveries):
@@ -144,11 +178,7 @@ class Store(Deliveries, WebhookDeliveries):
         """The request row, locked until the transaction ends (`SELECT ... FOR UPDATE` on
         PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises writers), and whether it is before
         its `expires_at` (database clock). Raises `UnknownRequest` for an unknown request id."""
-        found = session.execute(
-            select(ApprovalRequest, not_timed_out().label("on_time"))
-            .where(ApprovalRequest.id == request_id)
-            .with_for_update()
-        ).one_or_none()
+        found = session.execute(LOCKED, {"for_request": request_id}).one_or_none()
         if found is None:
             raise UnknownRequest(request_id)
         request, on_time = found
@@ -409,18 +439,8 @@ class Store(Deliveries, WebhookDeliveries):
         that returns the request's id alone (`sql.execution_update`).
         """
         with self._write(one_statement=True) as session:
-            claimed = execution_update(
-                session,
-                request_id,
-                (
-                    ApprovalRequest.approved_payload.is_not(None),
-                    ApprovalRequest.execution.is_(None),
-                    ApprovalRequest.grant_expires_at > utcnow(),
-                ),
-                audit_row(request_id, "execution_started", actor),
-                execution=Execution.STARTED,
-                executed_at=utcnow(),
-            )
+            audit = audit_row(request_id, "execution_started", actor)
+            claimed = execution_update(session, CLAIM, request_id, audit)
         if claimed:
             return None
         with self._write() as session:
@@ -440,17 +460,9 @@ class Store(Deliveries, WebhookDeliveries):
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
         with self._write(one_statement=True) as session:
+            audit = audit_row(request_id, outcome, actor, detail=detail)
             return execution_update(
-                session,
-                request_id,
-                (
-                    ApprovalRequest.approved_payload.is_not(None),
-                    or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == Execution.STARTED),
-                ),
-                audit_row(request_id, outcome, actor, detail=detail),
-                execution=outcome,
-                execution_detail=detail,
-                executed_at=utcnow(),
+                session, OUTCOME, request_id, audit, new_execution=outcome, new_detail=detail
             )
 
 
