@@ -8,24 +8,21 @@ conditional UPDATE or a lease, so several workers' sweeps never post one card or
 
 from __future__ import annotations
 
-import functools
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, case, select, update
-from sqlalchemy.sql.dml import Update
+from sqlalchemy import select, update
 
 from .models import ApprovalRequest, AuditEvent, Status, utcnow, utcnow_plus
 from .records import Records
 from .sql import (
-    REQUESTS,
     audit_row,
     changed_request,
-    clock_from,
     deadline,
     no_live_card_lease,
     update_request,
 )
+from .statements import REFRESH_LATER, attach
 
 CARD_VERSIONS = ("card_posted", "card_updated")
 """The audit events that record a version of a card: its `ts` and what it showed (`text`,
@@ -33,41 +30,6 @@ CARD_VERSIONS = ("card_posted", "card_updated")
 CARD_LEASE_SECONDS = 60
 """How long a card's posting lease lasts (`claim_card`, `Store.create`): a poster that died holding
 it is replaced by the card sweep this long after its claim."""
-
-
-REFRESH_LATER = (
-    update(REQUESTS)
-    .where(REQUESTS.c.id == bindparam("for_request"))
-    .values(card_refresh_due_at=utcnow_plus(bindparam("after_seconds", type_=Integer)))
-)
-"""`refresh_card_later`'s UPDATE, built once (its cache key computed once), on the table (no ORM
-layer), bound as `for_request` and `after_seconds`."""
-
-
-@functools.cache
-def _attach(timeout: bool, reminder: bool) -> Update:
-    """`attach_card`'s UPDATE for a level with or without a `timeout` and a `reminder`, built once
-    each, bound as `for_request`, `at_level`, `new_channel`, `new_ts`, `timeout_seconds` and
-    `reminder_seconds`: the card's place, and for a pending request the level's clock started now."""
-    seconds = {name: bindparam(f"{name}_seconds", type_=Integer) for name in ("timeout", "reminder")}
-    pending = ApprovalRequest.status == Status.PENDING
-    clock = clock_from(seconds["timeout"] if timeout else None, seconds["reminder"] if reminder else None)
-    return (
-        update(ApprovalRequest)
-        .where(
-            ApprovalRequest.id == bindparam("for_request"),
-            ApprovalRequest.card_ts.is_(None),
-            ApprovalRequest.level == bindparam("at_level"),
-        )
-        .values(
-            channel=bindparam("new_channel"),
-            card_ts=bindparam("new_ts"),
-            **{
-                column: case((pending, value), else_=getattr(ApprovalRequest, column))
-                for column, value in clock.items()
-            },
-        )
-    )
 
 
 class Deliveries(Records):
@@ -182,7 +144,7 @@ class Deliveries(Records):
         params = {"for_request": request.id, "at_level": request.level, "new_channel": channel, "new_ts": ts}
         params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
         with self._write(one_statement=True) as session:
-            stmt = _attach(bool(timeout), bool(offsets))
+            stmt = attach(bool(timeout), bool(offsets))
             found = changed_request(session, stmt, [posted], params=params)
         return None if found is None else found[0]
 

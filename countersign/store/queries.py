@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self
 
-from sqlalchemy import Engine, Integer, bindparam, func, insert, literal, select
+from sqlalchemy import Engine, func, insert, literal, select
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import BindParameter
 
 from ..exceptions import UnknownRequest
 from .engine import WRITE, create_db_engine
@@ -36,32 +35,7 @@ from .sql import (
     not_timed_out,
     record,
 )
-
-FOR_REQUEST: BindParameter[str] = bindparam("for_request")
-"""The request id a statement built once is about, bound on each call. The statements below are
-module constants: SQLAlchemy computes a statement's cache key once per statement object, where one
-built on each call is keyed again each time."""
-CARD_FACTS = select(
-    ApprovalRequest,
-    select(OutboxEvent.problem).where(OutboxEvent.request_id == FOR_REQUEST).limit(1).scalar_subquery(),
-    select(AuditEvent.detail)
-    .where(AuditEvent.request_id == FOR_REQUEST, AuditEvent.event == "execution_refused")
-    .order_by(AuditEvent.id.desc())
-    .limit(1)
-    .scalar_subquery(),
-).where(ApprovalRequest.id == FOR_REQUEST)
-"""`Queries.card_facts`'s SELECT: the request, its resume event's problem and its latest refusal."""
-PENDING_COUNT = select(func.count()).select_from(
-    select(literal(1))
-    .where(
-        is_pending(),
-        ApprovalRequest.action == bindparam("of_action"),
-        ApprovalRequest.requester == bindparam("of_requester"),
-    )
-    .limit(bindparam("up_to", type_=Integer))
-    .subquery()
-)
-"""`Queries.pending_count`'s SELECT, bound as `of_action`, `of_requester` and `up_to`."""
+from .statements import CARD_FACTS, PENDING_COUNT
 
 
 class CardFacts(NamedTuple):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, delete, or_, select, update
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
@@ -28,28 +28,25 @@ from .models import (
     Via,
     Vote,
     utcnow,
-    utcnow_plus,
 )
 from .records import intake_done, intake_taken
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
-    REQUESTS,
     audit_row,
     changed_request,
     execution_update,
     expire_all_due,
     expire_due,
-    insert_if_new,
     insert_outbox,
     level_clock,
-    not_timed_out,
     on_postgresql,
     resume_taken,
     update_request,
     verdict,
     why_not_executable,
 )
+from .statements import CLAIM, LOCKED, OUTCOME, created
 from .webhooks import WebhookDeliveries, due_now
 
 Resume = Callable[[ApprovalRequest], ResumeEvent]
@@ -57,39 +54,6 @@ POLICY = "policy"
 """The audit actor of a decision no reviewer made: a policy rule's, or the policy's timeout."""
 Refuse = Callable[[ApprovalRequest], dict[str, Any] | None]
 """Given the locked request row, the audit detail of refusing the reviewer (`{"why": code, ...}`), or None."""
-
-
-CLAIM = (
-    update(REQUESTS)
-    .where(
-        REQUESTS.c.id == bindparam("for_request"),
-        REQUESTS.c.approved_payload.is_not(None),
-        REQUESTS.c.execution.is_(None),
-        REQUESTS.c.grant_expires_at > utcnow(),
-    )
-    .values(execution=Execution.STARTED, executed_at=utcnow())
-)
-"""`claim_execution`'s UPDATE of the request bound as `for_request`, built once (`sql.execution_update`)."""
-OUTCOME = (
-    update(REQUESTS)
-    .where(
-        REQUESTS.c.id == bindparam("for_request"),
-        REQUESTS.c.approved_payload.is_not(None),
-        or_(REQUESTS.c.execution.is_(None), REQUESTS.c.execution == Execution.STARTED),
-    )
-    .values(
-        execution=bindparam("new_execution"), execution_detail=bindparam("new_detail"), executed_at=utcnow()
-    )
-)
-"""`record_outcome`'s UPDATE of the request bound as `for_request` to `new_execution` with its
-`new_detail`, built once (`sql.execution_update`)."""
-LOCKED = (
-    select(ApprovalRequest, not_timed_out().label("on_time"))
-    .where(ApprovalRequest.id == bindparam("for_request"))
-    .with_for_update()
-)
-"""`Store._locked`'s SELECT of the request bound as `for_request`, built once: SQLAlchemy computes
-a statement's cache key once per statement object, so a constant is not keyed again on each call."""
 
 
 class Store(Deliveries, WebhookDeliveries):
@@ -111,14 +75,16 @@ class Store(Deliveries, WebhookDeliveries):
         (a second run of the intake, the card sweep) waits for the lease as for a claim.
         """
         rules: Rules = values["rules"]
-        clock = level_clock(rules, 0)
-        if card_lease:
-            clock |= {"card_lease_until": utcnow_plus(CARD_LEASE_SECONDS), "card_attempts": 1}
+        timeout, offsets = rules.level(0).timeout_seconds, rules.reminders_seconds
         why = {"rule": rules.review_rule} if rules.review_rule else {}
         requested = audit_row(values["id"], "requested", values["requester"], action=values["action"], **why)
+        params = {f"new_{column}": value for column, value in values.items()}
+        params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
+        params |= {"lease_seconds": CARD_LEASE_SECONDS}
         with self._write(one_statement=True) as session:
-            new = insert_if_new(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
-            found = changed_request(session, new, [requested], also=intake_taken)
+            dialect = session.get_bind().dialect.name
+            new = created(dialect, tuple(values), bool(timeout), bool(offsets), card_lease)
+            found = changed_request(session, new, [requested], also=intake_taken, params=params)
         if found is not None:
             return found[0], True
         with self._write() as session:
