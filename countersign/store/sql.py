@@ -218,24 +218,24 @@ def _around(
 
 def verdict(
     outcome: Outcome,
-    decided_by: list[Decider],
+    decided_by: list[Decider] | ColumnElement[Any],
     via: Via,
-    reason: str | None,
+    reason: str | ColumnElement[Any] | None,
     grant_ttl: int | ColumnElement[int],
-    approved_payload: dict[str, Any] | None = None,
-    edits: list[Edit] | None = None,
+    approved_payload: dict[str, Any] | ColumnElement[Any] | None = None,
+    edits: list[Edit] | ColumnElement[Any] | None = None,
     timeout_result: TimeoutResult | None = None,
 ) -> dict[str, Any]:
-    """The column values of a decision. What may run (`approved_payload`, and a grant expiring
-    `grant_ttl` seconds after the database's now) is set for approvals and for timeouts that
-    `allow`."""
+    """The column values of a decision (each value may be a bound parameter, for a statement built
+    once: `statements.decided`). What may run (`approved_payload`, and a grant expiring `grant_ttl`
+    seconds after the database's now) is set for approvals and for timeouts that `allow`."""
     values: dict[str, Any] = {
         "status": Status(outcome),
         "decided_by": decided_by,
         "decided_via": via,
         "decision_reason": reason,
         "decided_at": utcnow(),
-        "edits": edits or [],
+        "edits": [] if edits is None else edits,
         "timeout_result": timeout_result,
     }
     if may_run(outcome, timeout_result):

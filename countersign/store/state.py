@@ -43,10 +43,9 @@ from .sql import (
     on_postgresql,
     resume_taken,
     update_request,
-    verdict,
     why_not_executable,
 )
-from .statements import CLAIM, LOCKED, OUTCOME, created
+from .statements import CLAIM, LOCKED, OUTCOME, Decision, created
 from .webhooks import WebhookDeliveries, due_now
 
 Resume = Callable[[ApprovalRequest], ResumeEvent]
@@ -126,7 +125,7 @@ class Store(Deliveries, WebhookDeliveries):
         """
         if via == Via.SLACK and refuse is None:
             raise ValueError("a reviewer's decision is authorised on the row it locks: pass refuse")
-        values = verdict(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
+        decision = Decision(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
         with self._write() as session:
             request, on_time = self._locked(session, request_id)
             actor = decided_by[0]["slack_user_id"] if decided_by else POLICY
@@ -136,7 +135,7 @@ class Store(Deliveries, WebhookDeliveries):
                 stopped = None if request.status == Status.PENDING else AlreadyDecided(request)
             if stopped is not None:
                 return stopped
-            decided = self._decide_in(session, request_id, values, resume, actor, where, shown)
+            decided = self._decide_in(session, request_id, decision, resume, actor, where, shown)
             assert decided is not None  # the row is locked and was pending
             return decided
 
@@ -168,7 +167,7 @@ class Store(Deliveries, WebhookDeliveries):
         self,
         session: Session,
         request_id: str,
-        values: dict[str, Any],
+        decision: Decision,
         resume: Resume,
         actor: str,
         surface: str | None = None,
@@ -177,14 +176,14 @@ class Store(Deliveries, WebhookDeliveries):
         """The conditional UPDATE out of `pending`, its audit event by `actor` (the Slack user whose
         click decided, or `POLICY`; with the `surface` and what they were `shown`, when given), and
         its resume event (`_resume_events`)."""
-        where = (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING)
-        row = update_request(session, where, **values)
-        if row is None:
+        stmt, params = decision.update(request_id)
+        found = changed_request(session, stmt, (), params=params)
+        if found is None:
             return None
-        detail = {"via": values["decided_via"], "reason": values["decision_reason"], "edits": values["edits"]}
+        detail = {"via": decision.via, "reason": decision.reason, "edits": decision.edits or []}
         detail |= _seen(surface, shown)
-        self._audit(session, request_id, values["status"], actor, **detail)
-        return self._resume_events(session, [row], resume, actor)[0]
+        self._audit(session, request_id, Status(decision.outcome), actor, **detail)
+        return self._resume_events(session, [found[0]], resume, actor)[0]
 
     def _resume_events(
         self, session: Session, rows: Sequence[ApprovalRequest], resume: Resume, actor: str
@@ -260,13 +259,13 @@ class Store(Deliveries, WebhookDeliveries):
             approvals = counted
             grant_ttl = request.rules.grant_ttl_seconds
             if vote == Outcome.REJECTED:
-                values = verdict(Outcome.REJECTED, [voter], Via.SLACK, reason, grant_ttl)
+                decision = Decision(Outcome.REJECTED, [voter], Via.SLACK, reason, grant_ttl)
             elif len(approvals) >= request.required_approvals:
-                values = verdict(Outcome.APPROVED, approvals, Via.SLACK, reason, grant_ttl)
+                decision = Decision(Outcome.APPROVED, approvals, Via.SLACK, reason, grant_ttl)
             else:
                 return Counted(request, approvals)
             decided = self._decide_in(
-                session, request_id, values, resume, voter["slack_user_id"], where, shown
+                session, request_id, decision, resume, voter["slack_user_id"], where, shown
             )
             assert decided is not None  # the row is locked and was pending
             return decided

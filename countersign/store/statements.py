@@ -12,17 +12,31 @@ that column's new value."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Integer, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.elements import BindParameter
 
-from .models import ApprovalRequest, AuditEvent, Execution, OutboxEvent, Status, utcnow, utcnow_plus
-from .sql import REQUESTS, clock_from, is_pending, not_timed_out
+from .models import (
+    ApprovalRequest,
+    AuditEvent,
+    Decider,
+    Edit,
+    Execution,
+    OutboxEvent,
+    Outcome,
+    Status,
+    Via,
+    utcnow,
+    utcnow_plus,
+)
+from .sql import REQUESTS, clock_from, is_pending, not_timed_out, verdict
 
+BIND: Callable[[str], BindParameter[Any]] = bindparam
+"""A named bound parameter of a value given on each call, its type the column's it is set to."""
 FOR_REQUEST: BindParameter[str] = bindparam("for_request")
 """The request id a statement is about, bound on each call."""
 CARD_FACTS = select(
@@ -131,3 +145,39 @@ def created(dialect: str, columns: Sequence[str], timeout: bool, reminder: bool,
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     stmt: Insert = insert(ApprovalRequest).values(**values, status=Status.PENDING).on_conflict_do_nothing()
     return stmt
+
+
+class Decision(NamedTuple):
+    """A decision of a pending request by a reviewer or the policy (`Store.decide`, `Store.vote`):
+    `sql.verdict`'s arguments."""
+
+    outcome: Literal[Outcome.APPROVED, Outcome.REJECTED]
+    decided_by: list[Decider]
+    via: Via
+    reason: str | None
+    grant_ttl: int
+    approved_payload: dict[str, Any] | None = None
+    edits: list[Edit] | None = None
+
+    def update(self, request_id: str) -> tuple[Update, dict[str, Any]]:
+        """The conditional UPDATE of request `request_id` out of `pending` to this decision
+        (`decided`), and its parameters."""
+        edited = self.approved_payload is not None
+        params: dict[str, Any] = {"for_request": request_id, "new_decided_by": self.decided_by}
+        params["new_reason"] = self.reason
+        params |= {"new_edits": self.edits or [], "grant_seconds": self.grant_ttl}
+        if edited:
+            params["new_payload"] = self.approved_payload
+        return decided(self.outcome, self.via, edited), params
+
+
+@functools.cache
+def decided(outcome: Outcome, via: Via, edited: bool) -> Update:
+    """The conditional UPDATE out of `pending` of the request bound as `for_request` to `outcome`
+    (`sql.verdict`), with or without an `edited` payload, built once each: bound as `new_decided_by`,
+    `new_reason`, `new_edits`, `grant_seconds` and `new_payload`."""
+    payload = BIND("new_payload") if edited else None
+    by, reason, edits = (BIND(name) for name in ("new_decided_by", "new_reason", "new_edits"))
+    values = verdict(outcome, by, via, reason, bindparam("grant_seconds", type_=Integer), payload, edits)
+    pending = (ApprovalRequest.id == FOR_REQUEST, ApprovalRequest.status == Status.PENDING)
+    return update(ApprovalRequest).where(*pending).values(**values)
