@@ -35,7 +35,7 @@ from .sql import (
     not_timed_out,
     record,
 )
-from .statements import CARD_FACTS, PENDING_COUNT
+from .statements import CARD_FACTS, PENDING_COUNT, REQUEST
 
 
 class CardFacts(NamedTuple):
@@ -119,7 +119,7 @@ class Queries:
     def get(self, request_id: str) -> ApprovalRequest | None:
         """The request with this id, or None."""
         with self._read() as session:
-            return session.get(ApprovalRequest, request_id)
+            return session.scalars(REQUEST, {"for_request": request_id}).first()
 
     def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
         """The dead letter with this id, or None."""

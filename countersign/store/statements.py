@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
-from sqlalchemy import Integer, bindparam, case, func, literal, or_, select, update
+from sqlalchemy import Integer, Table, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.elements import BindParameter
@@ -26,6 +26,7 @@ from .models import (
     Decider,
     Edit,
     Execution,
+    IntakeOutbox,
     OutboxEvent,
     Outcome,
     Status,
@@ -39,6 +40,8 @@ BIND: Callable[[str], BindParameter[Any]] = bindparam
 """A named bound parameter of a value given on each call, its type the column's it is set to."""
 FOR_REQUEST: BindParameter[str] = bindparam("for_request")
 """The request id a statement is about, bound on each call."""
+REQUEST = select(ApprovalRequest).where(ApprovalRequest.id == FOR_REQUEST)
+"""`Queries.get`'s SELECT (`Session.get` builds its statement and cache key on each call)."""
 CARD_FACTS = select(
     ApprovalRequest,
     select(OutboxEvent.problem).where(OutboxEvent.request_id == FOR_REQUEST).limit(1).scalar_subquery(),
@@ -181,3 +184,15 @@ def decided(outcome: Outcome, via: Via, edited: bool) -> Update:
     values = verdict(outcome, by, via, reason, bindparam("grant_seconds", type_=Integer), payload, edits)
     pending = (ApprovalRequest.id == FOR_REQUEST, ApprovalRequest.status == Status.PENDING)
     return update(ApprovalRequest).where(*pending).values(**values)
+
+
+@functools.cache
+def accepted(dialect: str) -> Insert:
+    """`Records.accept`'s `INSERT ... ON CONFLICT DO NOTHING` of an intake message on `dialect`, on
+    the table (no ORM layer), bound as `new_id` and `new_message`."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    table = cast(Table, IntakeOutbox.__table__)
+    stmt: Insert = (
+        insert(table).values(id=BIND("new_id"), message=BIND("new_message")).on_conflict_do_nothing()
+    )
+    return stmt
