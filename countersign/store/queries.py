@@ -69,7 +69,7 @@ class Queries:
     def _write(self, one_statement: bool = False) -> Iterator[Session]:
         """A write transaction. The audit events it records (`_audit`) are inserted together, in
         the order recorded, by one multi-row INSERT just before it commits (none if it raises), unless
-        a statement took them along (`sql.with_recorded_audits`, `sql.changed_request`).
+        a statement took them along (`sql.insert_outbox`, `sql.changed_request`).
 
         `one_statement`: the caller runs one statement, its audit events taken along: on PostgreSQL
         it runs in autocommit, a transaction of its own without the BEGIN and COMMIT round trips.

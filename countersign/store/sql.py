@@ -33,7 +33,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, aliased, load_only
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.elements import ColumnClause
-from sqlalchemy.sql.selectable import TextualSelect
+from sqlalchemy.sql.selectable import ExecutableReturnsRows, TextualSelect
 
 from ..defaults import GRANT_TTL_SECONDS
 from .models import (
@@ -68,7 +68,8 @@ def audit_row(request_id: str, event: str, actor: str | None, **detail: Any) -> 
 
 def record(session: Session, audits: Iterable[AuditRow]) -> None:
     """Record audit events in the write transaction `session`, inserted after those recorded before
-    them (ids keep the order) when it commits, or with the statement `with_recorded_audits` gives."""
+    them (ids keep the order) when it commits, or with the statement that takes them along
+    (`insert_outbox`, `changed_request`)."""
     session.info.setdefault(AUDIT, []).extend(audits)
 
 
@@ -106,32 +107,29 @@ OUTBOX_ROWS = json_rows(
 OUTBOX_COLUMNS = ("request_id", "queue", "func", "webhook", "job_id", "body")
 
 
-def audit_insert(rows: TextualSelect, audits: Sequence[AuditRow]) -> Insert:
-    """PostgreSQL: the INSERT of `audits`, in their order, through `rows` (`ALL_AUDITS`, or
-    `AUDITS_IF_CHANGED`)."""
-    return insert(AuditEvent).from_select(AUDIT_COLUMNS, rows.bindparams(audits=list(audits)))
-
-
-def with_recorded_audits(session: Session, stmt: Insert) -> Insert:
-    """`stmt`, an INSERT that always inserts, carrying the audit events recorded so far in the
-    transaction on PostgreSQL (`WITH audit AS (INSERT INTO audit_events ...) INSERT ...`: one
-    statement where there were two); elsewhere `stmt` as it is, the events inserted at commit."""
-    audits = session.info.pop(AUDIT, None) if on_postgresql(session) else None
-    if not audits:
-        return stmt
-    with_audits: Insert = stmt.add_cte(audit_insert(ALL_AUDITS, audits).cte("audit"))
-    return with_audits
-
-
 def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[OutboxEvent]:
     """One INSERT of resume events (`request_id`, `queue`, `func`, `webhook`, `job_id`, `body`)
-    RETURNING them, in any order: on PostgreSQL from one JSONB parameter (`json_rows`), with the
-    transaction's audit events recorded so far (`with_recorded_audits`); elsewhere a multi-row
-    INSERT (SQLAlchemy's "insertmanyvalues")."""
+    RETURNING them, in any order: on PostgreSQL from one JSONB parameter (`json_rows`), carrying
+    the audit events recorded so far in the transaction (`WITH audit AS (INSERT INTO audit_events
+    ...) INSERT ...`: one statement where there were two; `_outbox_insert`); elsewhere a multi-row
+    INSERT (SQLAlchemy's "insertmanyvalues"), the audit events inserted at commit."""
     if not on_postgresql(session):
         return list(session.scalars(insert(OutboxEvent).returning(OutboxEvent), list(rows)))
-    stmt = insert(OutboxEvent).from_select(OUTBOX_COLUMNS, OUTBOX_ROWS.bindparams(events=list(rows)))
-    return list(session.scalars(with_recorded_audits(session, stmt.returning(OutboxEvent))))
+    audits = session.info.pop(AUDIT, None)
+    params = {"events": list(rows)} | ({"audits": audits} if audits else {})
+    return list(session.scalars(_outbox_insert(bool(audits)), params))
+
+
+@functools.cache
+def _outbox_insert(audits: bool) -> ExecutableReturnsRows:
+    """PostgreSQL: `insert_outbox`'s statement, with or without the `audits` CTE, built once each,
+    bound as `events` and `audits` (JSONB arrays), its rows loaded as `OutboxEvent`s."""
+    outbox = cast(Table, OutboxEvent.__table__)  # a Core INSERT: an ORM one takes parameters as rows
+    audit_events = cast(Table, AuditEvent.__table__)
+    stmt = insert(outbox).from_select(OUTBOX_COLUMNS, OUTBOX_ROWS).returning(*outbox.c)
+    if audits:
+        stmt = stmt.add_cte(insert(audit_events).from_select(AUDIT_COLUMNS, ALL_AUDITS).cte("audit"))
+    return select(OutboxEvent).from_statement(stmt)
 
 
 REQUESTS = cast(Table, ApprovalRequest.__table__)
