@@ -237,9 +237,7 @@ def verdict(
         "timeout_result": timeout_result,
     }
     if may_run(outcome, timeout_result):
-        values["approved_payload"] = (
-            approved_payload if approved_payload is not None else ApprovalRequest.payload
-        )
+        values["approved_payload"] = approved_payload if approved_payload is not None else REQUESTS.c.payload
         values["grant_expires_at"] = utcnow_plus(grant_ttl)
     return values
 

@@ -177,13 +177,13 @@ class Store(Deliveries, WebhookDeliveries):
         click decided, or `POLICY`; with the `surface` and what they were `shown`, when given), and
         its resume event (`_resume_events`)."""
         stmt, params = decision.update(request_id)
-        found = changed_request(session, stmt, (), params=params)
-        if found is None:
+        row = session.scalars(stmt, params).one_or_none()
+        if row is None:
             return None
         detail = {"via": decision.via, "reason": decision.reason, "edits": decision.edits or []}
         detail |= _seen(surface, shown)
         self._audit(session, request_id, Status(decision.outcome), actor, **detail)
-        return self._resume_events(session, [found[0]], resume, actor)[0]
+        return self._resume_events(session, [row], resume, actor)[0]
 
     def _resume_events(
         self, session: Session, rows: Sequence[ApprovalRequest], resume: Resume, actor: str

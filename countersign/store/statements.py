@@ -19,6 +19,7 @@ from sqlalchemy import Integer, Table, bindparam, case, func, literal, or_, sele
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from .models import (
     ApprovalRequest,
@@ -162,9 +163,9 @@ class Decision(NamedTuple):
     approved_payload: dict[str, Any] | None = None
     edits: list[Edit] | None = None
 
-    def update(self, request_id: str) -> tuple[Update, dict[str, Any]]:
-        """The conditional UPDATE of request `request_id` out of `pending` to this decision
-        (`decided`), and its parameters."""
+    def update(self, request_id: str) -> tuple[ExecutableReturnsRows, dict[str, Any]]:
+        """The conditional UPDATE of request `request_id` out of `pending` to this decision,
+        returning the row (`decided`), and its parameters."""
         edited = self.approved_payload is not None
         params: dict[str, Any] = {"for_request": request_id, "new_decided_by": self.decided_by}
         params["new_reason"] = self.reason
@@ -175,15 +176,18 @@ class Decision(NamedTuple):
 
 
 @functools.cache
-def decided(outcome: Outcome, via: Via, edited: bool) -> Update:
+def decided(outcome: Outcome, via: Via, edited: bool) -> ExecutableReturnsRows:
     """The conditional UPDATE out of `pending` of the request bound as `for_request` to `outcome`
     (`sql.verdict`), with or without an `edited` payload, built once each: bound as `new_decided_by`,
-    `new_reason`, `new_edits`, `grant_seconds` and `new_payload`."""
+    `new_reason`, `new_edits`, `grant_seconds` and `new_payload`. A Core UPDATE (an ORM one runs
+    SQLAlchemy's bulk-update machinery) RETURNING the row, loaded as the `ApprovalRequest` the
+    session holds (the row locked before: `populate_existing` refreshes it), or none."""
     payload = BIND("new_payload") if edited else None
     by, reason, edits = (BIND(name) for name in ("new_decided_by", "new_reason", "new_edits"))
     values = verdict(outcome, by, via, reason, bindparam("grant_seconds", type_=Integer), payload, edits)
-    pending = (ApprovalRequest.id == FOR_REQUEST, ApprovalRequest.status == Status.PENDING)
-    return update(ApprovalRequest).where(*pending).values(**values)
+    pending = (REQUESTS.c.id == FOR_REQUEST, REQUESTS.c.status == Status.PENDING)
+    stmt = update(REQUESTS).where(*pending).values(**values).returning(*REQUESTS.c)
+    return select(ApprovalRequest).from_statement(stmt).execution_options(populate_existing=True)
 
 
 @functools.cache
