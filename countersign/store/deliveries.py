@@ -11,11 +11,18 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import case, select, update
+from sqlalchemy import select, update
 
 from .models import ApprovalRequest, AuditEvent, Status, utcnow, utcnow_plus
 from .records import Records
-from .sql import audit_row, deadline, level_clock, no_live_card_lease, update_request
+from .sql import (
+    audit_row,
+    changed_request,
+    deadline,
+    no_live_card_lease,
+    update_request,
+)
+from .statements import REFRESH_LATER, attach
 
 CARD_VERSIONS = ("card_posted", "card_updated")
 """The audit events that record a version of a card: its `ts` and what it showed (`text`,
@@ -85,11 +92,7 @@ class Deliveries(Records):
         """Slack would not rewrite the card now: have the card sweep try again in `seconds`
         (database clock), and on each later tick until it succeeds (`card_refreshed`)."""
         with self._write(one_statement=True) as session:
-            session.execute(
-                update(ApprovalRequest)
-                .where(ApprovalRequest.id == request_id)
-                .values(card_refresh_due_at=utcnow_plus(seconds))
-            )
+            session.execute(REFRESH_LATER, {"for_request": request_id, "after_seconds": seconds})
 
     def card_refreshed(self, request_id: str, moved_to: tuple[str, str] | None = None) -> None:
         """The card now tells the truth: nothing more is due. With `moved_to` (`(channel, ts)`), the
@@ -135,19 +138,15 @@ class Deliveries(Records):
         and its reminders count from now. Returns the request as stored now (it may have been
         decided while its card was posted), or None if it had a card, or moved on to another level
         meanwhile."""
-        pending = ApprovalRequest.status == Status.PENDING
-        clock = {
-            column: case((pending, value), else_=getattr(ApprovalRequest, column))
-            for column, value in level_clock(request.rules, request.level).items()
-        }
-        where = (
-            ApprovalRequest.id == request.id,
-            ApprovalRequest.card_ts.is_(None),
-            ApprovalRequest.level == request.level,
-        )
+        rules = request.rules
+        timeout, offsets = rules.level(request.level).timeout_seconds, rules.reminders_seconds
         posted = audit_row(request.id, "card_posted", None, ts=ts, **(shown or {}))
+        params = {"for_request": request.id, "at_level": request.level, "new_channel": channel, "new_ts": ts}
+        params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
         with self._write(one_statement=True) as session:
-            return update_request(session, where, posted, channel=channel, card_ts=ts, **clock)
+            stmt = attach(bool(timeout), bool(offsets))
+            found = changed_request(session, stmt, [posted], params=params)
+        return None if found is None else found[0]
 
     def card_rewritten(self, request_id: str, ts: str, shown: dict[str, Any], why: str) -> bool:
         """Audit `card_updated` (`{ts, why, text, blocks_sha256}`) for the card at `ts` of a pending

@@ -35,6 +35,7 @@ from .sql import (
     not_timed_out,
     record,
 )
+from .statements import CARD_FACTS, PENDING_COUNT, REQUEST
 
 
 class CardFacts(NamedTuple):
@@ -68,7 +69,7 @@ class Queries:
     def _write(self, one_statement: bool = False) -> Iterator[Session]:
         """A write transaction. The audit events it records (`_audit`) are inserted together, in
         the order recorded, by one multi-row INSERT just before it commits (none if it raises), unless
-        a statement took them along (`sql.with_recorded_audits`, `sql.changed_request`).
+        a statement took them along (`sql.insert_outbox`, `sql.changed_request`).
 
         `one_statement`: the caller runs one statement, its audit events taken along: on PostgreSQL
         it runs in autocommit, a transaction of its own without the BEGIN and COMMIT round trips.
@@ -118,7 +119,7 @@ class Queries:
     def get(self, request_id: str) -> ApprovalRequest | None:
         """The request with this id, or None."""
         with self._read() as session:
-            return session.get(ApprovalRequest, request_id)
+            return session.scalars(REQUEST, {"for_request": request_id}).first()
 
     def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
         """The dead letter with this id, or None."""
@@ -144,19 +145,8 @@ class Queries:
         need a migration and still have to be ignored once the action runs; the card shows it only
         while nothing ran.
         """
-        problem = (
-            select(OutboxEvent.problem).where(OutboxEvent.request_id == request_id).limit(1).scalar_subquery()
-        )
-        refusal = (
-            select(AuditEvent.detail)
-            .where(AuditEvent.request_id == request_id, AuditEvent.event == "execution_refused")
-            .order_by(AuditEvent.id.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
-        stmt = select(ApprovalRequest, problem, refusal).where(ApprovalRequest.id == request_id)
         with self._read() as session:
-            found = session.execute(stmt).one_or_none()
+            found = session.execute(CARD_FACTS, {"for_request": request_id}).one_or_none()
         if found is None:
             return None
         request, noted, detail = found
@@ -310,13 +300,8 @@ class Queries:
         `ix_approval_requests_pending_requester` (migration 0009): the count reads at most `up_to`
         index entries, whatever else is pending."""
         with self._read() as session:
-            pending = (
-                select(literal(1))
-                .where(is_pending(), ApprovalRequest.action == action, ApprovalRequest.requester == requester)
-                .limit(up_to)
-                .subquery()
-            )
-            return int(session.scalar(select(func.count()).select_from(pending)) or 0)
+            params = {"of_action": action, "of_requester": requester, "up_to": up_to}
+            return int(session.scalar(PENDING_COUNT, params) or 0)
 
     def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
         """Pending requests with no card, no live posting lease, older than `grace_seconds` at their

@@ -30,6 +30,7 @@ from .models import (
     utcnow_plus,
 )
 from .queries import Queries
+from .statements import accepted
 
 
 class Records(Queries):
@@ -40,7 +41,8 @@ class Records(Queries):
         """Keep an intake message (the `IntakeMessage` as JSON) until intake has taken it; once per
         request id (a repeated `request()` with the same key keeps the first)."""
         with self._write(one_statement=True) as session:
-            self._insert(session, IntakeOutbox, {"id": request_id, "message": message})
+            stmt = accepted(session.get_bind().dialect.name)
+            session.execute(stmt, {"new_id": request_id, "new_message": message})
 
     def intake_waiting(self, older_than_seconds: int, limit: int = 100) -> list[IntakeOutbox]:
         """Intake messages accepted more than `older_than_seconds` ago (database clock) that intake

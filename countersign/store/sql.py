@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     ColumnElement,
     Integer,
+    Table,
     and_,
     bindparam,
     case,
@@ -32,7 +33,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, aliased, load_only
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.elements import ColumnClause
-from sqlalchemy.sql.selectable import TextualSelect
+from sqlalchemy.sql.selectable import ExecutableReturnsRows, TextualSelect
 
 from ..defaults import GRANT_TTL_SECONDS
 from .models import (
@@ -67,7 +68,8 @@ def audit_row(request_id: str, event: str, actor: str | None, **detail: Any) -> 
 
 def record(session: Session, audits: Iterable[AuditRow]) -> None:
     """Record audit events in the write transaction `session`, inserted after those recorded before
-    them (ids keep the order) when it commits, or with the statement `with_recorded_audits` gives."""
+    them (ids keep the order) when it commits, or with the statement that takes them along
+    (`insert_outbox`, `changed_request`)."""
     session.info.setdefault(AUDIT, []).extend(audits)
 
 
@@ -105,34 +107,33 @@ OUTBOX_ROWS = json_rows(
 OUTBOX_COLUMNS = ("request_id", "queue", "func", "webhook", "job_id", "body")
 
 
-def audit_insert(rows: TextualSelect, audits: Sequence[AuditRow]) -> Insert:
-    """PostgreSQL: the INSERT of `audits`, in their order, through `rows` (`ALL_AUDITS`, or
-    `AUDITS_IF_CHANGED`)."""
-    return insert(AuditEvent).from_select(AUDIT_COLUMNS, rows.bindparams(audits=list(audits)))
-
-
-def with_recorded_audits(session: Session, stmt: Insert) -> Insert:
-    """`stmt`, an INSERT that always inserts, carrying the audit events recorded so far in the
-    transaction on PostgreSQL (`WITH audit AS (INSERT INTO audit_events ...) INSERT ...`: one
-    statement where there were two); elsewhere `stmt` as it is, the events inserted at commit."""
-    audits = session.info.pop(AUDIT, None) if on_postgresql(session) else None
-    if not audits:
-        return stmt
-    with_audits: Insert = stmt.add_cte(audit_insert(ALL_AUDITS, audits).cte("audit"))
-    return with_audits
-
-
 def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[OutboxEvent]:
     """One INSERT of resume events (`request_id`, `queue`, `func`, `webhook`, `job_id`, `body`)
-    RETURNING them, in any order: on PostgreSQL from one JSONB parameter (`json_rows`), with the
-    transaction's audit events recorded so far (`with_recorded_audits`); elsewhere a multi-row
-    INSERT (SQLAlchemy's "insertmanyvalues")."""
+    RETURNING them, in any order: on PostgreSQL from one JSONB parameter (`json_rows`), carrying
+    the audit events recorded so far in the transaction (`WITH audit AS (INSERT INTO audit_events
+    ...) INSERT ...`: one statement where there were two; `_outbox_insert`); elsewhere a multi-row
+    INSERT (SQLAlchemy's "insertmanyvalues"), the audit events inserted at commit."""
     if not on_postgresql(session):
         return list(session.scalars(insert(OutboxEvent).returning(OutboxEvent), list(rows)))
-    stmt = insert(OutboxEvent).from_select(OUTBOX_COLUMNS, OUTBOX_ROWS.bindparams(events=list(rows)))
-    return list(session.scalars(with_recorded_audits(session, stmt.returning(OutboxEvent))))
+    audits = session.info.pop(AUDIT, None)
+    params = {"events": list(rows)} | ({"audits": audits} if audits else {})
+    return list(session.scalars(_outbox_insert(bool(audits)), params))
 
 
+@functools.cache
+def _outbox_insert(audits: bool) -> ExecutableReturnsRows:
+    """PostgreSQL: `insert_outbox`'s statement, with or without the `audits` CTE, built once each,
+    bound as `events` and `audits` (JSONB arrays), its rows loaded as `OutboxEvent`s."""
+    outbox = cast(Table, OutboxEvent.__table__)  # a Core INSERT: an ORM one takes parameters as rows
+    audit_events = cast(Table, AuditEvent.__table__)
+    stmt = insert(outbox).from_select(OUTBOX_COLUMNS, OUTBOX_ROWS).returning(*outbox.c)
+    if audits:
+        stmt = stmt.add_cte(insert(audit_events).from_select(AUDIT_COLUMNS, ALL_AUDITS).cte("audit"))
+    return select(OutboxEvent).from_statement(stmt)
+
+
+REQUESTS = cast(Table, ApprovalRequest.__table__)
+"""The requests' table, for Core statements that load no `ApprovalRequest` (no ORM layer)."""
 CHANGED = table("changed", *(column(each.name, each.type) for each in ApprovalRequest.__table__.c))
 """The rows `changed_request`'s CTE (named `changed`) returns, as a table declared once."""
 CHANGED_REQUEST = aliased(ApprovalRequest, CHANGED, adapt_on_names=True)
@@ -148,6 +149,7 @@ def changed_request(
     *extra: Any,
     also: Callable[[Any], Delete | Update] | None = None,
     row: bool = True,
+    params: dict[str, Any] | None = None,
 ) -> Sequence[Any] | None:
     """Run `stmt`, an INSERT or a conditional UPDATE of at most one request (without RETURNING),
     and, only if it changed the row, insert `audits` and run `also(changed ids)`: on PostgreSQL all
@@ -158,52 +160,84 @@ def changed_request(
     changed), or None when it changed nothing. With `row=False`, `(request id, *extra)`: the
     statement returns the id alone and no `ApprovalRequest` is loaded (its 40-odd columns, JSON
     ones among them, decoded into an ORM object), for a caller that only needs to know whether the
-    change happened."""
-    if not (on_postgresql(session) and (audits or also)):
-        found = session.execute(
-            stmt.returning(ApprovalRequest if row else ApprovalRequest.id, *extra)
-        ).one_or_none()
-        if found is not None:
-            record(session, audits)
-            if also is not None:
-                session.execute(also([found[0].id if row else found[0]]))
-        return found
-    changed = stmt.returning(ApprovalRequest.__table__ if row else ApprovalRequest.id, *extra).cte("changed")
-    ctes = [audit_insert(AUDITS_IF_CHANGED, audits).cte("audit")] if audits else []
+    change happened.
+
+    `params`: the values of `stmt`'s (and `extra`'s) bound parameters, for a statement built once
+    and bound on each call (a module constant): then the statement around it is built once too
+    (`_around`, kept by the identity of `stmt` and `extra`), so SQLAlchemy neither builds it nor
+    computes its cache key again (about a third of this function's CPU when built per call)."""
+    build = _around if params is not None else _around.__wrapped__
+    outer = build(stmt, on_postgresql(session), bool(audits), also, row, extra)
+    bound = dict(params or {})
+    if outer.cte_audits:
+        bound["audits"] = list(audits)
+    found = session.execute(outer.statement, bound or None).one_or_none()
+    if found is not None and not outer.cte_audits and not outer.cte_also:
+        record(session, audits)
+        if also is not None:
+            session.execute(also([found[0].id if row else found[0]]))
+    return found
+
+
+class _Around(NamedTuple):
+    """`changed_request`'s statement, and whether it inserts the audits (bound as `audits`) and runs
+    `also` in itself (PostgreSQL's CTEs)."""
+
+    statement: Any
+    cte_audits: bool
+    cte_also: bool
+
+
+@functools.lru_cache(maxsize=64)
+def _around(
+    stmt: Insert | Update,
+    postgresql: bool,
+    audits: bool,
+    also: Callable[[Any], Delete | Update] | None,
+    row: bool,
+    extra: tuple[Any, ...],
+) -> _Around:
+    """The statement `changed_request` runs for `stmt` (see there); kept for statements built once."""
+    if not (postgresql and (audits or also)):
+        returning = stmt.returning(ApprovalRequest if row else REQUESTS.c.id, *extra)
+        if row and isinstance(stmt, Update):  # the row comes back, also over the session's copy
+            options = {"synchronize_session": False, "populate_existing": True}
+            returning = returning.execution_options(**options)
+        return _Around(returning, False, False)
+    changed = stmt.returning(REQUESTS if row else REQUESTS.c.id, *extra).cte("changed")
+    ctes = [insert(AuditEvent).from_select(AUDIT_COLUMNS, AUDITS_IF_CHANGED).cte("audit")] if audits else []
     if also is not None:
         ctes.append(also(select(CHANGED_ID)).cte("also"))
     extras: list[Any] = [literal_column(f"{CHANGED.name}.{each.name}") for each in extra]
     outer = select(CHANGED_REQUEST if row else CHANGED_ID, *extras).add_cte(changed, *ctes)
     # the row as changed, also over the copy the session holds (a row locked before, `Store.vote`)
-    return session.execute(outer.execution_options(populate_existing=True)).one_or_none()
+    return _Around(outer.execution_options(populate_existing=True), audits, also is not None)
 
 
 def verdict(
     outcome: Outcome,
-    decided_by: list[Decider],
+    decided_by: list[Decider] | ColumnElement[Any],
     via: Via,
-    reason: str | None,
+    reason: str | ColumnElement[Any] | None,
     grant_ttl: int | ColumnElement[int],
-    approved_payload: dict[str, Any] | None = None,
-    edits: list[Edit] | None = None,
+    approved_payload: dict[str, Any] | ColumnElement[Any] | None = None,
+    edits: list[Edit] | ColumnElement[Any] | None = None,
     timeout_result: TimeoutResult | None = None,
 ) -> dict[str, Any]:
-    """The column values of a decision. What may run (`approved_payload`, and a grant expiring
-    `grant_ttl` seconds after the database's now) is set for approvals and for timeouts that
-    `allow`."""
+    """The column values of a decision (each value may be a bound parameter, for a statement built
+    once: `statements.decided`). What may run (`approved_payload`, and a grant expiring `grant_ttl`
+    seconds after the database's now) is set for approvals and for timeouts that `allow`."""
     values: dict[str, Any] = {
         "status": Status(outcome),
         "decided_by": decided_by,
         "decided_via": via,
         "decision_reason": reason,
         "decided_at": utcnow(),
-        "edits": edits or [],
+        "edits": [] if edits is None else edits,
         "timeout_result": timeout_result,
     }
     if may_run(outcome, timeout_result):
-        values["approved_payload"] = (
-            approved_payload if approved_payload is not None else ApprovalRequest.payload
-        )
+        values["approved_payload"] = approved_payload if approved_payload is not None else REQUESTS.c.payload
         values["grant_expires_at"] = utcnow_plus(grant_ttl)
     return values
 
@@ -344,22 +378,28 @@ def update_request(
     return row
 
 
-def execution_update(
-    session: Session, request_id: str, where: tuple[Any, ...], audit: AuditRow, **values: Any
-) -> bool:
-    """The conditional UPDATE of request `request_id` (and `where`) with its `audit` event, for the
-    agent's worker claiming or reporting its execution: True when it changed the row. The worker
-    has the decision, so a problem noted on the resume event is cleared (`problem_cleared`) with the
-    change: in the same statement on PostgreSQL (`changed_request`'s `also`), elsewhere by a second
-    statement only when the UPDATE's RETURNING says there is one. Only the id comes back
-    (`changed_request`'s `row=False`): the worker needs no more than whether it happened."""
-    stmt = update(ApprovalRequest).where(ApprovalRequest.id == request_id, *where).values(**values)
+NOTED = (
+    select(OutboxEvent.id)
+    .where(OutboxEvent.request_id == bindparam("for_request"), OutboxEvent.problem.is_not(None))
+    .exists()
+    .label("problem")
+)
+"""A problem is noted on the resume event of the request bound as `for_request`."""
+
+
+def execution_update(session: Session, stmt: Update, request_id: str, audit: AuditRow, **params: Any) -> bool:
+    """Run `stmt`, the agent's worker claiming or reporting an execution (a conditional UPDATE of
+    the request bound as `for_request`, built once; `params` its other bound values), with its
+    `audit` event: True when it changed the row. The worker has the decision, so a problem noted on
+    the resume event is cleared (`problem_cleared`) with the change: in the same statement on
+    PostgreSQL (`changed_request`'s `also`), elsewhere by a second statement only when the UPDATE's
+    RETURNING says there is one. Only the id comes back (`changed_request`'s `row=False`): the
+    worker needs no more than whether it happened."""
+    bound = {"for_request": request_id, **params}
     if on_postgresql(session):
-        return changed_request(session, stmt, [audit], also=problem_cleared, row=False) is not None
-    noted = select(OutboxEvent.id).where(
-        OutboxEvent.request_id == request_id, OutboxEvent.problem.is_not(None)
-    )
-    found = changed_request(session, stmt, [audit], noted.exists().label("problem"), row=False)
+        found = changed_request(session, stmt, [audit], also=problem_cleared, row=False, params=bound)
+        return found is not None
+    found = changed_request(session, stmt, [audit], NOTED, row=False, params=bound)
     if found is not None and found[1]:  # a problem is noted
         resume_taken(session, request_id)
     return found is not None
@@ -406,12 +446,6 @@ def no_live_card_lease() -> Any:
     return or_(ApprovalRequest.card_lease_until.is_(None), ApprovalRequest.card_lease_until <= utcnow())
 
 
-def first_reminder(rules: Rules) -> utcnow_plus | None:
-    """When the first reminder of a level that starts now is due, or None without reminders."""
-    offsets = rules.reminders_seconds
-    return utcnow_plus(offsets[0]) if offsets else None
-
-
 def deadline(rules: Rules, level: int, after_seconds: int = 0) -> utcnow_plus | None:
     """When escalation `level` times out if its clock starts `after_seconds` from the database's
     now, or None for a level without a timeout."""
@@ -422,10 +456,19 @@ def deadline(rules: Rules, level: int, after_seconds: int = 0) -> utcnow_plus | 
 def level_clock(rules: Rules, level: int) -> dict[str, Any]:
     """The columns of escalation `level`'s clock started now (database clock): its deadline
     (`expires_at`), `level_started_at`, and its first reminder, none sent yet."""
+    offsets = rules.reminders_seconds
+    return clock_from(rules.level(level).timeout_seconds or None, offsets[0] if offsets else None)
+
+
+def clock_from(
+    timeout: int | ColumnElement[int] | None, reminder: int | ColumnElement[int] | None
+) -> dict[str, Any]:
+    """`level_clock`'s columns for a level timing out `timeout` seconds from now and reminding
+    `reminder` seconds from now (each a number, a bound parameter, or None for none)."""
     return {
-        "expires_at": deadline(rules, level),
+        "expires_at": None if timeout is None else utcnow_plus(timeout),
         "level_started_at": utcnow(),
-        "next_reminder_at": first_reminder(rules),
+        "next_reminder_at": None if reminder is None else utcnow_plus(reminder),
         "reminders_sent": 0,
     }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
@@ -28,7 +28,6 @@ from .models import (
     Via,
     Vote,
     utcnow,
-    utcnow_plus,
 )
 from .records import intake_done, intake_taken
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
@@ -39,16 +38,14 @@ from .sql import (
     execution_update,
     expire_all_due,
     expire_due,
-    insert_if_new,
     insert_outbox,
     level_clock,
-    not_timed_out,
     on_postgresql,
     resume_taken,
     update_request,
-    verdict,
     why_not_executable,
 )
+from .statements import CLAIM, LOCKED, OUTCOME, Decision, created
 from .webhooks import WebhookDeliveries, due_now
 
 Resume = Callable[[ApprovalRequest], ResumeEvent]
@@ -77,14 +74,16 @@ class Store(Deliveries, WebhookDeliveries):
         (a second run of the intake, the card sweep) waits for the lease as for a claim.
         """
         rules: Rules = values["rules"]
-        clock = level_clock(rules, 0)
-        if card_lease:
-            clock |= {"card_lease_until": utcnow_plus(CARD_LEASE_SECONDS), "card_attempts": 1}
+        timeout, offsets = rules.level(0).timeout_seconds, rules.reminders_seconds
         why = {"rule": rules.review_rule} if rules.review_rule else {}
         requested = audit_row(values["id"], "requested", values["requester"], action=values["action"], **why)
+        params = {f"new_{column}": value for column, value in values.items()}
+        params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
+        params |= {"lease_seconds": CARD_LEASE_SECONDS}
         with self._write(one_statement=True) as session:
-            new = insert_if_new(session, ApprovalRequest, {**values, **clock, "status": Status.PENDING})
-            found = changed_request(session, new, [requested], also=intake_taken)
+            dialect = session.get_bind().dialect.name
+            new = created(dialect, tuple(values), bool(timeout), bool(offsets), card_lease)
+            found = changed_request(session, new, [requested], also=intake_taken, params=params)
         if found is not None:
             return found[0], True
         with self._write() as session:
@@ -126,7 +125,7 @@ class Store(Deliveries, WebhookDeliveries):
         """
         if via == Via.SLACK and refuse is None:
             raise ValueError("a reviewer's decision is authorised on the row it locks: pass refuse")
-        values = verdict(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
+        decision = Decision(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
         with self._write() as session:
             request, on_time = self._locked(session, request_id)
             actor = decided_by[0]["slack_user_id"] if decided_by else POLICY
@@ -136,7 +135,7 @@ class Store(Deliveries, WebhookDeliveries):
                 stopped = None if request.status == Status.PENDING else AlreadyDecided(request)
             if stopped is not None:
                 return stopped
-            decided = self._decide_in(session, request_id, values, resume, actor, where, shown)
+            decided = self._decide_in(session, request_id, decision, resume, actor, where, shown)
             assert decided is not None  # the row is locked and was pending
             return decided
 
@@ -144,11 +143,7 @@ class Store(Deliveries, WebhookDeliveries):
         """The request row, locked until the transaction ends (`SELECT ... FOR UPDATE` on
         PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises writers), and whether it is before
         its `expires_at` (database clock). Raises `UnknownRequest` for an unknown request id."""
-        found = session.execute(
-            select(ApprovalRequest, not_timed_out().label("on_time"))
-            .where(ApprovalRequest.id == request_id)
-            .with_for_update()
-        ).one_or_none()
+        found = session.execute(LOCKED, {"for_request": request_id}).one_or_none()
         if found is None:
             raise UnknownRequest(request_id)
         request, on_time = found
@@ -172,7 +167,7 @@ class Store(Deliveries, WebhookDeliveries):
         self,
         session: Session,
         request_id: str,
-        values: dict[str, Any],
+        decision: Decision,
         resume: Resume,
         actor: str,
         surface: str | None = None,
@@ -181,13 +176,13 @@ class Store(Deliveries, WebhookDeliveries):
         """The conditional UPDATE out of `pending`, its audit event by `actor` (the Slack user whose
         click decided, or `POLICY`; with the `surface` and what they were `shown`, when given), and
         its resume event (`_resume_events`)."""
-        where = (ApprovalRequest.id == request_id, ApprovalRequest.status == Status.PENDING)
-        row = update_request(session, where, **values)
+        stmt, params = decision.update(request_id)
+        row = session.scalars(stmt, params).one_or_none()
         if row is None:
             return None
-        detail = {"via": values["decided_via"], "reason": values["decision_reason"], "edits": values["edits"]}
+        detail = {"via": decision.via, "reason": decision.reason, "edits": decision.edits or []}
         detail |= _seen(surface, shown)
-        self._audit(session, request_id, values["status"], actor, **detail)
+        self._audit(session, request_id, Status(decision.outcome), actor, **detail)
         return self._resume_events(session, [row], resume, actor)[0]
 
     def _resume_events(
@@ -264,13 +259,13 @@ class Store(Deliveries, WebhookDeliveries):
             approvals = counted
             grant_ttl = request.rules.grant_ttl_seconds
             if vote == Outcome.REJECTED:
-                values = verdict(Outcome.REJECTED, [voter], Via.SLACK, reason, grant_ttl)
+                decision = Decision(Outcome.REJECTED, [voter], Via.SLACK, reason, grant_ttl)
             elif len(approvals) >= request.required_approvals:
-                values = verdict(Outcome.APPROVED, approvals, Via.SLACK, reason, grant_ttl)
+                decision = Decision(Outcome.APPROVED, approvals, Via.SLACK, reason, grant_ttl)
             else:
                 return Counted(request, approvals)
             decided = self._decide_in(
-                session, request_id, values, resume, voter["slack_user_id"], where, shown
+                session, request_id, decision, resume, voter["slack_user_id"], where, shown
             )
             assert decided is not None  # the row is locked and was pending
             return decided
@@ -409,18 +404,8 @@ class Store(Deliveries, WebhookDeliveries):
         that returns the request's id alone (`sql.execution_update`).
         """
         with self._write(one_statement=True) as session:
-            claimed = execution_update(
-                session,
-                request_id,
-                (
-                    ApprovalRequest.approved_payload.is_not(None),
-                    ApprovalRequest.execution.is_(None),
-                    ApprovalRequest.grant_expires_at > utcnow(),
-                ),
-                audit_row(request_id, "execution_started", actor),
-                execution=Execution.STARTED,
-                executed_at=utcnow(),
-            )
+            audit = audit_row(request_id, "execution_started", actor)
+            claimed = execution_update(session, CLAIM, request_id, audit)
         if claimed:
             return None
         with self._write() as session:
@@ -440,17 +425,9 @@ class Store(Deliveries, WebhookDeliveries):
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
         with self._write(one_statement=True) as session:
+            audit = audit_row(request_id, outcome, actor, detail=detail)
             return execution_update(
-                session,
-                request_id,
-                (
-                    ApprovalRequest.approved_payload.is_not(None),
-                    or_(ApprovalRequest.execution.is_(None), ApprovalRequest.execution == Execution.STARTED),
-                ),
-                audit_row(request_id, outcome, actor, detail=detail),
-                execution=outcome,
-                execution_detail=detail,
-                executed_at=utcnow(),
+                session, OUTCOME, request_id, audit, new_execution=outcome, new_detail=detail
             )
 
 
