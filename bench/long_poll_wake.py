@@ -54,6 +54,10 @@ def policy() -> str:
     )
 
 
+AGENT_QUEUE = "bench-agent"
+"""The resume queue the requests name, which the benchmark's token may name."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=100, help="agents waiting at once (default 100)")
@@ -63,7 +67,7 @@ def main() -> int:
     exit_on_sigterm()
     with web_stack(policy(), args.database_url) as stack:
         engine = create_db_engine(stack.database_url)
-        token = Tokens(engine).create_token("bench", [f"a{n}" for n in range(CHANNELS)]).secret
+        token = Tokens(engine).create_token("bench", [f"a{n}" for n in range(CHANNELS)], [AGENT_QUEUE]).secret
         with httpx.Client(
             base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=90
         ) as api:
@@ -83,7 +87,7 @@ def _create(api: httpx.Client, n: int) -> str:
         "summary": f"wake {n}",
         "requester": "bench",
         "idempotency_key": f"wake-{n}",
-        "resume": {"queue": "bench-agent", "func": "bench.noop.noop"},
+        "resume": {"queue": AGENT_QUEUE, "func": "bench.noop.noop"},
     }
     answer = api.post("/v1/requests", json=body)
     answer.raise_for_status()

@@ -10,10 +10,12 @@ import json
 import sys
 from typing import Any
 
+from pydantic import ValidationError
+
 from .config import load_settings
 from .connections import Connections
 from .exceptions import UnknownToken, UsageError
-from .schema import ACTION_CLASS, check_requester, iso
+from .schema import ACTION_CLASS, QueueResume, check_requester, iso, one_line
 from .store.tokens import Tokens
 
 
@@ -28,6 +30,14 @@ def add_parsers(commands: Any) -> None:
     create.add_argument("--requester", required=True, help="the agent's identity: its requests' requester")
     create.add_argument(
         "--actions", required=True, help="the action classes it may request, comma-separated, e.g. a,b"
+    )
+    create.add_argument(
+        "--resume-queue",
+        action="append",
+        default=[],
+        metavar="QUEUE",
+        help="an RQ queue its requests may name as their resume queue (repeatable); without one, "
+        "its requests may resume by webhook or not at all",
     )
     create.set_defaults(handler=_token_create)
     token.add_parser("list", help="print every token (never its secret) as JSON").set_defaults(
@@ -57,23 +67,33 @@ def _token_create(args: argparse.Namespace) -> None:
     bad = [action for action in actions if not ACTION_CLASS.fullmatch(action)]
     if bad or not actions:
         raise UsageError(f"--actions must name action classes ([a-z0-9_.-]{{1,64}}), got {args.actions!r}")
-    token = _tokens().create_token(requester, actions)
+    queues = sorted(set(args.resume_queue))
+    for queue in queues:
+        try:
+            QueueResume(queue=queue, func="agent.resume")
+        except ValidationError as refused:
+            raise UsageError(f"--resume-queue: {one_line(refused).removeprefix('queue: ')}") from None
+    token = _tokens().create_token(requester, actions, queues)
     print(token.secret)
     scope = ", ".join(sorted(set(actions)))
+    reach = f"resume queues {', '.join(queues)}" if queues else "no resume queue (webhook or none)"
     print(
-        f"countersign token: {token.id} acts as requester {requester!r} for {scope}; "
+        f"countersign token: {token.id} acts as requester {requester!r} for {scope}, with {reach}; "
         "the secret above is shown once (only its SHA-256 is kept)",
         file=sys.stderr,
     )
 
 
 def _token_list(_args: argparse.Namespace) -> None:
-    """Print `[{id, requester, actions, created_at, revoked_at}]`, oldest first (times ISO 8601 UTC)."""
+    """Print `[{id, requester, actions, resume_queues, created_at, revoked_at}]`, oldest first (times
+    ISO 8601 UTC; `resume_queues` null for a token from before they were kept: any queue but
+    countersign's own)."""
     listing = [
         {
             "id": row.id,
             "requester": row.requester,
             "actions": row.actions,
+            "resume_queues": row.resume_queues,
             "created_at": iso(row.created_at),
             "revoked_at": iso(row.revoked_at),
         }

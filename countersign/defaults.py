@@ -15,6 +15,16 @@ finishes), which the relay's heal and `clear_taken` look for."""
 SLACK_TIMEOUT_SECONDS = 10
 """The Web API client's timeout for one call."""
 
+INTAKE_QUEUE = "countersign"
+"""The router worker's RQ queue (`countersign worker`): intake jobs and card rewrites Slack was too
+busy for (`router.jobs`)."""
+
+ROUTER_QUEUES = frozenset({INTAKE_QUEUE})
+"""Every RQ queue a countersign worker listens on. None of them may be a request's resume queue
+(`schema.QueueResume`): a resume job runs `func(decision)` on whatever worker takes its queue, and
+countersign's own workers run only countersign's own jobs (`router.worker.RouterWorker`, DESIGN.md,
+invariant 11)."""
+
 INTAKE_JOB_PREFIX = "intake-"
 """An intake job's RQ id is this and the request id (`router.jobs.intake_job_id`)."""
 

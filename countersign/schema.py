@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from .defaults import ROUTER_QUEUES
 from .exceptions import InvalidRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -158,15 +159,29 @@ def _hidden(name: str) -> str | None:
 class QueueResume(BaseModel):
     """Resume by RQ: the decision goes to an RQ job `func(decision)` on the queue `queue`.
 
-    `func` is checked for its form only (a dotted path of Python identifiers, module then
-    function): whether it imports is up to the agent's worker, whose code the requester may not
-    have. One that does not is said on the card once the worker tries it (`agent/callbacks.py`).
+    `queue` is the agent's own queue, which the agent's own worker (`countersign agent-worker`, with
+    the agent's code) takes: never one of countersign's (`defaults.ROUTER_QUEUES`), whose workers
+    run only countersign's jobs (DESIGN.md, invariant 11); the API binds it further to the token's
+    queues (`api.auth.may_create`). `func` is checked for its form only (a dotted path of Python
+    identifiers, module then function): whether it imports is up to the agent's worker, whose code
+    the requester may not have. One that does not is said on the card once the worker tries it
+    (`agent/callbacks.py`).
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     queue: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
     func: Annotated[str, Field(max_length=255)]
+
+    @field_validator("queue")
+    @classmethod
+    def _agents_queue(cls, value: str) -> str:
+        if value in ROUTER_QUEUES:
+            raise ValueError(
+                f"{value!r} is countersign's own queue, whose worker runs only countersign's jobs; "
+                "name the queue your agent's worker takes (e.g. refund-agent)"
+            )
+        return value
 
     @field_validator("func")
     @classmethod

@@ -124,6 +124,11 @@ def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str,
         1,
         "countersign: error: payload: should be a JSON object\n",
     )
+    router_queue = [*base[: base.index("q")], "countersign", *base[base.index("q") + 1 :]]
+    result = cli(*router_queue, "--payload", '{"amount": "1.00"}', env=env)
+    assert (result.returncode, result.stdout) == (1, "")
+    refused = "countersign: error: resume.queue: 'countersign' is countersign's own queue"
+    assert result.stderr.startswith(refused)
     result = cli(*base, "--payload", "{amount: 1}", env=env)
     assert result.returncode == 2 and result.stderr.startswith(
         "countersign: error: --payload is not valid JSON"

@@ -35,7 +35,8 @@ from rq.serializers import JSONSerializer
 
 from ..config import Settings
 from ..connections import Connections
-from ..exceptions import ExecutionRefused
+from ..defaults import ROUTER_QUEUES
+from ..exceptions import ExecutionRefused, UsageError
 from ..router.jobs import json_queue
 from ..workers import CountersignWorker
 
@@ -60,8 +61,16 @@ class AgentWorker(CountersignWorker):
 
 def run_agent_worker(settings: Settings, queues: list[str], burst: bool = False) -> None:
     """Work the agent's resume `queues` until stopped (or, with `burst`, until they are empty).
-    Raises `ConfigError` for a missing setting or when the database or Redis does not answer,
-    `SchemaOutOfDate` when the database is not migrated (`Connections.check`)."""
+    Raises `UsageError` for one of countersign's own queues (its jobs are the router's, and an agent
+    worker there would run any job put on it: DESIGN.md, invariant 11), `ConfigError` for a missing
+    setting or when the database or Redis does not answer, `SchemaOutOfDate` when the database is
+    not migrated (`Connections.check`)."""
+    taken = sorted(ROUTER_QUEUES.intersection(queues))
+    if taken:
+        raise UsageError(
+            f"{', '.join(taken)} is countersign's own queue, which only `countersign worker` takes; "
+            "name your agent's resume queue"
+        )
     settings.require("COUNTERSIGN_SECRET", needed_by="`countersign agent-worker` (execute_approved)")
     connections = Connections(settings)
     connections.check()

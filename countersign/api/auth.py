@@ -11,7 +11,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..router.runtime import Runtime
-from ..schema import ApprovalRequestV1
+from ..schema import ApprovalRequestV1, QueueResume
 from ..store.models import ApiToken
 from ..store.tokens import Tokens
 
@@ -42,7 +42,12 @@ Token = Annotated[ApiToken, Depends(token)]
 
 
 def may_create(holder: ApiToken, request: ApprovalRequestV1) -> None:
-    """Raise 403 unless `holder` may send `request`: its own requester, one of its action classes."""
+    """Raise 403 unless `holder` may send `request`: its own requester, one of its action classes,
+    and, for a resume by RQ, one of its resume queues (`ApiToken.resume_queues`: None for a token
+    from before migration 0015, which may name any queue but countersign's own, which the schema
+    refuses for every request). The queue is where the agent's own worker runs `func(decision)`: a
+    token that could name another agent's queue could make that agent's worker run its decision
+    (DESIGN.md, "HTTP API")."""
     if request.requester != holder.requester:
         raise HTTPException(
             403, f"this token acts as requester {holder.requester!r}, not {request.requester!r}"
@@ -52,6 +57,14 @@ def may_create(holder: ApiToken, request: ApprovalRequestV1) -> None:
             403,
             f"this token may not request action class {request.action!r} "
             f"(it may: {', '.join(holder.actions)})",
+        )
+    queues = holder.resume_queues
+    if isinstance(request.resume, QueueResume) and queues is not None and request.resume.queue not in queues:
+        allowed = f"it may: {', '.join(queues)}" if queues else "it may resume by webhook or not at all"
+        raise HTTPException(
+            403,
+            f"this token may not name resume queue {request.resume.queue!r} ({allowed}; "
+            "`countersign token create --resume-queue QUEUE` makes one that may)",
         )
 
 

@@ -31,12 +31,10 @@ from rq.utils import now
 
 from .. import bell
 from ..defaults import INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX, RESUME_MARKER_TTL_SECONDS
+from ..defaults import INTAKE_QUEUE as INTAKE_QUEUE  # the router worker's queue, named here with its jobs
 from ..store import OutboxEvent
 
 log = logging.getLogger(__name__)
-
-INTAKE_QUEUE = "countersign"
-"""The router worker's queue: intake jobs and card rewrites Slack was too busy for."""
 
 INTAKE_JOB = "countersign.router.intake.intake"
 """`intake(message)`: an `IntakeMessage` as JSON becomes a stored request and a card."""
@@ -82,6 +80,24 @@ the next relay sweep."""
 
 JOB_PATHS = (INTAKE_JOB, REWRITE_JOB, RESUME_FAILED_CALLBACK, RESUME_DONE_CALLBACK)
 """Every job function and callback of ours, by import path (a test imports each)."""
+
+ROUTER_JOBS = frozenset({INTAKE_JOB, REWRITE_JOB})
+"""Every function countersign enqueues on its router's queue (`INTAKE_QUEUE`), which is all that
+the router worker runs (`foreign`, `worker.RouterWorker`)."""
+
+
+def foreign(job: Job) -> str | None:
+    """Why the router worker refuses `job`, or None for one of countersign's own router jobs: its
+    function one of `ROUTER_JOBS` and no callback (countersign gives its router jobs none; a callback
+    is code its enqueuer chose, which RQ would run in the worker). Reads the job's fields as loaded,
+    importing nothing (RQ imports a function or callback only to call it)."""
+    if job.func_name not in ROUTER_JOBS:
+        return f"{job.func_name!r} is not one of countersign's router jobs ({', '.join(sorted(ROUTER_JOBS))})"
+    names = (job._success_callback_name, job._failure_callback_name, job._stopped_callback_name)
+    callbacks = [name for name in names if name]
+    if callbacks:
+        return f"countersign's router jobs have no callbacks, and it has {', '.join(callbacks)}"
+    return None
 
 
 def json_queue(name: str, redis: Redis) -> Queue:

@@ -36,15 +36,19 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
+from rq.executions import Execution
+from rq.job import Job
+from rq.queue import Queue
 from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
+from rq.utils import now
 
 from ..config import Settings
 from ..heap import freeze_loaded
 from ..store.chain import AuditChain
 from ..workers import CountersignWorker
 from . import home, journal, refreshes, relay, reload, timeouts, webhooks
-from .jobs import INTAKE_QUEUE, json_queue
+from .jobs import INTAKE_QUEUE, foreign, json_queue, request_refresh, resumed_request
 from .reload import PolicyHolder
 from .runtime import Runtime, current
 
@@ -53,11 +57,15 @@ log = logging.getLogger(__name__)
 SWEEP_INTERVAL_SECONDS = 1.0
 MAINTENANCE_INTERVAL_SECONDS = 60
 HEAL_EVERY_TICKS = 30  # every 30 s: lost resume and intake jobs, acked actions of dead web processes
+REFUSAL_CHARS = 2000  # of a refusal's reason kept in the audit trail and shown on the card
+ROUTER_WORKER = "router-worker"
+"""The audit actor of a resume job the router worker refused (`refuse`)."""
 
 
 class RouterWorker(CountersignWorker):
     """countersign's worker class (`workers.CountersignWorker`), refreshing the policy before each
-    job, so that every job runs with the newest good policy (and a broken file is reported once)."""
+    job, so that every job runs with the newest good policy (and a broken file is reported once),
+    and running only countersign's own router jobs (`perform_job`; DESIGN.md, invariant 11)."""
 
     policies: PolicyHolder | None = None
 
@@ -65,6 +73,40 @@ class RouterWorker(CountersignWorker):
         if self.policies is not None:
             self.policies.current()
         return super().execute_job(job, queue)
+
+    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
+        """RQ's `perform_job` for one of countersign's router jobs; any other job (`jobs.foreign`:
+        e.g. a resume job `func(decision)` that names the router's queue, enqueued before requests
+        were refused for it) is failed without its function or callbacks being imported or called
+        (`refuse`). Returns True when the job ran and succeeded."""
+        refusal = foreign(job)
+        if refusal is None:
+            return super().perform_job(job, queue, execution)
+        refuse(self, job, queue, execution, refusal)
+        return False
+
+
+def refuse(worker: CountersignWorker, job: Job, queue: Queue, execution: Execution, why: str) -> None:
+    """Fail `job` on `worker` for good without calling it (`why`: `jobs.foreign`'s reason): RQ's
+    failure handling (the failed registry with `refused by countersign's router worker: <why>`, no
+    retry, no callback), an error in the log, and for a request's resume job the request's
+    `resume_failed` note (audit trail and card: `Store.resume_failed`, actor `ROUTER_WORKER`)."""
+    reason = f"refused by countersign's router worker: {why}"
+    log.error("job %s on queue %s: %s", job.id, queue.name, reason)
+    job.retries_left = 0
+    job.ended_at = now()
+    worker.handle_job_failure(
+        job, queue, started_job_registry=queue.started_job_registry, exc_string=reason, execution=execution
+    )
+    request_id = resumed_request(job.id)
+    if request_id is None:
+        return
+    try:
+        runtime = current()
+        if runtime.store.resume_failed(request_id, f"RefusedJob: {why}"[:REFUSAL_CHARS], 0, ROUTER_WORKER):
+            request_refresh(runtime.redis, request_id)
+    except Exception:
+        log.exception("request %s: the refusal of its resume job was not recorded", request_id)
 
 
 def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:

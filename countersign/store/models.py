@@ -425,7 +425,8 @@ class DeadLetter(Base):
 class ApiToken(Base):
     """A per-agent API token of the HTTP API (migration 0012): only the SHA-256 of its secret is
     kept (`store/tokens.py` says why that suffices); it acts as `requester` for `actions` (action
-    classes) until `revoked_at`."""
+    classes) until `revoked_at`, and its requests may name only `resume_queues` as their resume
+    queue (migration 0015; None for a token created before it: any queue but countersign's own)."""
 
     __tablename__ = "api_tokens"
 
@@ -433,6 +434,7 @@ class ApiToken(Base):
     secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     requester: Mapped[str] = mapped_column(String(128))
     actions: Mapped[list[Any]]
+    resume_queues: Mapped[list[Any] | None]
     created_at: Mapped[datetime] = mapped_column(server_default=utcnow())
     revoked_at: Mapped[datetime | None]
 

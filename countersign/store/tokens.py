@@ -42,8 +42,12 @@ def secret_sha256(secret: str) -> str:
 class Tokens(Queries):
     """The `api_tokens` table. Safe to share between threads."""
 
-    def create_token(self, requester: str, actions: Sequence[str]) -> NewToken:
-        """A new token acting as `requester` for the action classes `actions`."""
+    def create_token(
+        self, requester: str, actions: Sequence[str], resume_queues: Sequence[str] = ()
+    ) -> NewToken:
+        """A new token acting as `requester` for the action classes `actions`, whose requests may
+        name only `resume_queues` as their RQ resume queue (none: it may resume by webhook, or not
+        at all; `api.auth.may_create`)."""
         token = NewToken(str(ULID()), PREFIX + secrets.token_urlsafe(32))
         with self._write() as session:
             session.add(
@@ -52,6 +56,7 @@ class Tokens(Queries):
                     secret_sha256=secret_sha256(token.secret),
                     requester=requester,
                     actions=sorted(set(actions)),
+                    resume_queues=sorted(set(resume_queues)),
                 )
             )
         return token

@@ -46,6 +46,11 @@ def cards_for(sb: Sandbox, request_id: str) -> list[dict[str, Any]]:
         ({"confidence": float("nan")}, "confidence: Input should be a finite number"),
         ({"run_id": "x:y"}, "may not contain ':' (give idempotency_key instead)"),
         ({"resume": "q"}, "resume: should be a JSON object"),
+        (
+            {"resume": {"queue": "countersign", "func": "builtins.print"}},
+            "resume.queue: 'countersign' is countersign's own queue, whose worker runs only "
+            "countersign's jobs",
+        ),
     ],
 )
 def test_invalid_request_fails_at_request_with_one_line_and_enqueues_nothing(

@@ -131,6 +131,23 @@ def test_the_agent_worker_needs_the_secret_its_jobs_verify_grants_with(tmp_path:
     )
 
 
+def test_the_agent_worker_refuses_countersigns_own_queue(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "agent-worker", "--burst", QUEUE, "countersign"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ["PATH"], "COUNTERSIGN_SECRET": "s" * 64},
+        cwd=tmp_path,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2,
+        "",
+        "countersign: error: countersign is countersign's own queue, which only `countersign worker` takes; "
+        "name your agent's resume queue\n",
+    )
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
 def test_the_agent_worker_runs_its_jobs_in_its_own_process_with_the_agents_modules_loaded_once(
     env: dict[str, str], redis: Redis

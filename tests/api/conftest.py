@@ -11,6 +11,7 @@ import pytest
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store.tokens import Tokens
+from tests.helpers import agent as test_agent
 from tests.helpers.api import served
 
 
@@ -29,7 +30,8 @@ def tokens(runtime: Runtime) -> Tokens:
 
 @pytest.fixture
 def agent(web: str, tokens: Tokens) -> Iterator[httpx.Client]:
-    """An HTTP client with the refund agent's token (requester `refund-agent`, `issue_refund`)."""
-    secret = tokens.create_token("refund-agent", ["issue_refund"]).secret
+    """An HTTP client with the refund agent's token (requester `refund-agent`, `issue_refund`, resume
+    queue the test agent's)."""
+    secret = tokens.create_token("refund-agent", ["issue_refund"], [test_agent.QUEUE]).secret
     with httpx.Client(base_url=web, headers={"Authorization": f"Bearer {secret}"}, timeout=90) as client:
         yield client

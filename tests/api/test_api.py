@@ -24,6 +24,7 @@ from countersign.router.cards import APPROVE_ACTION
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store.tokens import Tokens
+from tests.helpers import agent as test_agent
 from tests.helpers import drain, wait_for
 from tests.helpers.api import served
 from tests.helpers.builders import refund
@@ -186,7 +187,7 @@ def test_concurrent_posts_of_one_request_get_one_id_and_another_payload_409(
         agent.post("/v1/requests", json=other, headers={"Idempotency-Key": "refund-acme-1"}), 409
     )
     assert "already used with another action class or payload" in message
-    both = tokens.create_token("refund-agent", ["issue_refund", "send_email"]).secret
+    both = tokens.create_token("refund-agent", ["issue_refund", "send_email"], [test_agent.QUEUE]).secret
     other_class = httpx.post(  # the same payload under another action class the token may send
         web + "/v1/requests",
         json={**body, "action": "send_email"},
@@ -285,7 +286,7 @@ def test_an_id_of_any_form_is_one_json_404(agent: httpx.Client) -> None:
 
 
 def test_an_action_class_the_policy_does_not_name_is_refused_before_intake(web: str, tokens: Tokens) -> None:
-    secret = tokens.create_token("refund-agent", ["wire_money"]).secret
+    secret = tokens.create_token("refund-agent", ["wire_money"], [test_agent.QUEUE]).secret
     answer = httpx.post(
         f"{web}/v1/requests", json=refund(action="wire_money"), headers={"Authorization": f"Bearer {secret}"}
     )

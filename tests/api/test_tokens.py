@@ -70,3 +70,36 @@ def test_a_requester_that_would_show_as_another_gets_no_token(env: dict[str, str
         'countersign: error: --requester "refund\\u200b-agent" contains U+200B ZERO WIDTH SPACE, '
         "an invisible or look-alike character\n"
     )
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_token_keeps_the_resume_queues_it_was_given_and_none_by_default(
+    env: dict[str, str], runtime: Runtime
+) -> None:
+    bound = token(
+        env, "create", "--requester", "refund-agent", "--actions", "issue_refund",
+        "--resume-queue", "refund-agent", "--resume-queue", "refund-agent-eu",
+    )  # fmt: skip
+    assert bound.returncode == 0, bound.stderr
+    assert "with resume queues refund-agent, refund-agent-eu;" in bound.stderr
+    unbound = token(env, "create", "--requester", "mail-agent", "--actions", "send_email")
+    assert "with no resume queue (webhook or none);" in unbound.stderr
+    tokens = Tokens(runtime.store.engine)
+    found = [tokens.token_for(created.stdout.strip()) for created in (bound, unbound)]
+    assert [t.resume_queues if t else "missing" for t in found] == [["refund-agent", "refund-agent-eu"], []]
+    listed = json.loads(token(env, "list").stdout)
+    assert [t["resume_queues"] for t in listed] == [["refund-agent", "refund-agent-eu"], []]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_countersigns_own_queue_is_no_tokens_resume_queue(env: dict[str, str], runtime: Runtime) -> None:
+    flags = ["--requester", "refund-agent", "--actions", "issue_refund", "--resume-queue", "countersign"]
+    refused = token(env, "create", *flags)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert (
+        refused.stderr.startswith(
+            "countersign: error: --resume-queue: 'countersign' is countersign's own queue"
+        )
+        and refused.stderr.count("\n") == 1
+    )
+    assert Tokens(runtime.store.engine).tokens() == []

@@ -88,6 +88,26 @@ def test_invalid_message_on_the_queue_is_dead_lettered_and_visible(
     )
 
 
+def test_a_message_naming_the_routers_queue_as_its_resume_queue_is_dead_lettered_with_the_reason(
+    redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    """A message that bypassed the client's validation (put on the queue by hand) and names the
+    router's own queue for its resume job: no request, no card, no job; the dead letter says why."""
+    request_id = "01J0000000000000000000000Q"
+    planted = refund(resume={"queue": "countersign", "func": "builtins.print"})
+    json_queue("countersign", redis).enqueue(
+        "countersign.router.intake.intake", {"v": 1, "request_id": request_id, "request": planted}
+    )
+    drain(redis)
+    letter = store.get_dead_letter(request_id)
+    assert letter is not None and letter.reason.startswith(
+        "request.resume.queue: 'countersign' is countersign's own queue, whose worker runs only "
+        "countersign's jobs"
+    )
+    assert store.get(request_id) is None and sandbox[0].messages() == []
+    assert json_queue("countersign", redis).count == 0
+
+
 def test_money_sent_as_a_json_number_is_dead_lettered_and_the_key_freed(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
 ) -> None:
