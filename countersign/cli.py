@@ -58,8 +58,12 @@ Required, as flags or as fields of --file: --action, --payload, --summary, --req
 --resume-webhook, or neither (then read it with --wait, `countersign wait ID` or `countersign show ID`).
 
 settings (environment variables):
-  REDIS_URL      where the request is enqueued (default redis://localhost:6379/0)
-  DATABASE_URL   where it is kept until intake (default sqlite:///countersign.db)
+  REDIS_URL            where the request is enqueued (default redis://localhost:6379/0)
+  DATABASE_URL         where it is kept until intake (default sqlite:///countersign.db)
+  COUNTERSIGN_POLICY   unset by default; set: an action class it does not name, or a payload that
+                       would hide a key field, is refused here, before anything is sent
+  COUNTERSIGN_WEBHOOK_ALLOW_HTTP  default false: --resume-webhook is https://, or http:// for
+                       localhost, 127.0.0.1 or [::1]; true takes http:// on any host
 Each is read from the environment, else from .run/.env in this directory (which `countersign run`
 writes), else its default. The Redis and database used are printed on stderr.
 """
@@ -152,8 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="run everything locally (the Slack sandbox when no token is set)",
-        description="Run everything locally: redis-server (when nothing answers at REDIS_URL), the Slack\n"
-        "sandbox (when SLACK_BOT_TOKEN is unset), web, worker and an agent worker. No flag is required.",
+        description="Run everything locally: a private redis-server (with REDIS_URL unset always; with it\n"
+        "set, when nothing answers there), the Slack sandbox (when SLACK_BOT_TOKEN is unset), web, worker\n"
+        "and an agent worker. One a directory (a lock on .run/lock). No flag is required.",
         epilog=RUN_SETTINGS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -165,10 +170,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=_run)
 
-    sandbox = commands.add_parser("sandbox", help="serve the local Slack sandbox")
-    sandbox.add_argument("--host", default="127.0.0.1")
-    sandbox.add_argument("--port", type=int, default=3001)
-    sandbox.add_argument("--interactivity-url", default="http://127.0.0.1:3000/slack/events")
+    sandbox = commands.add_parser(
+        "sandbox",
+        help="serve the local Slack sandbox",
+        description="Serve the local Slack sandbox: its Web API under /api/ and the page at /.",
+        epilog="settings (environment variables):\n"
+        "  SLACK_SIGNING_SECRET  required: the secret the sandbox signs what it sends to\n"
+        "                        --interactivity-url with (the bot must have the same one)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sandbox.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sandbox.add_argument("--port", type=int, default=3001, help="port to listen on (default 3001)")
+    sandbox.add_argument(
+        "--interactivity-url",
+        default="http://127.0.0.1:3000/slack/events",
+        metavar="URL",
+        help="where clicks, modal submits and slash commands are POSTed, signed: the bot's "
+        "/slack/events (default http://127.0.0.1:3000/slack/events)",
+    )
     sandbox.add_argument("--quiet", action="store_true", help="print no start line")
     sandbox.set_defaults(handler=_sandbox)
 
@@ -191,7 +210,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     request.add_argument(
         "--wait",
-        type=cli_args.seconds,
+        type=cli_args.wait_seconds,
         metavar="S",
         help="then wait up to S seconds and print the decision as JSON instead of the id",
     )
@@ -202,10 +221,10 @@ def _parser() -> argparse.ArgumentParser:
     wait.add_argument("request_id")
     wait.add_argument(
         "--timeout",
-        type=cli_args.seconds,
+        type=cli_args.wait_seconds,
         default=300.0,
         metavar="S",
-        help="seconds to wait at most (default 300)",
+        help="seconds to wait at most, 0 or more (0: look once; default 300)",
     )
     _with_grant(wait)
     wait.set_defaults(handler=_wait)

@@ -17,13 +17,28 @@ from .schema import loads
 
 def seconds(text: str) -> float:
     """An argparse type: a number of seconds above 0."""
+    value = _finite(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
+def wait_seconds(text: str) -> float:
+    """An argparse type: how long to wait, a number of seconds of 0 or more (0: look once), as
+    `ApprovalClient.wait` takes."""
+    value = _finite(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more")
+    return value
+
+
+def _finite(text: str) -> float:
+    """`text` as a finite float, else NaN (which no bound admits)."""
     try:
         value = float(text)
     except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
+        return float("nan")
+    return value if abs(value) < float("inf") else float("nan")
 
 
 def positive(text: str) -> int:

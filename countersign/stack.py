@@ -7,14 +7,17 @@ unset (with a fresh signing secret shared by sandbox and bot, on the last run's 
 free); the database migrations; then `countersign web`, `countersign worker` and
 `countersign agent-worker` on the agents' resume queues.
 It writes the Redis, database and grant secret it chose to `.run/.env`, which the commands of a second
-terminal read (`config.ENV_FILE`). Ctrl-C stops them all, the commands before the redis-server and
-sandbox they use; if one dies, the rest are stopped too.
+terminal read (`config.ENV_FILE`). One `countersign run` a directory: it holds an exclusive lock on
+`.run/lock` (`fcntl.flock`, released by the kernel when it exits, however it exits) and a second one
+refuses to start, naming the first's pid, rather than join its Redis and database. Ctrl-C stops them
+all, the commands before the redis-server and sandbox they use; if one dies, the rest are stopped too.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import os
 import secrets
 import shutil
@@ -40,6 +43,7 @@ from .router.runtime import Runtime
 EXAMPLE_POLICY = Path("examples/policy.yml")
 RUN_DIR = ENV_FILE.parent
 REDIS_DIR = RUN_DIR / "redis"
+LOCK_FILE = RUN_DIR / "lock"  # flock'ed by the running `countersign run`; holds its pid
 SANDBOX_PORT_FILE = RUN_DIR / "sandbox-port"  # the sandbox's last port, taken again when free
 SANDBOX_PORT = 3001  # the sandbox's port when no run has remembered one
 STARTUP_TIMEOUT_SECONDS = 10.0
@@ -140,7 +144,39 @@ def run_stack(settings: Settings, agent_queues: list[str]) -> int:
     """Run the local stack until Ctrl-C (SIGINT) or SIGTERM, then stop it and return 0 (so that `make
     run` ends without an error line); when a child exits first, stop the rest and return 1 (or its
     status). `settings` are the environment's alone (not `.run/.env`, which this writes). Raises
-    `StackError` or `ConfigError` (one line naming the setting) when a part cannot start."""
+    `StackError` or `ConfigError` (one line naming the setting) when a part cannot start, and
+    `StackError` when another `countersign run` holds this directory (`_take_run_lock`)."""
+    lock = _take_run_lock()
+    try:
+        return _run_locked(settings, agent_queues)
+    finally:
+        os.close(lock)
+
+
+def _take_run_lock() -> int:
+    """Lock this directory's `.run/` for this process (`LOCK_FILE`, `fcntl.flock`, exclusive, no
+    waiting) and write our pid there; return the open descriptor, which holds the lock until it is
+    closed or the process exits (children do not inherit it: `subprocess` closes other descriptors).
+    Raises `StackError` naming the holder's pid and how to stop it when another process holds it."""
+    private_dir(RUN_DIR)
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StackError(
+            f"another `countersign run` (pid {holder}) is running in {Path.cwd()}, with this directory's "
+            f"Redis and database; stop it first (Ctrl-C in its terminal, or `kill {holder}`), or run from "
+            "another directory"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _run_locked(settings: Settings, agent_queues: list[str]) -> int:
+    """`run_stack` once `.run/` is locked for this process."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     env["DATABASE_URL"] = settings.DATABASE_URL

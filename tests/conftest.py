@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 from redis import Redis
+from rq.worker import BaseWorker
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -46,6 +48,19 @@ actions:
     reject_reason: required
   send_email: {}                  # named, so routed by the defaults (unknown classes are refused)
 """
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_stops_pytest(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt in pytest, whatever a test runs in process: an RQ
+    worker's `work()` there (`drain`, say) would otherwise install RQ's SIGINT and SIGTERM handlers
+    for good (a warm shutdown: `StopRequested`, which fails one test, and pytest carries on), so it
+    installs none; the handlers a test changed anyway (RQ's `request_stop` does) are put back after it."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(BaseWorker, "_install_signal_handlers", lambda self: None)
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
 
 
 @pytest.fixture(scope="session")

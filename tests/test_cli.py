@@ -625,11 +625,26 @@ def test_request_reads_run_env_the_environment_wins_and_stderr_names_what_was_us
     assert store.get(request_id) is not None
 
 
-def test_help_of_run_and_request_names_their_settings_and_required_flags() -> None:
+def test_help_of_run_request_and_sandbox_names_their_settings_and_required_flags() -> None:
     run = cli("run", "--help")
     assert run.returncode == 0
     for text in ("No flag is required", "PORT", "REDIS_URL", "DATABASE_URL", "SLACK_BOT_TOKEN", ".run/.env"):
         assert text in run.stdout, text
+    # Trial: with REDIS_URL unset a private Redis always starts, not only "when nothing answers".
+    assert (
+        "a private redis-server (with REDIS_URL unset always; with it\nset, when nothing answers there)"
+        in (run.stdout)
+    )
+    sandbox = cli("sandbox", "--help")
+    assert sandbox.returncode == 0
+    for text in (
+        "address to listen on",
+        "port to listen on",
+        "where clicks, modal submits",
+        "print no start",
+    ):
+        assert text in sandbox.stdout, text
+    assert "SLACK_SIGNING_SECRET  required" in sandbox.stdout
     request = cli("request", "--help")
     assert request.returncode == 0
     assert (
@@ -638,7 +653,11 @@ def test_help_of_run_and_request_names_their_settings_and_required_flags() -> No
         "--resume-webhook, or neither (then read it with --wait, `countersign wait ID` or "
         "`countersign show ID`)." in request.stdout
     )
-    for text in ("REDIS_URL", "DATABASE_URL", ".run/.env", "printed on stderr"):
+    # Every setting `countersign request` reads (trial: the policy and the webhook check were missing).
+    settings = ("REDIS_URL", "DATABASE_URL", "COUNTERSIGN_POLICY", "COUNTERSIGN_WEBHOOK_ALLOW_HTTP")
+    for name in settings:
+        assert f"\n  {name} " in request.stdout, name  # listed under "settings", not only mentioned
+    for text in (".run/.env", "printed on stderr"):
         assert text in request.stdout, text
 
 
@@ -757,7 +776,9 @@ def test_wait_prints_the_decision_and_exits_3_while_undecided_as_does_request_wa
     again = json.loads(capsys.readouterr().out)
     assert again["request_id"] == request_id and len(again["grant"]["signature"]) == 64
     bad = cli("wait", request_id, "--timeout", "-1", env=env)
-    assert bad.returncode == 2 and "'-1' is not a number of seconds above 0" in bad.stderr
+    assert bad.returncode == 2 and "'-1' is not a number of seconds, 0 or more" in bad.stderr
+    at_once = cli("wait", request_id, "--timeout", "0", env=env)  # README: 0 or more, 0 looks once
+    assert at_once.returncode == 0 and json.loads(at_once.stdout)["outcome"] == "approved", at_once.stderr
 
 
 def test_show_of_any_id_names_an_unusable_database_and_creates_no_sqlite_file(tmp_path: Path) -> None:

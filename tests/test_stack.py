@@ -242,3 +242,35 @@ def test_a_broken_policy_stops_make_run_before_it_starts_anything(tmp_path: Path
     [line] = ran.stderr.splitlines()
     assert line.startswith(f"countersign: error: COUNTERSIGN_POLICY: {broken}: ") and "on_timout" in line
     assert not (tmp_path / ".run/redis").exists()
+
+
+def test_a_second_make_run_in_the_same_directory_is_refused(tmp_path: Path) -> None:
+    """Trial finding: `PORT=3006 make run` beside a running `make run` joined its private Redis and
+    database and overwrote `.run/sandbox-port`. Now it refuses in one line naming the running one's
+    pid and how to stop it, and changes nothing of the first's."""
+    env = stack_env(tmp_path)
+    remember_sandbox_port(tmp_path, free_port())
+    process, output, page = start_stack(tmp_path, env)
+    try:
+        kept = {name: (tmp_path / ".run" / name).read_text() for name in (".env", "sandbox-port", "lock")}
+        assert kept["lock"] == f"{process.pid}\n"
+        second = subprocess.run(
+            [sys.executable, "-m", "countersign.cli", "run"],
+            cwd=tmp_path,
+            env={**env, "PORT": str(free_port())},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2 and second.stdout == ""
+        assert second.stderr.splitlines() == [
+            f"countersign: error: another `countersign run` (pid {process.pid}) is running in {tmp_path}, "
+            "with this directory's Redis and database; stop it first (Ctrl-C in its terminal, or "
+            f"`kill {process.pid}`), or run from another directory"
+        ]
+        assert {name: (tmp_path / ".run" / name).read_text() for name in kept} == kept
+        assert (
+            http_json(f"{page}/_sandbox/messages?channel=C0FINANCE") == []
+        )  # the first's sandbox still serves
+    finally:
+        assert stop_stack(process, output) == 0

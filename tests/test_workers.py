@@ -111,6 +111,7 @@ def test_a_killed_workers_job_is_still_found_abandoned_and_run_again(
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # Ctrl-C reaches pytest alone; `finally` kills it
     )
     try:
         wait_for(lambda: redis.get(agent.HANGING_KEY), timeout=60, what="the job to start")

@@ -47,7 +47,8 @@ def view(runtime: Runtime, user_id: str) -> dict[str, Any]:
 def is_admin(runtime: Runtime, user_id: str) -> bool:
     """True when the policy's `admins` (users, and members of user groups, `directory.approvers`)
     name `user_id`. A group Slack cannot resolve now counts as not naming them (logged): the Home
-    tab is published without the admins' section rather than not at all."""
+    tab is published without the admins' section rather than not at all, and `/countersign stats`
+    refused (`commands`)."""
     admins = runtime.policy.file.admins
     if admins is None:
         return False
@@ -56,7 +57,7 @@ def is_admin(runtime: Runtime, user_id: str) -> bool:
     try:
         return user_id in directory.approvers(runtime.slack, [], admins.usergroups)
     except (RetryLater, SlackApiError) as exc:
-        log.warning("admins' user groups not resolved for the Home of %s (%s)", user_id, exc)
+        log.warning("admins' user groups not resolved for %s, taken as not an admin (%s)", user_id, exc)
         return False
 
 

@@ -62,13 +62,17 @@ def message(text: str, blocks: Sequence[Block]) -> dict[str, Any]:
     return {"response_type": "ephemeral", "text": text, "blocks": [block.to_dict() for block in blocks]}
 
 
+def _note(block_id: str, text: str) -> dict[str, Any]:
+    """A one-section answer saying `text` (mrkdwn)."""
+    return message(text, [SectionBlock(block_id=block_id, text=MarkdownTextObject(text=text))])
+
+
 def help_message(unknown: str | None = None) -> dict[str, Any]:
     """The list of subcommands; with `unknown`, first says that subcommand is not one."""
     lines = [f"`{COMMAND} {usage}`: {what}" for usage, what in USAGE]
     if unknown is not None:
         lines.insert(0, f"{code(unknown, 40)} is not a {COMMAND} subcommand.")
-    text = "\n".join(lines)
-    return message(text, [SectionBlock(block_id="help", text=MarkdownTextObject(text=text))])
+    return _note("help", "\n".join(lines))
 
 
 def _entry_ids(request_id: str, version: str) -> tuple[str, str, str]:
@@ -109,8 +113,7 @@ def pending_message(queue: list[ApprovalRequest], more: bool) -> dict[str, Any]:
     """The answer to `pending`: the requests the reviewer may decide now (`queue`, in order), and
     whether there are more than listed."""
     if not queue:
-        text = "Nothing is waiting for you."
-        return message(text, [SectionBlock(block_id="pending", text=MarkdownTextObject(text=text))])
+        return _note("pending", "Nothing is waiting for you.")
     head = f"{len(queue)}{'+' if more else ''} request(s) waiting for you, oldest deadline first:"
     blocks: list[Block] = [SectionBlock(block_id="pending", text=MarkdownTextObject(text=head))]
     for request in queue[:MAX_LISTED]:
@@ -129,11 +132,44 @@ def trail_line(event: AuditEvent) -> str:
     return f"{when(event.at)} · {escape(event.event)} · {_actor(event.actor)}"
 
 
-def show_message(request: ApprovalRequest | None, request_id: str, trail: list[AuditEvent]) -> dict[str, Any]:
-    """The answer to `show ID`: status, decision and the latest `MAX_TRAIL` audit events."""
-    if request is None:
-        text = f"countersign does not know a request {code(request_id, 64)}."
-        return message(text, [SectionBlock(block_id="show", text=MarkdownTextObject(text=text))])
+def missing_id_message() -> dict[str, Any]:
+    """The answer to `show` without an id: the id is missing, and how to find one."""
+    return _note(
+        "show",
+        f"`{COMMAND} show` needs a request id: `{COMMAND} show ID` (ids are listed by `{COMMAND} pending`).",
+    )
+
+
+def not_shown_message(request_id: str) -> dict[str, Any]:
+    """The answer to `show ID` for a request the user may not see, or one countersign does not know:
+    the same words for both, so it says nothing about the request, not even whether it exists."""
+    return _note(
+        "show",
+        f"No request {code(request_id, 64)} that you may see: "
+        "`show` answers the request's approvers and the policy's admins.",
+    )
+
+
+def admins_only_message() -> dict[str, Any]:
+    """The answer to `stats` for a user who is not one of the policy's `admins`."""
+    return _note(
+        "stats",
+        f"`{COMMAND} stats` answers the policy's admins only "
+        '(they see the same numbers under "Gates" on the app\'s Home tab).',
+    )
+
+
+def unknown_action_message(action: str) -> dict[str, Any]:
+    """The answer to `stats ACTION` for an action class the policy does not name and no request has."""
+    return _note(
+        "stats",
+        f"{code(action, 64)} is not an action class: the policy does not name it and no request has it.",
+    )
+
+
+def show_message(request: ApprovalRequest, trail: list[AuditEvent]) -> dict[str, Any]:
+    """The answer to `show ID` (for one who may see it, `commands.may_see`): status, decision and the
+    latest `MAX_TRAIL` audit events."""
     state = "Pending" if request.status == Status.PENDING else verdict(request)
     lines = [trail_line(event) for event in trail[-MAX_TRAIL:]]
     if len(trail) > MAX_TRAIL:
@@ -166,7 +202,7 @@ def stats_message(counts: dict[tuple[Status, Execution | None], int], action: st
     text = (
         f"Requests of {scope}: " + " · ".join(parts) + (f"\nApproved, by run: {run_text}" if run_text else "")
     )
-    return message(text, [SectionBlock(block_id="stats", text=MarkdownTextObject(text=text))])
+    return _note("stats", text)
 
 
 def home_view(

@@ -179,7 +179,8 @@ class PolicyFile(BaseModel):
     `removed_actions`: action classes this version drops on purpose; a running process takes a new
     version only if it still names every class of the one in force or lists it here (a file cut
     short loses classes: `reload.PolicyHolder`). `admins`: Slack users and user groups (resolved as
-    approvers are, `directory.approvers`) whose App Home tab also shows the gates' numbers; none
+    approvers are, `directory.approvers`) whose App Home tab also shows the gates' numbers, who may
+    use `/countersign stats` and `/countersign show` on any request (`router/commands.py`); none
     when unset."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -18,6 +18,7 @@ from ..store import (
     ResumeProblem,
     Status,
     TimeoutResult,
+    Via,
     WebhookDeadLettered,
     WebhookFailing,
 )
@@ -89,11 +90,11 @@ def when(moment: datetime | None, plain: bool = False) -> str:
 
 
 def who(request: ApprovalRequest, plain: bool = False) -> str:
-    """Who decided, as mentions (or with `plain`, their names), or the policy rule's way (`policy
-    (timeout)`)."""
+    """Who decided, as mentions (or with `plain`, their names), or with no reviewer the policy's
+    way: `policy` (a rule of it, e.g. auto-approval) or `the policy's timeout`."""
     people = request.decided_by or []
     names = (sanitize(p["name"]) if plain else f"<@{p['slack_user_id']}>" for p in people)
-    return ", ".join(names) or f"policy ({request.decided_via})"
+    return ", ".join(names) or ("the policy's timeout" if request.decided_via == Via.TIMEOUT else "policy")
 
 
 def verdict(request: ApprovalRequest, plain: bool = False) -> str:
@@ -174,7 +175,8 @@ def not_told(problem: WebhookFailing | WebhookDeadLettered) -> str:
 def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:
     """Answer to a click or submit on a request that is no longer pending (mrkdwn, or `plain` for
     a modal's inline error, which Slack shows as plain text)."""
-    return f"This request was already {verdict(request, plain)}; your action changed nothing."
+    text = verdict(request, plain)
+    return f"This request was already {text[0].lower() + text[1:]}; your action changed nothing."
 
 
 def not_an_approver_text(request: ApprovalRequest) -> str:

@@ -4,19 +4,31 @@ which acks at once and answers through the command's `response_url`."""
 from __future__ import annotations
 
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
+import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Outcome
+from countersign.store.rules import Level, Rules
+from tests.conftest import POLICY
 from tests.helpers import wait_for
 from tests.helpers.builders import age, new_request, post_card
 from tests.helpers.signed import post_signed
 
 LEAD = {"slack_user_id": "U0LEAD", "name": "lee"}
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path) -> Path:
+    """The tests' policy with U0LEAD as its admin."""
+    path = tmp_path / "policy.yml"
+    path.write_text(POLICY + "admins: {users: [U0LEAD]}\n")
+    return path
 
 
 def _answer(sb: Sandbox, user: str, text: str) -> dict[str, Any]:
@@ -60,7 +72,7 @@ def test_pending_lists_what_the_user_may_decide_now_oldest_deadline_first(
     assert "Nothing is waiting for you." in _answer(sb, "U0CAROL", "pending")["text"]
 
 
-def test_show_gives_status_decision_and_trail(
+def test_show_gives_status_decision_and_trail_to_an_approver(
     client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
     sb, _ = sandbox
@@ -71,14 +83,59 @@ def test_show_gives_status_decision_and_trail(
     assert "Refund ACME" in shown and "Rejected by <@U0LEAD>" in shown
     for event in ("requested", "card_posted", "rejected"):
         assert f"· {event} ·" in shown
-    unknown = _answer(sb, "U0ALICE", "show 01NOTAREQUEST")
-    assert "does not know a request `01NOTAREQUEST`" in unknown["text"]
+
+
+def _refusal(request_id: str) -> str:
+    """What `show` answers whoever may not see `request_id`, and an id countersign does not know."""
+    return (
+        f"No request `{request_id}` that you may see: "
+        "`show` answers the request's approvers and the policy's admins."
+    )
+
+
+def test_show_refuses_whoever_may_not_see_the_request_without_saying_whether_it_exists(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, _ = post_card(
+        client, redis, sb
+    )  # its approvers: U0LEAD and U0ALICE (tests/conftest.py POLICY)
+    secret = runtime.store.get(request_id)
+    assert secret is not None and "U0MALLORY" not in secret.approvers
+
+    mallory = _answer(sb, "U0MALLORY", f"show {request_id}")
+    nothing = _answer(sb, "U0MALLORY", "show 01NOTAREQUEST")
+    assert mallory["text"] == _refusal(request_id)
+    assert nothing["text"] == _refusal("01NOTAREQUEST")  # the same words: existence is not revealed
+    assert "Refund ACME" not in str(mallory) and "card_posted" not in str(mallory)
+    # An approver is told the same about an id countersign does not know.
+    assert _answer(sb, "U0ALICE", "show 01NOTAREQUEST")["text"] == _refusal("01NOTAREQUEST")
     # A backtick would end the code span and let the rest be read as mrkdwn: it is shown as a look-alike.
     spoof = _answer(sb, "U0ALICE", "show x`*Approved*`")
-    assert "does not know a request `x\u02cb*Approved*\u02cb`." in spoof["text"]
+    assert spoof["text"].startswith("No request `x\u02cb*Approved*\u02cb` that you may see")
+    missing = _answer(sb, "U0ALICE", "show")["text"]
+    assert missing.startswith("`/countersign show` needs a request id: `/countersign show ID`")
 
 
-def test_stats_counts_by_status_and_outcome(runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str) -> None:
+def test_show_answers_the_approvers_of_every_level(
+    runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """An approver of a level the request has not reached (here a member of the second level's user
+    group S0FINANCE, U0ALICE) may read it as its current approver may; a user no level names may not."""
+    sb, _ = sandbox
+    levels = [
+        Level(channel="C0FINANCE", users=["U0BOB"]),
+        Level(channel="C0FINANCE", usergroups=["S0FINANCE"]),
+    ]
+    request_id = new_request(runtime.store, approvers=["U0BOB"], rules=Rules(levels=levels)).id
+    for user in ("U0BOB", "U0ALICE"):
+        assert "· requested ·" in str(_answer(sb, user, f"show {request_id}")["blocks"])
+    assert _answer(sb, "U0MALLORY", f"show {request_id}")["text"] == _refusal(request_id)
+
+
+def test_stats_counts_by_status_and_outcome_for_an_admin(
+    runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
     sb, _ = sandbox
     approved = new_request(runtime.store).id
     new_request(runtime.store)
@@ -89,6 +146,23 @@ def test_stats_counts_by_status_and_outcome(runtime: Runtime, sandbox: tuple[San
     assert "pending: 1 · approved: 1 · rejected: 0 · expired: 0" in refunds
     assert "Approved, by run: not run 1" in refunds
     assert "pending: 2 · approved: 1" in _answer(sb, "U0LEAD", "stats")["text"]
+    bogus = _answer(sb, "U0LEAD", "stats bogus_action")["text"]
+    assert bogus.startswith("`bogus_action` is not an action class")
+    assert "pending" not in bogus
+
+
+def test_stats_and_show_refuse_who_is_not_an_admin(
+    runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id = new_request(runtime.store, approvers=["U0LEAD"]).id
+    for text in ("stats", "stats issue_refund"):
+        refused = _answer(sb, "U0ALICE", text)["text"]  # an approver elsewhere, not an admin
+        assert refused.startswith("`/countersign stats` answers the policy's admins only")
+        assert "pending" not in refused
+    assert _answer(sb, "U0ALICE", f"show {request_id}")["text"] == _refusal(request_id)
+    # The admin (tests/conftest.py POLICY's admins: U0LEAD) reads both.
+    assert "· requested ·" in str(_answer(sb, "U0LEAD", f"show {request_id}")["blocks"])
 
 
 def test_help_and_unknown_subcommands_get_the_list(sandbox: tuple[Sandbox, str], bot: str) -> None:

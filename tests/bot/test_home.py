@@ -103,7 +103,7 @@ def test_a_click_on_a_stale_home_is_answered_in_the_reviewers_dm(
     assert sb.click_home("U0ALICE", f"decide-{request_id}", APPROVE_ACTION) == (200, "")
 
     dm = wait_for(lambda: sb.messages("D0ALICE"), what="the answer in U0ALICE's DM with the app")
-    assert "already Approved by <@U0LEAD>" in dm[0]["text"]
+    assert "already approved by <@U0LEAD>" in dm[0]["text"]
     assert _event(runtime.store, request_id, "refused")["why"] == "already_decided"
     assert sb.ephemerals("U0ALICE") == []
 

@@ -202,6 +202,7 @@ def test_countersign_web_asks_slack_once_before_its_workers_boot_and_starts_quie
             stdout=output,
             stderr=subprocess.STDOUT,
             cwd=tmp_path,
+            start_new_session=True,  # Ctrl-C reaches pytest alone; `finally` stops it
         )
     try:
         wait_for(lambda: _healthy(port), timeout=60, what="countersign web to answer /healthz")

@@ -118,6 +118,7 @@ def countersign(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # Ctrl-C reaches pytest alone; the caller stops it
     )
 
 

@@ -44,6 +44,7 @@ class RedisServer:
                 str(self.workdir),
             ],
             stdout=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C reaches pytest alone, which stops it (`stop`)
         )
         client = Redis.from_url(self.url)
         wait_for(lambda: _pings(client), what="redis-server to answer")

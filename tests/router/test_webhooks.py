@@ -359,6 +359,7 @@ def test_the_example_receiver_runs_the_approved_refund(
             env={**os.environ, **env},
             stdout=sink,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches pytest alone; `finally` stops it
         )
     try:
         wait_for(lambda: port_open(port), timeout=30, what="the example receiver")

@@ -77,6 +77,7 @@ def test_the_worker_follows_policy_changes_and_keeps_the_last_good_one(
             env={**os.environ, **env},
             stdout=sink,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches pytest alone; `finally` stops it
         )
     try:
 

@@ -102,8 +102,8 @@ def test_command_line_prints_one_line_and_serves_until_interrupted() -> None:
     command = [sys.executable, "-m", "countersign.sandbox", "--port", "0", "--signing-secret", SECRET]
     repo = Path(__file__).resolve().parents[2]
     with subprocess.Popen(
-        command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as proc:
+        command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:  # its own session: Ctrl-C reaches pytest alone; `finally` stops it
         try:
             line = proc.stdout.readline().strip()
             assert re.fullmatch(r"sandbox: http://127\.0\.0\.1:\d+", line)
