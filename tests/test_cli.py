@@ -244,7 +244,14 @@ def test_pending_lists_one_approvers_requests(
 @pytest.mark.parametrize(
     ("args", "file_bytes", "status", "message"),
     [
-        (["--payload", "[" * 5000], None, 2, "--payload is nested too deeply"),
+        (["--payload", "[" * 5000], None, 2, "--payload: nested deeper than 32 levels"),
+        (
+            ["--payload", '{"n": ' + "9" * 5000 + "}"],
+            None,
+            2,
+            "--payload: an integer of 5000 digits at n, over the 4300 digits a JSON integer may have here; "
+            "send it as a string",
+        ),
         (["--payload", '{"a": 1, "a": 2}'], None, 2, "--payload: key written twice: a"),
         ([], b"\xff\xfe{}", 2, "is not UTF-8 text"),
         (

@@ -386,3 +386,24 @@ def test_intake_checks_declared_fields_by_the_policy_in_force_when_it_runs(
     assert 'payload.amount: "120.00" breaks the policy\'s editable.amount of issue_refund' in refused
     assert refused.endswith("(decimal, places 2, min 500.00): must be at least 500.00"), refused
     assert sandbox[0].messages() == []
+
+
+def test_numbers_too_long_and_nesting_too_deep_are_named_as_such(agent: httpx.Client) -> None:
+    """Trial findings: a 5,000-digit integer answered Python's own advice
+    (`sys.set_int_max_str_digits()`), and 3,000 levels of nesting "the body is not JSON"."""
+    as_json = {"Content-Type": "application/json"}
+    long = '"currency": "USD", "lines": [1, ' + "7" * 5000 + "]"
+    body = json.dumps(refund()).replace('"currency": "USD"', long)
+    answer = _problem(agent.post("/v1/requests", content=body, headers=as_json), 422)
+    assert answer == (
+        "request: an integer of 5000 digits at payload.lines[1], over the 4300 digits a JSON integer may "
+        "have here; send it as a string"
+    )
+    deep = json.dumps(refund()).replace('"USD"', "[" * 3000 + "]" * 3000)
+    assert _problem(agent.post("/v1/requests", content=deep, headers=as_json), 422) == (
+        "request: nested deeper than 32 levels"
+    )
+    for path in ("/v1/requests/01X/outcome", "/v1/grants/verify"):
+        answer = agent.post(path, content="[" * 3000 + "]" * 3000, headers=as_json)
+        assert _problem(answer, 422).endswith(": nested deeper than 32 levels")
+
