@@ -31,7 +31,7 @@ from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest
 from ..grant import verify_grant
 from ..router.runtime import Runtime
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, loads, one_line, parse
-from ..store.models import ApiToken
+from ..store.models import ApiToken, Outcome
 from .auth import Token, may_create, must_own, requester_of, runtime
 from .models import Accepted, OutcomeReport, Problem, Recorded, Verification
 
@@ -218,11 +218,13 @@ async def verify(
     (`COUNTERSIGN_SECRET`), for exactly this payload (RFC 8785 hash), not expired (database clock).
     It does not claim the single execution: report the outcome once the action ran. The body is read
     strictly (422 for a key written twice): the payload hashed here must be the one the caller
-    runs, whichever of two values its own JSON reader would keep."""
+    runs, whichever of two values its own JSON reader would keep. 422 too for a body that is no
+    decision (`_must_be_a_decision`)."""
     return await run_in_threadpool(_verify, request, decision)
 
 
 def _verify(request: Request, decision: dict[str, Any]) -> Verification:
+    _must_be_a_decision(decision)
     rt: Runtime = runtime(request)
     request_id = decision.get("request_id")
     shown = request_id if isinstance(request_id, str) else None
@@ -236,3 +238,18 @@ def _verify(request: Request, decision: dict[str, Any]) -> Verification:
         return Verification(valid=False, request_id=shown, why="grant_expired", expires_at=expires_at)
     return Verification(valid=True, request_id=shown, expires_at=expires_at)
 
+
+def _must_be_a_decision(decision: dict[str, Any]) -> None:
+    """Raise HTTPException 422 for a body that is no decision at all: without a string `request_id`
+    or an `outcome` of `Outcome`, naming each. A decision's own faults (no grant, a forged one, an
+    edited payload) are answered 200 with `why`, as `verify_grant` finds them."""
+    outcomes = [o.value for o in Outcome]
+    problems = []
+    if not isinstance(decision.get("request_id"), str):
+        problems.append("request_id: " + ("should be a string" if "request_id" in decision else "missing"))
+    if decision.get("outcome") not in outcomes:
+        wrong = f"should be {', '.join(outcomes[:-1])} or {outcomes[-1]}"
+        problems.append("outcome: " + (wrong if "outcome" in decision else "missing"))
+    if problems:
+        send = "send the decision as GET /v1/requests/{id}/decision gives it"
+        raise HTTPException(422, f"decision: {'; '.join(problems)} ({send})")

@@ -407,3 +407,17 @@ def test_numbers_too_long_and_nesting_too_deep_are_named_as_such(agent: httpx.Cl
         answer = agent.post(path, content="[" * 3000 + "]" * 3000, headers=as_json)
         assert _problem(answer, 422).endswith(": nested deeper than 32 levels")
 
+
+def test_a_body_that_is_no_decision_gets_422_naming_what_it_lacks(agent: httpx.Client) -> None:
+    """Trial finding: `{"foo": 1}` was answered `why: "not_approved"`, as if it were a decision."""
+    missing = _problem(agent.post("/v1/grants/verify", json={"foo": 1}), 422)
+    assert missing == (
+        "decision: request_id: missing; outcome: missing (send the decision as GET "
+        "/v1/requests/{id}/decision gives it)"
+    )
+    wrong = _problem(agent.post("/v1/grants/verify", json={"request_id": 7, "outcome": "maybe"}), 422)
+    assert wrong.startswith(
+        "decision: request_id: should be a string; outcome: should be approved, rejected or expired"
+    )
+    rejected = agent.post("/v1/grants/verify", json={"request_id": "01X", "outcome": "rejected"})
+    assert rejected.status_code == 200 and rejected.json()["why"] == "not_approved"  # a decision, not run
