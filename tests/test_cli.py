@@ -517,8 +517,8 @@ def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero() -
             '{"action": "issue_refund", "payload": {"amount": "fifty"}}',
             1,
             'payload.amount: "fifty" breaks the policy\'s editable.amount of issue_refund (decimal, '
-            "places 2, min 0.01): enter a number like 1234.56: digits and at most one point, no commas "
-            "or exponents",
+            "places 2, min 0.01): enter a number like 1234.56 or 0.5: digits, with at most one point "
+            "between them; no commas or exponents",
         ),
         ('{"action": ', 2, "--request is not valid JSON (Expecting value at character 11)"),
     ],
