@@ -274,7 +274,8 @@ def _request(args: argparse.Namespace) -> None:
     """Enqueue the request and print its id on stdout, then the Redis and database it went to on
     stderr. A bad setting or request (missing flags are named as flags, in one line), an action
     class `COUNTERSIGN_POLICY` (when set) does not name (`UnknownAction`) or a payload that would
-    hide a key field, as intake would refuse them, or a database or Redis that cannot be used,
+    hide a key field or breaks a field the policy declares editable (`Policy.admit`), as intake
+    would refuse them, or a database or Redis that cannot be used,
     raises before anything is sent."""
     settings = load_settings()
     data = cli_args.request_from_args(args)

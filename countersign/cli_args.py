@@ -134,10 +134,8 @@ def json_arg(flag: str, value: str) -> Any:
         return loads(value)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} is not valid JSON ({exc.msg} at character {exc.pos})") from None
-    except ValueError as exc:
+    except ValueError as exc:  # a key twice, an integer too long, nesting too deep
         raise UsageError(f"{flag}: {exc}") from None
-    except RecursionError:
-        raise UsageError(f"{flag} is nested too deeply") from None
 
 
 def request_from_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import unicodedata
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
@@ -91,9 +92,46 @@ def loads(text: str | bytes) -> Any:
     """JSON `text` as Python, refusing an object that names one key twice: RFC 8259 (section 4)
     says names SHOULD be unique and leaves which one counts to each parser, so two readers of one
     document (the router, a reviewer's tool, an executor in another language) could see different
-    values. Raises `json.JSONDecodeError` for text that is not JSON, `ValueError` ("key written
-    twice: amount") for a repeated key, `RecursionError` for nesting Python cannot parse."""
-    return json.loads(text, object_pairs_hook=_unique_keys)
+    values. Raises `json.JSONDecodeError` for text that is not JSON, and `ValueError` with one line
+    for a repeated key ("key written twice: amount"), an integer longer than Python reads
+    (`sys.get_int_max_str_digits()`, 4300 digits by default: "an integer of 5000 digits at
+    payload.n, …") and nesting deeper than Python's parser goes ("nested deeper than 32 levels",
+    `MAX_DEPTH`, the most a request may nest anyway)."""
+    long: list[int] = []
+
+    def integer(digits: str) -> Any:
+        limit = sys.get_int_max_str_digits()
+        if limit and len(digits.lstrip("-")) > limit:
+            long.append(len(digits.lstrip("-")))
+            return _LONG_INTEGER
+        return int(digits)
+
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_keys, parse_int=integer)
+        if long:
+            raise ValueError(
+                f"an integer of {long[0]} digits at {_path_of(data, _LONG_INTEGER) or 'the top'}, over the "
+                f"{sys.get_int_max_str_digits()} digits a JSON integer may have here; send it as a string"
+            )
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    return data
+
+
+_LONG_INTEGER = object()
+"""What `loads` reads an integer too long for Python as, until it names where it is."""
+
+
+def _path_of(value: Any, wanted: object, where: str = "") -> str | None:
+    """The path (`payload.items[2].n`) of the first `wanted` within `value`, or None."""
+    if value is wanted:
+        return where
+    pairs = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in pairs:
+        step = f"[{key}]" if isinstance(key, int) else f"{'.' if where else ''}{field_name(key)}"
+        if (found := _path_of(child, wanted, where + step)) is not None:
+            return found
+    return None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -249,7 +249,14 @@ def test_pending_lists_one_approvers_requests(
 @pytest.mark.parametrize(
     ("args", "file_bytes", "status", "message"),
     [
-        (["--payload", "[" * 5000], None, 2, "--payload is nested too deeply"),
+        (["--payload", "[" * 5000], None, 2, "--payload: nested deeper than 32 levels"),
+        (
+            ["--payload", '{"n": ' + "9" * 5000 + "}"],
+            None,
+            2,
+            "--payload: an integer of 5000 digits at n, over the 4300 digits a JSON integer may have here; "
+            "send it as a string",
+        ),
         (["--payload", '{"a": 1, "a": 2}'], None, 2, "--payload: key written twice: a"),
         ([], b"\xff\xfe{}", 2, "is not UTF-8 text"),
         (
@@ -484,7 +491,9 @@ def test_policy_check_dry_runs_a_request_through_the_policy() -> None:
 
 
 def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero() -> None:
-    broken = dry_run('{"action": "issue_refund", "payload": {"amount": "fifty"}}')
+    """A payload without `amount` (a declared field may be left out; `"fifty"` would be refused, as
+    below) leaves the example's rules over `double(payload.amount)` unevaluable: they fail closed."""
+    broken = dry_run('{"action": "issue_refund", "payload": {"currency": "USD"}}')
     assert broken.returncode == 0, broken.stderr
     assert "auto-approved: no, reviewed by a human" in broken.stdout and "quorum: 2" in broken.stdout
     assert (
@@ -492,8 +501,9 @@ def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero() -
         in broken.stdout
     )
     errors = next(line for line in broken.stdout.splitlines() if line.startswith("evaluation errors: "))
-    assert errors.startswith("evaluation errors: auto_approve: RuntimeError: Function 'double' error")
-    assert "; require[0].when: RuntimeError" in errors
+    assert errors == (
+        "evaluation errors: auto_approve: KeyError: 'amount'; require[0].when: KeyError: 'amount'"
+    )
 
 
 @pytest.mark.parametrize(
@@ -508,6 +518,13 @@ def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero() -
         ('{"action": "issue_refund"}', 1, "payload: Field required"),
         ('{"action": "issue_refund", "payload": {}, "colour": 1}', 1, "colour: unknown field"),
         ("[1]", 1, "request: should be a JSON object"),
+        (
+            '{"action": "issue_refund", "payload": {"amount": "fifty"}}',
+            1,
+            'payload.amount: "fifty" breaks the policy\'s editable.amount of issue_refund (decimal, '
+            "places 2, min 0.01): enter a number like 1234.56 or 0.5: digits, with at most one point "
+            "between them; no commas or exponents",
+        ),
         ('{"action": ', 2, "--request is not valid JSON (Expecting value at character 11)"),
     ],
 )
@@ -793,3 +810,20 @@ def test_show_of_any_id_names_an_unusable_database_and_creates_no_sqlite_file(tm
             assert result.stderr.startswith("countersign: error: DATABASE_URL: "), result.stderr
     assert "no SQLite database at" in cli("show", "x", env={"DATABASE_URL": f"sqlite:///{missing}"}).stderr
     assert not missing.exists()
+
+
+def test_request_refuses_a_payload_breaking_a_declared_field_before_enqueueing(
+    env: dict[str, str], redis: Redis
+) -> None:
+    """Trial finding: `--payload '{"amount": "-5.00", ...}'` was sent on, needed one approver and
+    ran. The tests' policy declares `amount: {type: decimal, places: 2, min: "0.01"}`."""
+    declared = "editable.amount of issue_refund (decimal, places 2, min 0.01)"
+    for amount, wrong in (("-5.00", "must be at least 0.01"), ("abc", "enter a number like 1234.56")):
+        payload = json.dumps({"amount": amount, "currency": "USD"})
+        result = cli(*README_REQUEST[:3], "--payload", payload, *README_REQUEST[5:], env=env)
+        assert (result.returncode, result.stdout) == (1, ""), result.stderr
+        assert result.stderr.startswith(
+            f'countersign: error: payload.amount: "{amount}" breaks the policy\'s {declared}: {wrong}'
+        ), result.stderr
+        assert len(result.stderr.splitlines()) == 1
+    assert json_queue("countersign", redis).count == 0

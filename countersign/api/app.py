@@ -22,10 +22,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agent import ApprovalClient
 from ..connections import REDIS_CONNECT_TIMEOUT_SECONDS
+from ..decision import Decision
 from ..exceptions import IdempotencyConflict, InvalidRequest, RouterUnavailable
 from ..router.runtime import Runtime, current
 from ..schema import ApprovalRequestV1, field_name
 from ..store.tokens import Tokens
+from .models import OutcomeReport
 from .routes import MAX_WAIT_SECONDS, router
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -108,16 +110,18 @@ def validation_line(errors: Iterable[Any]) -> str:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, with the approval request schema (`ApprovalRequestV1`, which
-    `POST /v1/requests` validates itself, with the webhook check's settings) among its components."""
+    """FastAPI's document, with the schemas of the bodies the routes read themselves (`ApprovalRequestV1`,
+    which `POST /v1/requests` validates with the webhook check's settings, `OutcomeReport`, and the
+    `Decision` that `POST /v1/grants/verify` takes) among its components."""
     if app.openapi_schema is None:
         from fastapi.openapi.utils import get_openapi
 
         document = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
-        schema = ApprovalRequestV1.model_json_schema(ref_template="#/components/schemas/{model}")
         components = document.setdefault("components", {}).setdefault("schemas", {})
-        components.update(schema.pop("$defs", {}))
-        components["ApprovalRequestV1"] = schema
+        for model in (ApprovalRequestV1, OutcomeReport, Decision):
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(schema.pop("$defs", {}))
+            components.setdefault(model.__name__, schema)
         app.openapi_schema = document
     return app.openapi_schema
 

@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from ..agent import ApprovalClient, waiting
 from ..agent.client import RequestState
@@ -29,8 +30,8 @@ from ..decision import Decision
 from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest
 from ..grant import verify_grant
 from ..router.runtime import Runtime
-from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, loads, parse
-from ..store.models import ApiToken
+from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, loads, one_line, parse
+from ..store.models import ApiToken, Outcome
 from .auth import Token, may_create, must_own, requester_of, runtime
 from .models import Accepted, OutcomeReport, Problem, Recorded, Verification
 
@@ -41,12 +42,17 @@ DEADLINE_GRACE_SECONDS = 1.0
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": Problem} for status in (401, 403, 404, 409, 413, 422, 503)
 }
-REQUEST_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApprovalRequestV1"}}},
-    }
-}
+
+
+def _body(schema: str, description: str) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of a route that reads its body itself (`_json_body`), not through
+    FastAPI (whose own reading would answer 400 for JSON it cannot read, before the token is
+    checked): a JSON object of the component `schema`."""
+    content = {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+    return {"requestBody": {"required": True, "description": description, "content": content}}
+
+
+REQUEST_BODY = _body("ApprovalRequestV1", "the approval request (schema v1)")
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
 
@@ -100,10 +106,10 @@ def _json_object(body: bytes, root: str, what: str) -> dict[str, Any]:
     in errors) or `what` (what the body should be)."""
     try:
         data = loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise HTTPException(422, f"the body is not JSON (send {what} as a JSON object)") from None
-    except ValueError as repeated:
-        raise HTTPException(422, f"{root}: {repeated}") from None
+    except ValueError as unreadable:  # a key twice, an integer too long, nesting too deep
+        raise HTTPException(422, f"{root}: {unreadable}") from None
     if not isinstance(data, dict):
         raise HTTPException(422, f"{root}: should be a JSON object")
     return data
@@ -179,32 +185,46 @@ async def get_decision(
 @router.post(
     "/requests/{request_id}/outcome",
     response_model=Recorded,
-    dependencies=[Depends(_json_body("outcome", "the outcome"))],
+    openapi_extra=_body("OutcomeReport", "how the approved action went"),
 )
-def post_outcome(request_id: str, report: OutcomeReport, request: Request, holder: Token) -> Recorded:
+def post_outcome(
+    request_id: str,
+    data: Annotated[dict[str, Any], Depends(_json_body("outcome", "the outcome"))],
+    request: Request,
+    holder: Token,
+) -> Recorded:
     """Record how the approved action went, once (audited, shown on the card), as
     `report_outcome` does. 409 when it was already recorded or the request is not approved."""
+    try:
+        report = OutcomeReport.model_validate(data)
+    except ValidationError as exc:
+        raise HTTPException(422, one_line(exc, root="outcome")) from None
     _owned(request, holder, request_id)
     if not report_outcome(request_id, report.ok, report.detail, runtime(request)):
         raise HTTPException(409, "the outcome is already recorded, or the request is not approved")
     return Recorded(recorded=True)
 
 
-@router.post("/grants/verify", response_model=Verification)
+@router.post(
+    "/grants/verify",
+    response_model=Verification,
+    openapi_extra=_body("Decision", "a decision as GET …/decision gives it"),
+)
 async def verify(
-    decision: Annotated[dict[str, Any], Body(description="a decision as GET …/decision gives it")],
-    strict: Annotated[dict[str, Any], Depends(_json_body("decision", "the decision"))],
+    decision: Annotated[dict[str, Any], Depends(_json_body("decision", "the decision"))],
     request: Request,
 ) -> Verification:
     """Whether the decision's grant lets its payload run now: signed by this router
     (`COUNTERSIGN_SECRET`), for exactly this payload (RFC 8785 hash), not expired (database clock).
     It does not claim the single execution: report the outcome once the action ran. The body is read
-    again strictly (`strict`, 422 for a key written twice): the payload hashed here must be the one
-    the caller runs, whichever of two values its own JSON reader would keep."""
-    return await run_in_threadpool(_verify, request, strict)
+    strictly (422 for a key written twice): the payload hashed here must be the one the caller
+    runs, whichever of two values its own JSON reader would keep. 422 too for a body that is no
+    decision (`_must_be_a_decision`)."""
+    return await run_in_threadpool(_verify, request, decision)
 
 
 def _verify(request: Request, decision: dict[str, Any]) -> Verification:
+    _must_be_a_decision(decision)
     rt: Runtime = runtime(request)
     request_id = decision.get("request_id")
     shown = request_id if isinstance(request_id, str) else None
@@ -217,3 +237,19 @@ def _verify(request: Request, decision: dict[str, Any]) -> Verification:
     if now is None or expires_at <= now:
         return Verification(valid=False, request_id=shown, why="grant_expired", expires_at=expires_at)
     return Verification(valid=True, request_id=shown, expires_at=expires_at)
+
+
+def _must_be_a_decision(decision: dict[str, Any]) -> None:
+    """Raise HTTPException 422 for a body that is no decision at all: without a string `request_id`
+    or an `outcome` of `Outcome`, naming each. A decision's own faults (no grant, a forged one, an
+    edited payload) are answered 200 with `why`, as `verify_grant` finds them."""
+    outcomes = [o.value for o in Outcome]
+    problems = []
+    if not isinstance(decision.get("request_id"), str):
+        problems.append("request_id: " + ("should be a string" if "request_id" in decision else "missing"))
+    if decision.get("outcome") not in outcomes:
+        wrong = f"should be {', '.join(outcomes[:-1])} or {outcomes[-1]}"
+        problems.append("outcome: " + (wrong if "outcome" in decision else "missing"))
+    if problems:
+        send = "send the decision as GET /v1/requests/{id}/decision gives it"
+        raise HTTPException(422, f"decision: {'; '.join(problems)} ({send})")

@@ -1,4 +1,5 @@
-"""Validating a reviewer's edit against the policy's `editable` fields and `edit_rule`.
+"""Validating a reviewer's edit against the policy's `editable` fields and `edit_rule`, and an
+agent's payload against the same declarations at intake (`check_payload`, one check: `_value`).
 
 Values arrive as the strings typed into the Edit modal. Decimals are parsed with `Decimal` from a
 strict format (digits, optional sign and point: no commas, no exponent, so `1,000` and `1e309`
@@ -9,6 +10,7 @@ it refuses the edit (fails closed) and is logged. Reviewers read the rule's labe
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -44,19 +46,63 @@ class EditCheck:
 
 
 def check_payload(action: str, payload: dict[str, Any], editable: dict[str, EditableField]) -> None:
-    """Refuse a payload of class `action` with a JSON number in a `decimal` field of `editable`:
-    money must not pass through a float (`120.00` would be read as the double 120.0, shown as
-    `120.0`, and an edit would send a float on). Raises `InvalidRequest` naming the field and the
-    string to send instead."""
+    """Refuse a payload of class `action` whose field declared in `editable` breaks its declaration,
+    by the check the Edit modal makes of a reviewer's value (`_value`): a `decimal` must be a
+    decimal string (a JSON number is refused, so money never passes through a float), an `integer`
+    a whole JSON number or such a string, a `text` a string; each within its `places`, `min`, `max`
+    and `max_length`. A declared field the payload leaves out is not checked (the Edit modal asks
+    a reviewer for it). Raises `InvalidRequest` naming the first bad field, its declaration and
+    what is wrong."""
     for name, spec in editable.items():
-        value = payload.get(name)
-        if spec.type != "decimal" or isinstance(value, bool) or not isinstance(value, int | float):
+        if name not in payload:
             continue
-        raise InvalidRequest(
-            f"payload.{name}: a decimal field of {action}, sent as the JSON number {value!r}; send it "
-            f'as a string like "{_decimal_text(value, spec.places)}", so that money never passes '
-            "through a float"
-        )
+        value = payload[name]
+        if spec.type == "decimal" and isinstance(value, int | float) and not isinstance(value, bool):
+            raise InvalidRequest(
+                f"payload.{name}: a decimal field of {action}, sent as the JSON number {value!r}; send it "
+                f'as a string like "{_decimal_text(value, spec.places)}", so that money never passes '
+                "through a float"
+            )
+        text = _as_text(value, spec)
+        error = _WRONG_TYPE[spec.type] if text is None else _value(text, spec)[1]
+        if error:
+            raise InvalidRequest(
+                f"payload.{name}: {_shown(value)} breaks the policy's editable.{name} of {action} "
+                f"({_declared(spec)}): {error[0].lower()}{error[1:].rstrip('.')}"
+            )
+
+
+_WRONG_TYPE = {
+    "decimal": 'send a decimal string like "1234.56"',
+    "integer": "send a whole number, as a JSON number or a string",
+    "text": "send a string",
+}
+
+
+def _as_text(value: Any, spec: EditableField) -> str | None:
+    """A payload value as the text the Edit modal would check, or None when its JSON type is not one
+    the field's `type` takes."""
+    if isinstance(value, str):
+        return value
+    if spec.type == "integer" and isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)  # a float such as 5.0 is then refused as not a whole number
+    return None
+
+
+def _shown(value: Any) -> str:
+    """`value` as JSON for an error line, cut to 40 characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _declared(spec: EditableField) -> str:
+    """The field's declaration as written in the policy, e.g. `decimal, places 2, min 0.01`."""
+    parts: list[str] = [spec.type]
+    bounds = {"places": spec.places, "min": spec.min, "max": spec.max}
+    parts += [f"{key} {value}" for key, value in bounds.items() if value is not None]
+    if spec.type == "text":
+        parts.append(f"max_length {spec.max_length}")
+    return ", ".join(parts)
 
 
 def _decimal_text(value: float, places: int | None) -> str:
@@ -95,15 +141,24 @@ def _typed(value: Decimal, original: Any, spec: EditableField) -> Any:
     return int(value) if spec.type == "integer" else float(value)
 
 
+def _value(text: str, spec: EditableField) -> tuple[Decimal | str | None, str | None]:
+    """The one check of a field's value against its declaration, for the Edit modal (`_parse`) and
+    intake (`check_payload`): `(value, None)`, a `Decimal` for numbers, or `(None, error)` in the
+    reviewer's words (`texts`)."""
+    if spec.type == "text":
+        limit = spec.max_length
+        return (text, None) if len(text) <= limit else (None, texts.too_long(limit))
+    return _number(text, spec)
+
+
 def _parse(raw: str | None, original: Any, spec: EditableField) -> tuple[Any, str | None]:
     text = (raw or "").strip()
     if not text:
         return None, texts.ENTER_A_VALUE
-    if spec.type == "text":
-        limit = spec.max_length
-        return (text, None) if len(text) <= limit else (None, texts.too_long(limit))
-    number, error = _number(text, spec)
-    return (None, error) if number is None else (_typed(number, original, spec), None)
+    value, error = _value(text, spec)
+    if error or not isinstance(value, Decimal):
+        return value, error
+    return _typed(value, original, spec), None
 
 
 class InexactNumber(CountersignError, ValueError):

@@ -259,9 +259,10 @@ class Policy:
 
     def admit(self, action: str, payload: dict[str, Any]) -> Route:
         """`route(action)`, for a request whose `payload` every card can show with its key fields
-        first, and whose money is no JSON number. Raises what `route` raises, and `InvalidRequest`
-        when the payload would hide a key field (`keyfields.check`) or has a JSON number in an
-        editable `decimal` field (`edits.check_payload`)."""
+        first, and whose fields declared under `editable` keep their declarations (money as a decimal
+        string, within `places`, `min`, `max`, `max_length`). Raises what `route` raises, and
+        `InvalidRequest` when the payload would hide a key field (`keyfields.check`) or breaks an
+        `editable` declaration (`edits.check_payload`, the Edit modal's own check)."""
         route = self.route(action)
         keyfields.check(action, payload, route.rules.key_fields)
         edits.check_payload(action, payload, route.rules.editable)

@@ -252,9 +252,14 @@ EDIT_RULE_INEXACT = (
 
 
 def not_a_number(integer: bool) -> str:
-    """The value typed is not a number in the strict format the field takes."""
-    kind = "a whole number" if integer else "a number like 1234.56"
-    return f"Enter {kind}: digits and at most one point, no commas or exponents."
+    """The value typed is not a number in the strict format the field takes (`edits._DECIMAL`,
+    `edits._INTEGER`): said exactly, so that `.5` or `100.` is not refused by words that fit it."""
+    if integer:
+        return "Enter a whole number like 1234: digits only, no point, commas or exponents."
+    return (
+        "Enter a number like 1234.56 or 0.5: digits, with at most one point between them; no commas or "
+        "exponents."
+    )
 
 
 def too_many_digits(limit: int) -> str:

@@ -11,6 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,11 +22,12 @@ from countersign.api.app import MAX_BODY_BYTES
 from countersign.api.routes import DEADLINE_GRACE_SECONDS
 from countersign.config import load_settings
 from countersign.router.cards import APPROVE_ACTION
+from countersign.router.jobs import INTAKE_QUEUE, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store.tokens import Tokens
 from tests.helpers import agent as test_agent
-from tests.helpers import drain, wait_for
+from tests.helpers import drain, settled, wait_for
 from tests.helpers.api import served
 from tests.helpers.builders import refund
 from tests.helpers.redis_server import RedisServer
@@ -343,3 +345,80 @@ def test_the_openapi_document_lists_the_api_and_slack_is_served_beside_it(web: s
     assert "payload" in schemas["ApprovalRequestV1"]["properties"]
     assert httpx.get(f"{web}/healthz").json() == {"ok": True, "database": "ok", "redis": "ok"}
     assert httpx.post(f"{web}/slack/events", content=b"payload=%7B%7D").status_code == 401  # unsigned
+
+
+def test_a_payload_breaking_a_declared_field_gets_422_naming_it_and_is_never_enqueued(
+    agent: httpx.Client, redis: Redis, sandbox: tuple[Sandbox, str]
+) -> None:
+    """Trial finding: the tests' policy declares `amount: {type: decimal, places: 2, min: "0.01"}`
+    for issue_refund; a payload must keep that declaration, not only a reviewer's edit."""
+    declared = "the policy's editable.amount of issue_refund (decimal, places 2, min 0.01)"
+    for amount, wrong in (
+        ("-5.00", "must be at least 0.01"),
+        ("0.00", "must be at least 0.01"),
+        ("abc", "enter a number like 1234.56"),
+        ("1e400", "enter a number like 1234.56"),
+        ("7.125", "use at most 2 decimal places"),
+        (None, 'send a decimal string like "1234.56"'),
+    ):
+        payload = {"amount": amount, "currency": "USD"}
+        refused = _problem(agent.post("/v1/requests", json=refund(payload=payload, run_id=str(amount))), 422)
+        assert refused.startswith(f"payload.amount: {json.dumps(amount)} breaks {declared}: {wrong}"), refused
+    assert json_queue(INTAKE_QUEUE, redis).count == 0 and sandbox[0].messages() == []
+    accepted = _create(agent, payload={"amount": "0.01", "currency": "USD"})  # the bound itself is in
+    drain(redis)
+    assert agent.get(f"/v1/requests/{accepted}").json()["status"] == "pending"
+
+
+def test_intake_checks_declared_fields_by_the_policy_in_force_when_it_runs(
+    agent: httpx.Client, redis: Redis, policy_file: Path, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """A reload between the API's check and intake: intake is authoritative, so a request the API
+    accepted under version 3 (`min: "0.01"`) is dead-lettered under version 4 (`min: "500.00"`),
+    its reason naming the field, and the long poll answers 409 with it."""
+    request_id = _create(agent)  # 120.00, within version 3
+    policy_file.write_text(
+        policy_file.read_text().replace("version: 3", "version: 4").replace('min: "0.01"', 'min: "500.00"')
+    )
+    settled(policy_file)
+    drain(redis)
+    assert runtime.policy.version == 4
+    refused = _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=0"), 409)
+    assert 'payload.amount: "120.00" breaks the policy\'s editable.amount of issue_refund' in refused
+    assert refused.endswith("(decimal, places 2, min 500.00): must be at least 500.00"), refused
+    assert sandbox[0].messages() == []
+
+
+def test_numbers_too_long_and_nesting_too_deep_are_named_as_such(agent: httpx.Client) -> None:
+    """Trial findings: a 5,000-digit integer answered Python's own advice
+    (`sys.set_int_max_str_digits()`), and 3,000 levels of nesting "the body is not JSON"."""
+    as_json = {"Content-Type": "application/json"}
+    long = '"currency": "USD", "lines": [1, ' + "7" * 5000 + "]"
+    body = json.dumps(refund()).replace('"currency": "USD"', long)
+    answer = _problem(agent.post("/v1/requests", content=body, headers=as_json), 422)
+    assert answer == (
+        "request: an integer of 5000 digits at payload.lines[1], over the 4300 digits a JSON integer may "
+        "have here; send it as a string"
+    )
+    deep = json.dumps(refund()).replace('"USD"', "[" * 3000 + "]" * 3000)
+    assert _problem(agent.post("/v1/requests", content=deep, headers=as_json), 422) == (
+        "request: nested deeper than 32 levels"
+    )
+    for path in ("/v1/requests/01X/outcome", "/v1/grants/verify"):
+        answer = agent.post(path, content="[" * 3000 + "]" * 3000, headers=as_json)
+        assert _problem(answer, 422).endswith(": nested deeper than 32 levels")
+
+
+def test_a_body_that_is_no_decision_gets_422_naming_what_it_lacks(agent: httpx.Client) -> None:
+    """Trial finding: `{"foo": 1}` was answered `why: "not_approved"`, as if it were a decision."""
+    missing = _problem(agent.post("/v1/grants/verify", json={"foo": 1}), 422)
+    assert missing == (
+        "decision: request_id: missing; outcome: missing (send the decision as GET "
+        "/v1/requests/{id}/decision gives it)"
+    )
+    wrong = _problem(agent.post("/v1/grants/verify", json={"request_id": 7, "outcome": "maybe"}), 422)
+    assert wrong.startswith(
+        "decision: request_id: should be a string; outcome: should be approved, rejected or expired"
+    )
+    rejected = agent.post("/v1/grants/verify", json={"request_id": "01X", "outcome": "rejected"})
+    assert rejected.status_code == 200 and rejected.json()["why"] == "not_approved"  # a decision, not run

@@ -16,6 +16,10 @@ from tests.helpers import agent, drain, wait_for
 from tests.helpers.builders import edited_card, post_card, status
 from tests.helpers.modals import open_view, raw_submit
 
+FORMAT = (
+    "Enter a number like 1234.56 or 0.5: digits, with at most one point between them; no commas or exponents."
+)
+
 
 def test_edit_approves_the_edited_amount_and_the_agent_runs_exactly_that_once(
     client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
@@ -59,8 +63,10 @@ def test_edit_approves_the_edited_amount_and_the_agent_runs_exactly_that_once(
 @pytest.mark.parametrize(
     ("value", "error"),
     [
-        ("abc", "Enter a number like 1234.56: digits and at most one point, no commas or exponents."),
-        ("1,000", "Enter a number like 1234.56: digits and at most one point, no commas or exponents."),
+        ("abc", FORMAT),
+        ("1,000", FORMAT),
+        (".5", FORMAT),  # Slack's number input sends these on; the error must not describe them
+        ("100.", FORMAT),
         ("12.345", "Use at most 2 decimal places."),
         ("-5", "Must be at least 0.01."),
         ("", "Enter a value."),

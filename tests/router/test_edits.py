@@ -7,14 +7,18 @@ from typing import Any
 
 import pytest
 
-from countersign.router.edits import block_id, check
+from countersign.exceptions import InvalidRequest
+from countersign.router.edits import block_id, check, check_payload
+from countersign.store import EditableField
 from tests.helpers.builders import request
 
 RULES = {
     "editable": {"amount": {"type": "decimal", "places": 2, "min": "0.01"}},
     "edit_rule": "edited.amount <= original.amount",
 }
-FORMAT = "Enter a number like 1234.56: digits and at most one point, no commas or exponents."
+FORMAT = (
+    "Enter a number like 1234.56 or 0.5: digits, with at most one point between them; no commas or exponents."
+)
 RULE = "The policy's edit rule does not allow this edit."  # no label: plain words, never the CEL
 
 
@@ -32,6 +36,9 @@ def edit(value: str | None, rules: dict[str, Any] = RULES, payload: dict[str, An
         ("1,000", FORMAT),
         ("1e309", FORMAT),
         ("NaN", FORMAT),
+        (".5", FORMAT),  # a point between digits, as the error says
+        ("100.", FORMAT),
+        ("+5", FORMAT),
         ("12.345", "Use at most 2 decimal places."),
         ("-5", "Must be at least 0.01."),
         ("0", "Must be at least 0.01."),
@@ -117,3 +124,49 @@ def test_huge_value_with_places_is_an_inline_error_not_a_crash() -> None:
     assert edit("1" * 29, rules={"editable": {"amount": {"type": "decimal", "places": 2}}}).payload[
         "amount"
     ] == ("1" * 29 + ".00")
+
+
+def test_a_whole_number_field_says_exactly_what_it_takes() -> None:
+    whole = {"editable": {"amount": {"type": "integer", "min": "1"}}}
+    error = "Enter a whole number like 1234: digits only, no point, commas or exponents."
+    for typed in ("7.5", "7.", "1e3"):
+        assert edit(typed, rules=whole, payload={"amount": 9}).errors == {"edit-amount": error}
+
+
+SEATS = {
+    "seats": EditableField(type="integer", min="1", max="500"),
+    "note": EditableField(type="text", max_length=20),
+}
+
+
+SEATS_OF = "breaks the policy's editable.seats of add_seats (integer, min 1, max 500)"
+NOTE_OF = "breaks the policy's editable.note of add_seats (text, max_length 20)"
+WHOLE = "enter a whole number like 1234: digits only, no point, commas or exponents"
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        ({"seats": 12, "note": "renewal"}, None),
+        ({"seats": "12"}, None),  # a whole number as a string, as the Edit modal would keep it
+        ({}, None),  # left out: the Edit modal asks a reviewer for it
+        ({"seats": 0}, f"payload.seats: 0 {SEATS_OF}: must be at least 1"),
+        ({"seats": "501"}, f'payload.seats: "501" {SEATS_OF}: must be at most 500'),
+        ({"seats": 12.0}, f"payload.seats: 12.0 {SEATS_OF}: {WHOLE}"),
+        (
+            {"seats": True},
+            (f"payload.seats: true {SEATS_OF}: send a whole number, as a JSON number or a string"),
+        ),
+        ({"note": 5}, f"payload.note: 5 {NOTE_OF}: send a string"),
+        ({"note": "x" * 50}, f'payload.note: "{"x" * 38}… {NOTE_OF}: use at most 20 characters'),
+    ],
+)
+def test_intake_holds_a_payload_to_its_declared_fields_by_the_modals_check(
+    payload: dict[str, Any], error: str | None
+) -> None:
+    if error is None:
+        check_payload("add_seats", payload, SEATS)
+        return
+    with pytest.raises(InvalidRequest) as refused:
+        check_payload("add_seats", payload, SEATS)
+    assert str(refused.value) == error

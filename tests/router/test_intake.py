@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from countersign.agent import ApprovalClient, IdempotencyConflict
+from countersign.agent import ApprovalClient, IdempotencyConflict, RequestDeadLettered
 from countersign.router import directory, homedue
 from countersign.router.intake import MAX_RESCHEDULES
 from countersign.router.jobs import intake_job_id, json_queue
@@ -365,3 +365,24 @@ def test_the_approvers_home_is_due_a_few_seconds_after_the_cards_time(
     slot = int(redis.get(f"countersign:pace:C0FINANCE:{waiting}:0"))  # type: ignore[arg-type]
     due = {user: redis.zscore(homedue.DUE_KEY, user) for user in row.approvers}
     assert due == dict.fromkeys(row.approvers, slot // 1000 + homedue.DEBOUNCE_SECONDS)
+
+
+def test_a_payload_breaking_a_declared_field_is_dead_lettered_with_its_reason_and_the_key_freed(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    """The agent's client does not read the policy, so the refund of -5.00 (under `min: "0.01"`)
+    reaches the queue; intake refuses it before any card or approval, and `wait` says why."""
+    negative = client.request(refund(payload={"amount": "-5.00", "currency": "USD"}))
+    drain(redis)
+    reason = (
+        'payload.amount: "-5.00" breaks the policy\'s editable.amount of issue_refund (decimal, places 2, '
+        "min 0.01): must be at least 0.01"
+    )
+    assert (client.get(negative).status, client.get(negative).reason) == ("dead_letter", reason)
+    with pytest.raises(RequestDeadLettered) as refused:
+        client.wait(negative, timeout=5)
+    assert refused.value.reason == reason
+    assert store.get(negative) is None and sandbox[0].messages() == []
+    fixed = client.request(refund(payload={"amount": "5.00", "currency": "USD"}))  # same key, freed
+    drain(redis)
+    assert fixed != negative and store.get(fixed) is not None
