@@ -5,6 +5,12 @@ RQ's `SimpleWorker` runs each job in the worker process instead of forking a wor
 job's modules, the database pool and the Slack and Redis clients are loaded once, not once a job
 (BENCHMARKS.md, "Resume jobs per second" and "Intake throughput"). On top of it:
 
+- **An idle worker's maintenance on time.** RQ runs its maintenance (abandoned jobs found in the
+  started registry, the scheduler restarted when its process died) between dequeues only, and an idle
+  worker blocks in its dequeue for `worker_ttl` - 15 s (405 s by default, `BaseWorker.dequeue_timeout`):
+  a worker that was idle when another was killed found that one's job only about 7 minutes later,
+  whatever its `maintenance_interval`. This class waits at most `maintenance_interval` seconds in a
+  dequeue (one more blocking command an interval while idle), so maintenance runs every interval.
 - **A job's heartbeat while it runs.** RQ's forking worker renews a running job's heartbeat every
   `job_monitoring_interval` seconds (30) from the parent, and gives it that interval plus 60 s;
   `SimpleWorker` has no parent to do so and gives a job its whole timeout plus 60 s instead (660 s for
@@ -102,6 +108,13 @@ class CountersignWorker(SimpleWorker):
         self._state_sent: str | None = None
         self._suspension_checked_at = float("-inf")
         self._job_heartbeat = _JobHeartbeat(self)
+
+    @property
+    def dequeue_timeout(self) -> int:
+        """Seconds an idle worker blocks in a dequeue: RQ's (`worker_ttl` - 15 s), at most
+        `maintenance_interval`, so that RQ's maintenance, which runs between dequeues, runs every
+        interval while the worker is idle (module docstring)."""
+        return max(1, min(super().dequeue_timeout, int(self.maintenance_interval)))
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         execution = self.prepare_execution(job)
