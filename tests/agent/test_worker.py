@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import agent, anyone, countersign, drain, wait_for
+from tests.helpers import agent, anyone, countersign, drain, stop, wait_for
 from tests.helpers.builders import decided_card, edited_card, new_request
 
 ROOT = Path(__file__).parent.parent.parent
@@ -168,3 +169,45 @@ def test_a_running_job_keeps_its_heartbeat_so_a_killed_worker_is_found_as_a_fork
     given, renewed = job.return_value(refresh=True)
     assert 59 <= given <= 61.5  # min(600 s timeout, 1 s interval) + 60 s
     assert 59 <= renewed <= 61.5  # renewed while the job ran, not left to run out
+
+
+def _scheduler(redis: Redis) -> tuple[str, int] | None:
+    """The name and process id of the scheduler holding `QUEUE`'s scheduler lock, if one does."""
+    name = redis.get(f"rq:scheduler-lock:{QUEUE}")
+    pid = name and redis.hget(f"rq:scheduler:{name.decode()}", "pid")
+    return (name.decode(), int(pid)) if name and pid and int(pid) else None
+
+
+def _gone(pid: int) -> bool:
+    """Process `pid` has ended (or is a zombie its new parent has not reaped yet): Linux's /proc."""
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "\nState:\tZ" in status.read_text()
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_the_scheduler_of_a_killed_agent_worker_ends_with_it_and_the_next_worker_schedules(
+    env: dict[str, str], redis: Redis
+) -> None:
+    """RQ forks the agent worker's scheduler into a child process; after a SIGKILL of the worker the
+    child lived on, holding the scheduler's lock, and the worker started in its place had no
+    scheduler (no timed retries). The child now stops within its 1 s interval of its worker's death,
+    releasing the lock, which the next worker takes as it starts."""
+    first = countersign(env, "agent-worker", QUEUE)
+    second = None
+    try:
+        name, child = wait_for(lambda: _scheduler(redis), timeout=60, what="the worker's scheduler")
+        assert child != first.pid
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=20)
+        wait_for(lambda: _gone(child), timeout=15, what="the scheduler to end with its worker")
+        assert redis.get(f"rq:scheduler-lock:{QUEUE}") is None  # released, not left to run out
+        second = countersign(env, "agent-worker", QUEUE)
+        taken = wait_for(lambda: _scheduler(redis), timeout=60, what="the next worker's scheduler")
+        assert taken[0] != name and not _gone(taken[1])
+    finally:
+        for worker in (first, second):
+            if worker is not None and worker.poll() is None:
+                stop(worker)
