@@ -46,9 +46,10 @@ class RequestState:
     webhook `{webhook, webhook_id, attempts, next_attempt_at, delivered_at, problem}` (for a
     request that named no resume target, the first shape with `queue` and `func` null), where
     `problem` says why the agent has not run it while that is so (`ResumeFailed`,
-    `ResumeNotTaken`, `WebhookFailing`, `WebhookDeadLettered`), else null. `audit` lists the events
-    in the order they happened (their sequence in the database), each `{at, event, actor,
-    detail}`. Times are ISO 8601 UTC with a `Z` (`schema.iso`).
+    `ResumeNotTaken`, `WebhookFailing`, `WebhookDeadLettered`), or that the decision came again
+    to a run started at `started_at` that has reported no outcome (`OutcomeUnknown`: check, then
+    report it), else null. `audit` lists the events in the order they happened (their sequence in
+    the database), each `{at, event, actor, detail}`. Times are ISO 8601 UTC with a `Z` (`schema.iso`).
     """
 
     request_id: str

@@ -183,12 +183,16 @@ class Queries:
         """Resume jobs with a problem noted (`OutboxEvent.problem`: the agent has not run them), by
         outbox id, the `limit` first after the id `after` (to page through them); found through the
         partial index `ix_outbox_problem` (migration 0008). Webhooks are not jobs: their problems are
-        their sweep's (`router/webhooks.py`)."""
+        their sweep's (`router/webhooks.py`); nor is `outcome_unknown`, which a job that ended does
+        not clear (the job that ended is the one that found it), only the outcome."""
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
                 .where(
-                    OutboxEvent.problem.is_not(None), OutboxEvent.id > after, OutboxEvent.webhook.is_(None)
+                    OutboxEvent.problem.is_not(None),
+                    OutboxEvent.id > after,
+                    OutboxEvent.webhook.is_(None),
+                    OutboxEvent.problem["event"].as_string() != "outcome_unknown",
                 )
                 .order_by(OutboxEvent.id)
                 .limit(limit)

@@ -41,8 +41,10 @@ from .models import (
     Base,
     Decider,
     Edit,
+    Execution,
     OutboxEvent,
     Outcome,
+    OutcomeUnknown,
     Status,
     TimeoutResult,
     Via,
@@ -431,9 +433,23 @@ def level_clock(rules: Rules, level: int) -> dict[str, Any]:
 
 
 def why_not_executable(request: ApprovalRequest | None) -> NotExecutableWhy:
-    """Why `Store.claim_execution` found nothing to claim."""
+    """Why `Store.claim_execution` found nothing to claim: `outcome_unknown` when a run was claimed
+    and never reported how it went (started, no outcome), `already_executed` when it was."""
     if request is None:
         return "unknown_request"
     if request.approved_payload is None:
         return "not_approved"
+    if request.execution == Execution.STARTED:
+        return "outcome_unknown"
     return "already_executed" if request.execution is not None else "grant_expired"
+
+
+def outcome_unknown(session: Session, request: ApprovalRequest) -> dict[str, str]:
+    """Note on `request`'s resume event that its run started and never reported an outcome
+    (`OutcomeUnknown`, in the caller's transaction), replacing any other problem noted; the
+    problem's detail (`started_at`) for the refusal's audit event."""
+    assert request.executed_at is not None  # set with `started`, by the claim
+    started_at = request.executed_at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    problem = OutcomeUnknown(event="outcome_unknown", started_at=started_at)
+    session.execute(update(OutboxEvent).where(OutboxEvent.request_id == request.id).values(problem=problem))
+    return {"started_at": problem["started_at"]}

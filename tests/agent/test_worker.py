@@ -211,3 +211,59 @@ def test_the_scheduler_of_a_killed_agent_worker_ends_with_it_and_the_next_worker
         for worker in (first, second):
             if worker is not None and worker.poll() is None:
                 stop(worker)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_an_action_whose_worker_was_killed_in_it_is_shown_as_of_unknown_outcome_not_as_executed(
+    env: dict[str, str],
+    redis: Redis,
+    client: ApprovalClient,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """The agent's worker is SIGKILLed inside the approved action, after `execute_approved` claimed
+    the run and before its outcome. The decision coming again (here: delivered again to a worker)
+    does not run it again, and is not reported as `already_executed`: the card, `countersign show`
+    and the API say the run started and never reported an outcome, so someone must check."""
+    sb, _ = sandbox
+    request_id, card = decided_card(client, redis, runtime, sb, func=agent.HANG_APPROVED_FUNC)
+    relay.sweep(runtime.store, redis)
+    worker = countersign(env, "agent-worker", agent.QUEUE)
+    try:
+        wait_for(lambda: redis.get(agent.HANGING_KEY), timeout=60, what="the action to start")
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=20)
+    redis.delete(agent.HANGING_KEY)
+    event = runtime.store.outbox_event(request_id)
+    assert event is not None
+    json_queue(agent.QUEUE, redis).enqueue(agent.HANG_APPROVED_FUNC, event.body)
+    again = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "agent-worker", "--burst", agent.QUEUE],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 0, again.stderr
+    assert redis.get(agent.HANGING_KEY) is None  # not run again
+    stored = runtime.store.get(request_id)
+    assert stored is not None and stored.execution == "started"
+    started_at = client.get(request_id).resume["problem"]["started_at"]  # type: ignore[index]
+    problem = {"event": "outcome_unknown", "started_at": started_at}
+    assert client.get(request_id).resume["problem"] == problem  # type: ignore[index]
+    refusals = [e.detail for e in runtime.store.audit_trail(request_id) if e.event == "execution_refused"]
+    assert refusals == [{"why": "outcome_unknown", "started_at": started_at}]
+    drain(redis)  # the router worker rewrites the card
+    blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
+    assert "⚠ Outcome unknown: execution started at" in blocks and "check whether it happened" in blocks
+    shown = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "show", request_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert shown.returncode == 0
+    assert json.loads(shown.stdout)["resume"]["problem"] == problem
