@@ -27,7 +27,7 @@ from ..exceptions import RouterUnavailable, UnknownRequest
 from ..idempotency import claim_key, is_request_id
 from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue, webhook_id
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, iso, parse
-from ..store import ApprovalRequest, OutboxEvent, Store
+from ..store import ApprovalRequest, OutboxEvent, Store, standing_problem
 from . import waiting
 
 
@@ -183,7 +183,7 @@ class ApprovalClient:
                 card={"channel": row.channel, "ts": row.card_ts} if row.card_ts else None,
                 decision=event.body if event else None,
                 audit=audit,
-                resume=_resume_view(event) if event else None,
+                resume=_resume_view(row, event) if event else None,
             )
         original = next(
             (e.detail["original"] for e in store.audit_trail(request_id) if e.event == "duplicate_of"), None
@@ -251,7 +251,8 @@ def _request_view(row: ApprovalRequest) -> dict[str, Any]:
     return view
 
 
-def _resume_view(event: OutboxEvent) -> dict[str, Any]:
+def _resume_view(row: ApprovalRequest, event: OutboxEvent) -> dict[str, Any]:
+    problem = standing_problem(row, event.problem)
     if event.webhook:
         return {
             "webhook": event.webhook,
@@ -259,12 +260,12 @@ def _resume_view(event: OutboxEvent) -> dict[str, Any]:
             "attempts": event.attempts,
             "next_attempt_at": iso(event.next_attempt_at),
             "delivered_at": iso(event.published_at),
-            "problem": event.problem,
+            "problem": problem,
         }
     return {
         "job_id": event.job_id,
         "queue": event.queue,
         "func": event.func,
         "published_at": iso(event.published_at),
-        "problem": event.problem,
+        "problem": problem,
     }

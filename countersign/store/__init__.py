@@ -26,6 +26,7 @@ from .models import (
 from .queries import CardFacts
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import EditableField, Level, Rules
+from .sql import standing_problem
 from .state import Resume, Store
 from .webhooks import WebhookAttempt
 
@@ -67,5 +68,6 @@ __all__ = [
     "eligible_approvers",
     "may_run",
     "schema_missing",
+    "standing_problem",
     "upgrade",
 ]

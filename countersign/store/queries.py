@@ -34,6 +34,7 @@ from .sql import (
     no_live_card_lease,
     not_timed_out,
     record,
+    standing_problem,
 )
 
 
@@ -133,8 +134,8 @@ class Queries:
 
     def card_facts(self, request_id: str) -> CardFacts | None:
         """What a decided card shows besides the request, read with it in one statement: the
-        problem noted on its resume event, and the `why` of its latest `execution_refused` audit
-        event; None for an unknown request id.
+        problem noted on its resume event (`standing_problem`), and the `why` of its latest
+        `execution_refused` audit event; None for an unknown request id.
 
         A refusal is read from the audit trail rather than stored on the request: it is already
         written there in the refusal's own transaction, it changes no state (the approval stands,
@@ -160,7 +161,9 @@ class Queries:
         if found is None:
             return None
         request, noted, detail = found
-        return CardFacts(request, noted, None if detail is None else detail.get("why"))
+        return CardFacts(
+            request, standing_problem(request, noted), None if detail is None else detail.get("why")
+        )
 
     def outbox_event(self, request_id: str) -> OutboxEvent | None:
         """The resume event of a decided request (its `body` is the decision sent), or None."""

@@ -45,6 +45,7 @@ from .models import (
     OutboxEvent,
     Outcome,
     OutcomeUnknown,
+    ResumeProblem,
     Status,
     TimeoutResult,
     Via,
@@ -442,6 +443,14 @@ def why_not_executable(request: ApprovalRequest | None) -> NotExecutableWhy:
     if request.execution == Execution.STARTED:
         return "outcome_unknown"
     return "already_executed" if request.execution is not None else "grant_expired"
+
+
+def standing_problem(request: ApprovalRequest, problem: ResumeProblem | None) -> ResumeProblem | None:
+    """The `problem` noted on `request`'s resume event, unless it is an `outcome_unknown` its outcome
+    has answered since: a refusal racing with the outcome's statement may note it just after that
+    statement cleared the problems (PostgreSQL reads them at its start)."""
+    answered = problem is not None and problem["event"] == "outcome_unknown"
+    return None if answered and request.execution != Execution.STARTED else problem
 
 
 def outcome_unknown(session: Session, request: ApprovalRequest) -> dict[str, str]:

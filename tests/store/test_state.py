@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, update
 
 from countersign.router.jobs import resume_job_id
 from countersign.store import (
@@ -16,6 +16,7 @@ from countersign.store import (
     Decider,
     Level,
     NotExecutable,
+    OutboxEvent,
     Outcome,
     Refused,
     Rules,
@@ -314,6 +315,23 @@ def test_a_run_claimed_without_an_outcome_is_refused_as_unknown_not_executed_unt
     assert store.claim_execution(row.id, "agent") == NotExecutable("already_executed")
     event = store.outbox_event(row.id)
     assert event is not None and event.problem is None
+
+
+def test_an_outcome_unknown_noted_after_the_outcome_by_a_racing_refusal_is_not_shown(store: Store) -> None:
+    """A refusal racing with the outcome may write its note just after the outcome's statement
+    cleared the problems: once the outcome is there, the card's facts no longer show it."""
+    row = new_request(store)
+    store.decide(row.id, "approved", [], via="policy", resume=resume)
+    store.claim_execution(row.id, "agent")
+    store.record_outcome(row.id, True, None, "agent")
+    with store.engine.begin() as connection:  # the racing refusal's write, landing after the outcome
+        connection.execute(
+            update(OutboxEvent)
+            .where(OutboxEvent.request_id == row.id)
+            .values(problem={"event": "outcome_unknown", "started_at": "2026-12-02T10:00:00.000000Z"})
+        )
+    facts = store.card_facts(row.id)
+    assert facts is not None and facts.request.execution == "executed" and facts.problem is None
 
 
 def test_outcome_is_recorded_once(store: Store) -> None:
