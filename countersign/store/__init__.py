@@ -22,11 +22,11 @@ from .models import (
     WebhookFailing,
     eligible_approvers,
     may_run,
+    standing_problem,
 )
 from .queries import CardFacts
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import EditableField, Level, Rules
-from .sql import standing_problem
 from .state import Resume, Store
 from .webhooks import WebhookAttempt
 

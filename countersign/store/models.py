@@ -411,6 +411,14 @@ class OutboxEvent(Base):
     problem: Mapped[ResumeProblem | None] = mapped_column(NullableJSON)
 
 
+def standing_problem(request: ApprovalRequest, problem: ResumeProblem | None) -> ResumeProblem | None:
+    """The `problem` noted on `request`'s resume event, unless it is an `outcome_unknown` its outcome
+    has answered since: a refusal racing with the outcome's statement may note it just after that
+    statement cleared the problems (PostgreSQL reads them at its start)."""
+    answered = problem is not None and problem["event"] == "outcome_unknown"
+    return None if answered and request.execution != Execution.STARTED else problem
+
+
 class IntakeOutbox(Base):
     """An intake message an agent was given a request id for, kept until intake has taken it (see
     `store.records`); `accepted_at` is the database clock's."""

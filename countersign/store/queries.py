@@ -22,6 +22,7 @@ from .models import (
     ResumeProblem,
     Status,
     Vote,
+    standing_problem,
     utcnow,
     utcnow_plus,
 )
@@ -34,7 +35,6 @@ from .sql import (
     no_live_card_lease,
     not_timed_out,
     record,
-    standing_problem,
 )
 
 

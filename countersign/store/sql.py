@@ -44,8 +44,6 @@ from .models import (
     Execution,
     OutboxEvent,
     Outcome,
-    OutcomeUnknown,
-    ResumeProblem,
     Status,
     TimeoutResult,
     Via,
@@ -443,22 +441,3 @@ def why_not_executable(request: ApprovalRequest | None) -> NotExecutableWhy:
     if request.execution == Execution.STARTED:
         return "outcome_unknown"
     return "already_executed" if request.execution is not None else "grant_expired"
-
-
-def standing_problem(request: ApprovalRequest, problem: ResumeProblem | None) -> ResumeProblem | None:
-    """The `problem` noted on `request`'s resume event, unless it is an `outcome_unknown` its outcome
-    has answered since: a refusal racing with the outcome's statement may note it just after that
-    statement cleared the problems (PostgreSQL reads them at its start)."""
-    answered = problem is not None and problem["event"] == "outcome_unknown"
-    return None if answered and request.execution != Execution.STARTED else problem
-
-
-def outcome_unknown(session: Session, request: ApprovalRequest) -> dict[str, str]:
-    """Note on `request`'s resume event that its run started and never reported an outcome
-    (`OutcomeUnknown`, in the caller's transaction), replacing any other problem noted; the
-    problem's detail (`started_at`) for the refusal's audit event."""
-    assert request.executed_at is not None  # set with `started`, by the claim
-    started_at = request.executed_at.isoformat(timespec="microseconds").replace("+00:00", "Z")
-    problem = OutcomeUnknown(event="outcome_unknown", started_at=started_at)
-    session.execute(update(OutboxEvent).where(OutboxEvent.request_id == request.id).values(problem=problem))
-    return {"started_at": problem["started_at"]}

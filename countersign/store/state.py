@@ -30,7 +30,7 @@ from .models import (
     utcnow,
     utcnow_plus,
 )
-from .records import intake_done, intake_taken
+from .records import intake_done, intake_taken, outcome_unknown
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
@@ -44,7 +44,6 @@ from .sql import (
     level_clock,
     not_timed_out,
     on_postgresql,
-    outcome_unknown,
     resume_taken,
     update_request,
     verdict,
