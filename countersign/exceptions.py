@@ -56,8 +56,9 @@ class RouterUnavailable(CountersignError):
 
 class ExecutionRefused(CountersignError):
     """An approved action may not run (again): `why` is `malformed_decision` | `unknown_request` |
-    `not_approved` | `already_executed` | `grant_expired` | `bad_signature` | `payload_mismatch`.
-    None of them changes when the same decision is tried again."""
+    `not_approved` | `already_executed` | `outcome_unknown` (a run started before has reported no
+    outcome: if none comes, someone must check) | `grant_expired` | `bad_signature` |
+    `payload_mismatch`. None of them lets the same decision run when it is tried again."""
 
     def __init__(self, request_id: str, why: str) -> None:
         super().__init__(f"request {request_id}: execution refused ({why})")

@@ -5,6 +5,18 @@ RQ's `SimpleWorker` runs each job in the worker process instead of forking a wor
 job's modules, the database pool and the Slack and Redis clients are loaded once, not once a job
 (BENCHMARKS.md, "Resume jobs per second" and "Intake throughput"). On top of it:
 
+- **An idle worker's maintenance on time.** RQ runs its maintenance (abandoned jobs found in the
+  started registry, the scheduler restarted when its process died) between dequeues only, and an idle
+  worker blocks in its dequeue for `worker_ttl` - 15 s (405 s by default, `BaseWorker.dequeue_timeout`):
+  a worker that was idle when another was killed found that one's job only about 7 minutes later,
+  whatever its `maintenance_interval`. This class waits at most `maintenance_interval` seconds in a
+  dequeue (one more blocking command an interval while idle), so maintenance runs every interval.
+- **A scheduler that ends with its worker.** RQ's worker started with `with_scheduler` forks its
+  scheduler into a child process, which outlived a SIGKILLed worker: the orphan kept the scheduler's
+  locks (and the dead worker's Redis sockets, with its blocked dequeue) for good, so a worker
+  started in its place ran no scheduler. This class's scheduler (`_WorkerBoundScheduler`) stops
+  once its worker is gone, within its interval (1 s), releasing its locks; the next worker takes
+  them as it starts, or at its next maintenance.
 - **A job's heartbeat while it runs.** RQ's forking worker renews a running job's heartbeat every
   `job_monitoring_interval` seconds (30) from the parent, and gives it that interval plus 60 s;
   `SimpleWorker` has no parent to do so and gives a job its whole timeout plus 60 s instead (660 s for
@@ -65,6 +77,7 @@ RQ's failure and retry paths are RQ's own.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -73,12 +86,14 @@ from typing import Any
 
 from redis.client import Pipeline
 from rq import SimpleWorker
+from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 from rq.rate_limit import RateLimitRegistry
 from rq.registry import StartedJobRegistry
 from rq.results import Result
+from rq.scheduler import RQScheduler
 from rq.utils import now
 from rq.worker import BaseWorker, WorkerStatus
 
@@ -102,6 +117,45 @@ class CountersignWorker(SimpleWorker):
         self._state_sent: str | None = None
         self._suspension_checked_at = float("-inf")
         self._job_heartbeat = _JobHeartbeat(self)
+
+    @property
+    def dequeue_timeout(self) -> int:
+        """Seconds an idle worker blocks in a dequeue: RQ's (`worker_ttl` - 15 s), at most
+        `maintenance_interval`, so that RQ's maintenance, which runs between dequeues, runs every
+        interval while the worker is idle (module docstring)."""
+        return max(1, min(super().dequeue_timeout, int(self.maintenance_interval)))
+
+    def _start_scheduler(
+        self,
+        burst: bool = False,
+        logging_level: str | None = "INFO",
+        date_format: str = DEFAULT_LOGGING_DATE_FORMAT,
+        log_format: str = DEFAULT_LOGGING_FORMAT,
+    ) -> None:
+        """RQ's start of the worker's scheduler (`work(with_scheduler=True)`), with a scheduler that
+        stops once this worker is gone (`_WorkerBoundScheduler`): with `burst`, the due jobs moved
+        onto their queues now, else the scheduler forked into its own process, if it got its locks.
+        Raises `RedisError`."""
+        self.scheduler = _WorkerBoundScheduler(
+            self.queues,
+            connection=self.connection,
+            logging_level=logging_level if logging_level is not None else self.log.level,
+            date_format=date_format,
+            log_format=log_format,
+            serializer=self.serializer,
+        )
+        self.scheduler.acquire_locks()  # type: ignore[no-untyped-call]
+        if not self.scheduler.acquired_locks:
+            return
+        if not burst:
+            self.scheduler.start()  # type: ignore[no-untyped-call]
+            return
+        try:
+            self.scheduler.register_birth()
+            self.scheduler.enqueue_scheduled_jobs()  # type: ignore[no-untyped-call]
+        finally:
+            self.scheduler.release_locks()  # type: ignore[no-untyped-call]
+            self.scheduler.register_death()
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         execution = self.prepare_execution(job)
@@ -268,6 +322,27 @@ def _release_lane(job: Job) -> None:
     lane = RateLimitRegistry.from_job(job)
     lane.__dict__["concurrency"] = job.rate_limit_concurrency  # the value of its cached_property
     lane.release_and_enqueue(job.id)
+
+
+class _WorkerBoundScheduler(RQScheduler):
+    """RQ's scheduler, made in the worker's process and run by RQ in a process forked from it
+    (`RQScheduler.start`), that stops, releasing its locks and registering its death, once that
+    worker is gone: its parent is then another process. RQ's scheduler loop sends a heartbeat
+    every `interval` seconds (1); the first after the worker died asks the loop to stop, which it
+    does after that one pass."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._worker_pid = os.getpid()
+
+    def heartbeat(self) -> None:
+        """RQ's heartbeat of the scheduler and its locks, or, in the scheduler's process once its
+        worker is gone, a stop asked for instead."""
+        if os.getpid() != self._worker_pid and os.getppid() != self._worker_pid:
+            self.log.warning("scheduler: its worker (pid %s) is gone; stopping", self._worker_pid)
+            self.request_stop()  # type: ignore[no-untyped-call]
+            return
+        super().heartbeat()  # type: ignore[no-untyped-call]
 
 
 class _JobHeartbeat:

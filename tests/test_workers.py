@@ -94,8 +94,31 @@ WORKER = (
     "import sys; from redis import Redis; from rq.serializers import JSONSerializer;"
     "from countersign.router.jobs import json_queue; from countersign.workers import CountersignWorker;"
     "redis = Redis.from_url(sys.argv[1]);"
-    "CountersignWorker([json_queue(sys.argv[2], redis)], connection=redis, serializer=JSONSerializer).work()"
+    "CountersignWorker([json_queue(sys.argv[2], redis)], connection=redis, serializer=JSONSerializer,"
+    " maintenance_interval=int(sys.argv[3])).work()"
 )
+MAINTENANCE_SECONDS = 2  # a short maintenance interval, for the test
+
+
+def _start_worker(redis_server: RedisServer) -> subprocess.Popen[bytes]:
+    """A countersign worker on `QUEUE` in a process of its own, RQ's maintenance every
+    `MAINTENANCE_SECONDS`."""
+    return subprocess.Popen(
+        [sys.executable, "-c", WORKER, redis_server.url, QUEUE, str(MAINTENANCE_SECONDS)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # Ctrl-C reaches pytest alone; its `finally` kills it
+    )
+
+
+def _state(redis: Redis, pid: int) -> str | None:
+    """The state RQ's worker hash of the worker with process id `pid` says, if there is one."""
+    for key in redis.keys("rq:worker:*"):
+        if key.count(b":") == 2 and redis.hget(key, "pid") == str(pid).encode():
+            state = redis.hget(key, "state")
+            return state.decode() if state else None
+    return None
 
 
 def test_a_killed_workers_job_is_still_found_abandoned_and_run_again(
@@ -106,13 +129,7 @@ def test_a_killed_workers_job_is_still_found_abandoned_and_run_again(
     plus 60 s (90 s) of its last heartbeat, and its `Retry` puts it back on the queue."""
     queue = json_queue(QUEUE, redis)
     job = queue.enqueue(agent.HANG_FUNC, retry=Retry(max=1), job_timeout=600)
-    worker = subprocess.Popen(
-        [sys.executable, "-c", WORKER, redis_server.url, QUEUE],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # Ctrl-C reaches pytest alone; `finally` kills it
-    )
+    worker = _start_worker(redis_server)
     try:
         wait_for(lambda: redis.get(agent.HANGING_KEY), timeout=60, what="the job to start")
         worker.send_signal(signal.SIGKILL)
@@ -127,6 +144,45 @@ def test_a_killed_workers_job_is_still_found_abandoned_and_run_again(
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+def test_an_idle_worker_runs_a_killed_workers_job_again_within_its_maintenance_interval(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """RQ's maintenance, which finds a killed worker's job abandoned, runs between dequeues only, and
+    RQ blocks an idle worker in a dequeue for `worker_ttl` - 15 s (405 s): a worker restarted after
+    another was killed, idle by the time that one's job ran out of heartbeat, took it about 7
+    minutes later. countersign's worker dequeues for at most its maintenance interval, so it finds
+    the job within that interval (and one more, should a dequeue have begun just before the
+    maintenance was due), and its `Retry` puts it back on the queue at once, where that worker
+    takes it."""
+    queue = json_queue(QUEUE, redis)
+    queue.enqueue(agent.HANG_FUNC, retry=Retry(max=1), job_timeout=600)
+    killed, restarted = _start_worker(redis_server), None
+    try:
+        wait_for(lambda: redis.get(agent.HANGING_KEY), timeout=60, what="the job to start")
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=20)
+        redis.delete(agent.HANGING_KEY)
+        restarted = _start_worker(redis_server)
+        pid = restarted.pid
+        wait_for(lambda: _state(redis, pid) == "idle", timeout=60, what="the restarted worker to wait idle")
+        # idle, its first maintenance done: the killed worker's job now runs out of heartbeat, as it
+        # would 90 s after its last one (RQ's maintenance reads the started registry's scores)
+        registry = queue.started_job_registry
+        (execution,) = redis.zrange(registry.key, 0, -1)
+        redis.zadd(registry.key, {execution: time.time() - 1})
+        wait_for(
+            lambda: redis.get(agent.HANGING_KEY),
+            timeout=2 * MAINTENANCE_SECONDS + 10,  # two intervals, and 10 s for a loaded machine
+            what="the restarted worker to run the killed worker's job again",
+        )
+        assert _state(redis, pid) == "busy"
+    finally:
+        for worker in (killed, restarted):
+            if worker is not None and worker.poll() is None:
+                worker.kill()
+                worker.wait(timeout=20)
 
 
 def test_a_stop_asked_for_as_a_job_succeeds_ends_the_worker_after_the_job(redis: Redis) -> None:

@@ -27,7 +27,7 @@ from ..exceptions import RouterUnavailable, UnknownRequest
 from ..idempotency import claim_key, is_request_id
 from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue, webhook_id
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, iso, parse
-from ..store import ApprovalRequest, OutboxEvent, Store
+from ..store import ApprovalRequest, OutboxEvent, Store, standing_problem
 from . import waiting
 
 
@@ -46,9 +46,10 @@ class RequestState:
     webhook `{webhook, webhook_id, attempts, next_attempt_at, delivered_at, problem}` (for a
     request that named no resume target, the first shape with `queue` and `func` null), where
     `problem` says why the agent has not run it while that is so (`ResumeFailed`,
-    `ResumeNotTaken`, `WebhookFailing`, `WebhookDeadLettered`), else null. `audit` lists the events
-    in the order they happened (their sequence in the database), each `{at, event, actor,
-    detail}`. Times are ISO 8601 UTC with a `Z` (`schema.iso`).
+    `ResumeNotTaken`, `WebhookFailing`, `WebhookDeadLettered`), or that the decision came again
+    to a run started at `started_at` that has reported no outcome (`OutcomeUnknown`: check, then
+    report it), else null. `audit` lists the events in the order they happened (their sequence in
+    the database), each `{at, event, actor, detail}`. Times are ISO 8601 UTC with a `Z` (`schema.iso`).
     """
 
     request_id: str
@@ -182,7 +183,7 @@ class ApprovalClient:
                 card={"channel": row.channel, "ts": row.card_ts} if row.card_ts else None,
                 decision=event.body if event else None,
                 audit=audit,
-                resume=_resume_view(event) if event else None,
+                resume=_resume_view(row, event) if event else None,
             )
         original = next(
             (e.detail["original"] for e in store.audit_trail(request_id) if e.event == "duplicate_of"), None
@@ -250,7 +251,8 @@ def _request_view(row: ApprovalRequest) -> dict[str, Any]:
     return view
 
 
-def _resume_view(event: OutboxEvent) -> dict[str, Any]:
+def _resume_view(row: ApprovalRequest, event: OutboxEvent) -> dict[str, Any]:
+    problem = standing_problem(row, event.problem)
     if event.webhook:
         return {
             "webhook": event.webhook,
@@ -258,12 +260,12 @@ def _resume_view(event: OutboxEvent) -> dict[str, Any]:
             "attempts": event.attempts,
             "next_attempt_at": iso(event.next_attempt_at),
             "delivered_at": iso(event.published_at),
-            "problem": event.problem,
+            "problem": problem,
         }
     return {
         "job_id": event.job_id,
         "queue": event.queue,
         "func": event.func,
         "published_at": iso(event.published_at),
-        "problem": event.problem,
+        "problem": problem,
     }

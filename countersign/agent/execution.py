@@ -45,7 +45,8 @@ def execute_approved(
     Needs `COUNTERSIGN_SECRET`, `DATABASE_URL` and `REDIS_URL` (from the environment unless a
     `runtime` is given). Returns what `fn` returns. Raises `ExecutionRefused` (`why`:
     `malformed_decision`, `not_approved`, `bad_signature`, `payload_mismatch`, `grant_expired`,
-    `already_executed`, `unknown_request`) before running anything, audited as
+    `already_executed`, `outcome_unknown`: a run claimed before never reported its outcome,
+    `unknown_request`) before running anything, audited as
     `execution_refused` and shown on the card (`malformed_decision` names no request to do it
     for); re-raises what `fn` raises, after recording the failure.
     """

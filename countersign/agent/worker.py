@@ -17,7 +17,9 @@ cannot be got wrong.
   price is RQ's own: a crash of the agent's code (a segfault, `os._exit`) takes the worker with it,
   and what a job leaves in the process (module state, a leak) stays for the next; the job is then
   found abandoned and run again, as when a worker is killed;
-- a short maintenance interval, so a job abandoned by a killed worker is found in about a minute;
+- a short maintenance interval (30 s), which an idle worker keeps too (`workers.CountersignWorker`
+  waits in a dequeue at most that long), so a job abandoned by a killed worker is run again within
+  about two minutes (90 s of heartbeat, up to 30 s to the next maintenance, the first retry's 10 s);
 - an `ExecutionRefused` raised by a job (`execute_approved` called directly) ends it: one log line
   instead of RQ's traceback, and no retry, which would be refused again (and audited again).
 

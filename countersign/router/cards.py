@@ -297,10 +297,13 @@ def _edit_line(request: ApprovalRequest) -> str | None:
 def execution_line(
     request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None
 ) -> str | None:
-    """How the approved action went; or, while nothing ran, why the agent has not run the decision
-    or why its worker refused to."""
+    """How the approved action went; that its run started and never reported an outcome
+    (`outcome_unknown`: someone must check); or, while nothing ran, why the agent has not run the
+    decision or why its worker refused to."""
     if request.execution == Execution.EXECUTED:
         return f"Executed ✓ at {when(request.executed_at)}"
+    if request.execution == Execution.STARTED and problem is not None and outcome_unknown(problem):
+        return not_resumed(request, problem)
     if request.execution == Execution.STARTED:
         return (
             f"⚙ Execution started at {when(request.executed_at)}; no outcome reported yet "
@@ -315,10 +318,16 @@ def execution_line(
     return None
 
 
+def outcome_unknown(problem: ResumeProblem) -> bool:
+    """`problem` says the approved action's run started and never reported an outcome."""
+    return problem["event"] == "outcome_unknown"
+
+
 def _state(request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None) -> str:
     """What the verdict's `block_id` names, so that a changed line gets a fresh one."""
     if request.execution is not None:
-        return request.execution
+        unknown = problem is not None and outcome_unknown(problem)
+        return f"{request.execution}-outcome_unknown" if unknown else request.execution
     if problem is not None:
         if problem["event"] == "resume_failed":
             return f"{problem['event']}{problem['retries_left']}"

@@ -130,7 +130,15 @@ def not_resumed(request: ApprovalRequest, problem: ResumeProblem) -> str:
     """The decided card's line while the agent has not run the decision: its resume job failed, or
     no worker has taken it, e.g. "⚠ The agent has not run it: its resume job `agent.resum` failed
     (ValueError: Invalid attribute name: resum); RQ will run it again (3 more times)"; or its
-    webhook has not taken it (`not_told`)."""
+    webhook has not taken it (`not_told`); or, once the run started, that it never reported an
+    outcome (`outcome_unknown`: someone must check whether it happened)."""
+    if problem["event"] == "outcome_unknown":
+        return (
+            f"⚠ Outcome unknown: execution started at {when(request.executed_at)} and has reported no "
+            "outcome (still running, or its worker stopped or died in it); the decision came again "
+            "and was not run again. If no outcome comes, check whether it happened, then report it "
+            "(`report_outcome`)"
+        )
     lead = (
         "The agent has not run it"
         if request.approved_payload is not None

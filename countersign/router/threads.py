@@ -77,12 +77,14 @@ def refresh(runtime: Runtime, request_id: str, leave_stored: bool = False) -> No
 def news_kind(facts: CardFacts) -> str | None:
     """What the decided card says about the agent's side, as a note's kind: `executed` or
     `failed`, the problem's event (`resume_failed`, `resume_not_taken`, `webhook_failing`,
-    `webhook_dead_lettered`), `refused`; None when there is nothing to tell (a run started only)."""
+    `webhook_dead_lettered`, `outcome_unknown`), `refused`; None when there is nothing to tell (a run
+    started only)."""
     request = facts.request
     if request.execution in (Execution.EXECUTED, Execution.FAILED):
         return str(request.execution)
     if request.execution is not None:
-        return None
+        unknown = facts.problem is not None and cards.outcome_unknown(facts.problem)
+        return "outcome_unknown" if unknown else None
     if facts.problem is not None:
         return facts.problem["event"]
     return "refused" if facts.refused else None

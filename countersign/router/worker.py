@@ -15,8 +15,10 @@ RQ settings, chosen so that nothing is lost or run twice by the transport, and f
   the sweep process below rather than RQ's own forked one: a forked child inherits the worker's
   Redis socket, and after a SIGKILL of the worker it keeps the worker's blocked `BLMOVE` alive in
   Redis, which then moves the next job into a queue nobody reads;
-- a short maintenance interval, so jobs abandoned by a killed worker are noticed in about a
-  minute rather than RQ's default ten (https://python-rq.org/docs/workers/).
+- a short maintenance interval (60 s), which an idle worker keeps too (`workers.CountersignWorker`
+  waits in a dequeue at most that long), so jobs abandoned by a killed worker are noticed within a
+  minute of their heartbeat running out rather than RQ's default ten
+  (https://python-rq.org/docs/workers/).
 
 The sweep runs in a spawned child process rather than a thread, with its own connections, so
 that a slow sweep never holds up intake (and the GIL) and RQ's scheduler never shares the

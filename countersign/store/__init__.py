@@ -10,6 +10,7 @@ from .models import (
     Execution,
     OutboxEvent,
     Outcome,
+    OutcomeUnknown,
     ResumeFailed,
     ResumeNotTaken,
     ResumeProblem,
@@ -21,6 +22,7 @@ from .models import (
     WebhookFailing,
     eligible_approvers,
     may_run,
+    standing_problem,
 )
 from .queries import CardFacts
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
@@ -44,6 +46,7 @@ __all__ = [
     "NotExecutable",
     "OutboxEvent",
     "Outcome",
+    "OutcomeUnknown",
     "Refused",
     "Resume",
     "ResumeEvent",
@@ -65,5 +68,6 @@ __all__ = [
     "eligible_approvers",
     "may_run",
     "schema_missing",
+    "standing_problem",
     "upgrade",
 ]

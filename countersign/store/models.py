@@ -360,8 +360,19 @@ class WebhookDeadLettered(TypedDict):
     attempts: int
 
 
-ResumeProblem = ResumeFailed | ResumeNotTaken | WebhookFailing | WebhookDeadLettered
-"""Why the agent has not run a decision (`OutboxEvent.problem`); its `event` tells which."""
+class OutcomeUnknown(TypedDict):
+    """`OutboxEvent.problem` of an approved action whose run started (`started_at`, ISO 8601 UTC) and
+    has reported no outcome, found when the decision came again (its worker died or was stopped
+    while running it, or it still runs): it is not run again, and someone must check whether it happened, then
+    report the outcome (which clears this)."""
+
+    event: Literal["outcome_unknown"]
+    started_at: str
+
+
+ResumeProblem = ResumeFailed | ResumeNotTaken | WebhookFailing | WebhookDeadLettered | OutcomeUnknown
+"""Why the agent has not run a decision, or (`OutcomeUnknown`) whether it did is not known
+(`OutboxEvent.problem`); its `event` tells which."""
 
 
 class OutboxEvent(Base):
@@ -398,6 +409,14 @@ class OutboxEvent(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=utcnow())
     published_at: Mapped[datetime | None]
     problem: Mapped[ResumeProblem | None] = mapped_column(NullableJSON)
+
+
+def standing_problem(request: ApprovalRequest, problem: ResumeProblem | None) -> ResumeProblem | None:
+    """The `problem` noted on `request`'s resume event, unless it is an `outcome_unknown` its outcome
+    has answered since: a refusal racing with the outcome's statement may note it just after that
+    statement cleared the problems (PostgreSQL reads them at its start)."""
+    answered = problem is not None and problem["event"] == "outcome_unknown"
+    return None if answered and request.execution != Execution.STARTED else problem
 
 
 class IntakeOutbox(Base):

@@ -22,6 +22,7 @@ from .models import (
     ResumeProblem,
     Status,
     Vote,
+    standing_problem,
     utcnow,
     utcnow_plus,
 )
@@ -134,8 +135,8 @@ class Queries:
 
     def card_facts(self, request_id: str) -> CardFacts | None:
         """What a decided card shows besides the request, read with it in one statement: the
-        problem noted on its resume event, and the `why` of its latest `execution_refused` audit
-        event; None for an unknown request id.
+        problem noted on its resume event (`standing_problem`), and the `why` of its latest
+        `execution_refused` audit event; None for an unknown request id.
 
         A refusal is read from the audit trail rather than stored on the request: it is already
         written there in the refusal's own transaction, it changes no state (the approval stands,
@@ -150,7 +151,9 @@ class Queries:
         if found is None:
             return None
         request, noted, detail = found
-        return CardFacts(request, noted, None if detail is None else detail.get("why"))
+        return CardFacts(
+            request, standing_problem(request, noted), None if detail is None else detail.get("why")
+        )
 
     def outbox_event(self, request_id: str) -> OutboxEvent | None:
         """The resume event of a decided request (its `body` is the decision sent), or None."""
@@ -173,12 +176,16 @@ class Queries:
         """Resume jobs with a problem noted (`OutboxEvent.problem`: the agent has not run them), by
         outbox id, the `limit` first after the id `after` (to page through them); found through the
         partial index `ix_outbox_problem` (migration 0008). Webhooks are not jobs: their problems are
-        their sweep's (`router/webhooks.py`)."""
+        their sweep's (`router/webhooks.py`); nor is `outcome_unknown`, which a job that ended does
+        not clear (the job that ended is the one that found it), only the outcome."""
         with self._read() as session:
             stmt = (
                 select(OutboxEvent)
                 .where(
-                    OutboxEvent.problem.is_not(None), OutboxEvent.id > after, OutboxEvent.webhook.is_(None)
+                    OutboxEvent.problem.is_not(None),
+                    OutboxEvent.id > after,
+                    OutboxEvent.webhook.is_(None),
+                    OutboxEvent.problem["event"].as_string() != "outcome_unknown",
                 )
                 .order_by(OutboxEvent.id)
                 .limit(limit)

@@ -23,6 +23,7 @@ from .models import (
     DeadLetter,
     IntakeOutbox,
     OutboxEvent,
+    OutcomeUnknown,
     ResumeFailed,
     ResumeNotTaken,
     ResumeProblem,
@@ -186,3 +187,14 @@ def intake_done(session: Session, request_id: str) -> None:
 def intake_taken(request_ids: Any) -> Delete:
     """The DELETE of the intake outbox's messages of `request_ids` (a list, or a subquery of ids)."""
     return delete(IntakeOutbox).where(IntakeOutbox.id.in_(request_ids))
+
+
+def outcome_unknown(session: Session, request: ApprovalRequest) -> dict[str, str]:
+    """Note on `request`'s resume event that its run started and never reported an outcome
+    (`OutcomeUnknown`, in the caller's transaction), replacing any other problem noted; the
+    problem's detail (`started_at`) for the refusal's audit event."""
+    assert request.executed_at is not None  # set with `started`, by the claim
+    started_at = request.executed_at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    problem = OutcomeUnknown(event="outcome_unknown", started_at=started_at)
+    session.execute(update(OutboxEvent).where(OutboxEvent.request_id == request.id).values(problem=problem))
+    return {"started_at": problem["started_at"]}

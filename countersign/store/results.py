@@ -16,7 +16,9 @@ class ResumeEvent(NamedTuple):
     body: dict[str, Any]
 
 
-NotExecutableWhy = Literal["unknown_request", "not_approved", "already_executed", "grant_expired"]
+NotExecutableWhy = Literal[
+    "unknown_request", "not_approved", "already_executed", "outcome_unknown", "grant_expired"
+]
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from .models import (
     Base,
     Decider,
     Edit,
+    Execution,
     OutboxEvent,
     Outcome,
     Status,
@@ -474,9 +475,12 @@ def clock_from(
 
 
 def why_not_executable(request: ApprovalRequest | None) -> NotExecutableWhy:
-    """Why `Store.claim_execution` found nothing to claim."""
+    """Why `Store.claim_execution` found nothing to claim: `outcome_unknown` when a run was claimed
+    and never reported how it went (started, no outcome), `already_executed` when it was."""
     if request is None:
         return "unknown_request"
     if request.approved_payload is None:
         return "not_approved"
+    if request.execution == Execution.STARTED:
+        return "outcome_unknown"
     return "already_executed" if request.execution is not None else "grant_expired"

@@ -29,7 +29,7 @@ from .models import (
     Vote,
     utcnow,
 )
-from .records import intake_done, intake_taken
+from .records import intake_done, intake_taken, outcome_unknown
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rules import Rules
 from .sql import (
@@ -398,10 +398,13 @@ class Store(Deliveries, WebhookDeliveries):
         One conditional UPDATE (`execution IS NULL AND grant_expires_at > now`), so of two workers
         racing on one decision exactly one gets None back (claimed: it runs the action); audits
         `execution_started`. Otherwise returns `NotExecutable` (`why`: `unknown_request` |
-        `not_approved` | `already_executed` | `grant_expired`), audited as `execution_refused`.
-        Either way the agent has its decision: a problem noted on the resume event
-        (`OutboxEvent.problem`) is cleared. On PostgreSQL a claim is one statement in autocommit
-        that returns the request's id alone (`sql.execution_update`).
+        `not_approved` | `already_executed` | `outcome_unknown` | `grant_expired`), audited as
+        `execution_refused`. Either way the agent has its decision: a problem noted on the resume
+        event (`OutboxEvent.problem`) is cleared; but `outcome_unknown` (a run claimed before has
+        reported no outcome: its worker died or was stopped in it, or it still runs) notes that
+        problem instead (`OutcomeUnknown`, with the run's `started_at`, also in the audit detail),
+        which only the outcome clears (`record_outcome`). On PostgreSQL a claim is one statement in
+        autocommit that returns the request's id alone (`sql.execution_update`).
         """
         with self._write(one_statement=True) as session:
             audit = audit_row(request_id, "execution_started", actor)
@@ -409,10 +412,14 @@ class Store(Deliveries, WebhookDeliveries):
         if claimed:
             return None
         with self._write() as session:
-            resume_taken(session, request_id)
             current = session.get(ApprovalRequest, request_id)
             why = why_not_executable(current)
-            self._audit(session, request_id, "execution_refused", actor, why=why)
+            detail = {}
+            if why == "outcome_unknown" and current is not None:
+                detail = outcome_unknown(session, current)
+            else:
+                resume_taken(session, request_id)
+            self._audit(session, request_id, "execution_refused", actor, why=why, **detail)
         return NotExecutable(why)
 
     def record_outcome(self, request_id: str, ok: bool, detail: str | None, actor: str) -> bool:

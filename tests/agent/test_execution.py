@@ -118,7 +118,12 @@ def test_two_workers_with_the_same_decision_run_it_once(runtime: Runtime) -> Non
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(runs) == 1 and refusals == ["already_executed"] * 3
+    # refused as `outcome_unknown` while the run had no outcome yet, `already_executed` once it had
+    assert len(runs) == 1 and len(refusals) == 3
+    assert set(refusals) <= {"outcome_unknown", "already_executed"}
+    client = ApprovalClient(runtime.redis, runtime.store)
+    state = client.get(decision["request_id"])  # the outcome answered the refusals
+    assert state.resume is not None and state.resume["problem"] is None
 
 
 def test_a_failing_action_is_recorded_as_failed_and_reraised(runtime: Runtime) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import agent, anyone, countersign, drain, wait_for
+from tests.helpers import agent, anyone, countersign, drain, stop, wait_for
 from tests.helpers.builders import decided_card, edited_card, new_request
 
 ROOT = Path(__file__).parent.parent.parent
@@ -185,3 +186,101 @@ def test_a_running_job_keeps_its_heartbeat_so_a_killed_worker_is_found_as_a_fork
     given, renewed = job.return_value(refresh=True)
     assert 59 <= given <= 61.5  # min(600 s timeout, 1 s interval) + 60 s
     assert 59 <= renewed <= 61.5  # renewed while the job ran, not left to run out
+
+
+def _scheduler(redis: Redis) -> tuple[str, int] | None:
+    """The name and process id of the scheduler holding `QUEUE`'s scheduler lock, if one does."""
+    name = redis.get(f"rq:scheduler-lock:{QUEUE}")
+    pid = name and redis.hget(f"rq:scheduler:{name.decode()}", "pid")
+    return (name.decode(), int(pid)) if name and pid and int(pid) else None
+
+
+def _gone(pid: int) -> bool:
+    """Process `pid` has ended (or is a zombie its new parent has not reaped yet): Linux's /proc."""
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "\nState:\tZ" in status.read_text()
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_the_scheduler_of_a_killed_agent_worker_ends_with_it_and_the_next_worker_schedules(
+    env: dict[str, str], redis: Redis
+) -> None:
+    """RQ forks the agent worker's scheduler into a child process; after a SIGKILL of the worker the
+    child lived on, holding the scheduler's lock, and the worker started in its place had no
+    scheduler (no timed retries). The child now stops within its 1 s interval of its worker's death,
+    releasing the lock, which the next worker takes as it starts."""
+    first = countersign(env, "agent-worker", QUEUE)
+    second = None
+    try:
+        name, child = wait_for(lambda: _scheduler(redis), timeout=60, what="the worker's scheduler")
+        assert child != first.pid
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=20)
+        wait_for(lambda: _gone(child), timeout=15, what="the scheduler to end with its worker")
+        assert redis.get(f"rq:scheduler-lock:{QUEUE}") is None  # released, not left to run out
+        second = countersign(env, "agent-worker", QUEUE)
+        taken = wait_for(lambda: _scheduler(redis), timeout=60, what="the next worker's scheduler")
+        assert taken[0] != name and not _gone(taken[1])
+    finally:
+        for worker in (first, second):
+            if worker is not None and worker.poll() is None:
+                stop(worker)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_an_action_whose_worker_was_killed_in_it_is_shown_as_of_unknown_outcome_not_as_executed(
+    env: dict[str, str],
+    redis: Redis,
+    client: ApprovalClient,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """The agent's worker is SIGKILLed inside the approved action, after `execute_approved` claimed
+    the run and before its outcome. The decision coming again (here: delivered again to a worker)
+    does not run it again, and is not reported as `already_executed`: the card, `countersign show`
+    and the API say the run started and never reported an outcome, so someone must check."""
+    sb, _ = sandbox
+    request_id, card = decided_card(client, redis, runtime, sb, func=agent.HANG_APPROVED_FUNC)
+    relay.sweep(runtime.store, redis)
+    worker = countersign(env, "agent-worker", agent.QUEUE)
+    try:
+        wait_for(lambda: redis.get(agent.HANGING_KEY), timeout=60, what="the action to start")
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=20)
+    redis.delete(agent.HANGING_KEY)
+    event = runtime.store.outbox_event(request_id)
+    assert event is not None
+    json_queue(agent.QUEUE, redis).enqueue(agent.HANG_APPROVED_FUNC, event.body)
+    again = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "agent-worker", "--burst", agent.QUEUE],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 0, again.stderr
+    assert redis.get(agent.HANGING_KEY) is None  # not run again
+    stored = runtime.store.get(request_id)
+    assert stored is not None and stored.execution == "started"
+    started_at = client.get(request_id).resume["problem"]["started_at"]  # type: ignore[index]
+    problem = {"event": "outcome_unknown", "started_at": started_at}
+    assert client.get(request_id).resume["problem"] == problem  # type: ignore[index]
+    refusals = [e.detail for e in runtime.store.audit_trail(request_id) if e.event == "execution_refused"]
+    assert refusals == [{"why": "outcome_unknown", "started_at": started_at}]
+    drain(redis)  # the router worker rewrites the card
+    blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
+    assert "⚠ Outcome unknown: execution started at" in blocks and "check whether it happened" in blocks
+    shown = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "show", request_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert shown.returncode == 0
+    assert json.loads(shown.stdout)["resume"]["problem"] == problem

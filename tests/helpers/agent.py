@@ -138,3 +138,13 @@ def gated_refund(amount: str, currency: str = "USD") -> str:
     assert job is not None
     job.connection.rpush(EXECUTED_KEY, json.dumps({"amount": amount, "currency": currency}))
     return f"refunded {amount} {currency}"
+
+
+HANG_APPROVED_FUNC = "tests.helpers.agent.hang_approved"
+
+
+@approved_action
+def hang_approved(payload: dict[str, Any]) -> None:
+    """Resume job through `approved_action` whose action says it has started (`HANGING_KEY`), then
+    runs until its worker is killed."""
+    hang()

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, update
 
 from countersign.router.jobs import resume_job_id
 from countersign.store import (
@@ -16,6 +16,7 @@ from countersign.store import (
     Decider,
     Level,
     NotExecutable,
+    OutboxEvent,
     Outcome,
     Refused,
     Rules,
@@ -264,7 +265,8 @@ def test_execution_is_claimed_once_even_under_a_race(store: Store) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert claimed == [None] and refused == ["already_executed"] * 5
+    # the others came while the run had no outcome yet: refused, and not as if it had run
+    assert claimed == [None] and refused == ["outcome_unknown"] * 5
     stored = store.get(row.id)
     assert stored is not None and stored.execution == "started"
     events = [e.event for e in store.audit_trail(row.id)]
@@ -279,6 +281,57 @@ def test_expired_or_unapproved_grants_cannot_be_claimed(store: Store) -> None:
     rejected = new_request(store, "01J00000000000000000000002", key="k2")
     store.decide(rejected.id, "rejected", [], via="policy", resume=resume)
     assert store.claim_execution(rejected.id, "agent") == NotExecutable("not_approved")
+
+
+def test_a_run_claimed_without_an_outcome_is_refused_as_unknown_not_executed_until_reported(
+    store: Store,
+) -> None:
+    """The agent's worker died in the action: the decision coming again does not run it (at most
+    once), but is refused as `outcome_unknown`, with the run's start time, noted as the resume
+    event's problem; a job that ended does not clear it (`resume_problems` leaves it to the outcome),
+    the outcome does, and after it the refusal is `already_executed`."""
+    row = new_request(store)
+    store.decide(row.id, "approved", [], via="policy", resume=resume)
+    assert store.claim_execution(row.id, "agent") is None  # the run started; its worker died in it
+    started = store.get(row.id)
+    assert started is not None and started.executed_at is not None
+    started_at = started.executed_at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    assert started_at.endswith("Z")  # UTC, in the shape of every time countersign shows
+    assert store.claim_execution(row.id, "agent") == NotExecutable("outcome_unknown")
+    refusal = store.audit_trail(row.id)[-1]
+    assert (refusal.event, refusal.detail) == (
+        "execution_refused",
+        {"why": "outcome_unknown", "started_at": started_at},
+    )
+    event = store.outbox_event(row.id)
+    assert event is not None and event.problem == {"event": "outcome_unknown", "started_at": started_at}
+    facts = store.card_facts(row.id)
+    assert facts is not None and facts.problem == event.problem and facts.refused == "outcome_unknown"
+    assert store.resume_problems() == []  # not for the relay's `clear_taken`: a finished job is no answer
+    assert store.claim_execution(row.id, "agent") == NotExecutable("outcome_unknown")  # still, not again
+    assert store.record_outcome(row.id, True, "checked: the refund went out", "operator") is True
+    event = store.outbox_event(row.id)
+    assert event is not None and event.problem is None
+    assert store.claim_execution(row.id, "agent") == NotExecutable("already_executed")
+    event = store.outbox_event(row.id)
+    assert event is not None and event.problem is None
+
+
+def test_an_outcome_unknown_noted_after_the_outcome_by_a_racing_refusal_is_not_shown(store: Store) -> None:
+    """A refusal racing with the outcome may write its note just after the outcome's statement
+    cleared the problems: once the outcome is there, the card's facts no longer show it."""
+    row = new_request(store)
+    store.decide(row.id, "approved", [], via="policy", resume=resume)
+    store.claim_execution(row.id, "agent")
+    store.record_outcome(row.id, True, None, "agent")
+    with store.engine.begin() as connection:  # the racing refusal's write, landing after the outcome
+        connection.execute(
+            update(OutboxEvent)
+            .where(OutboxEvent.request_id == row.id)
+            .values(problem={"event": "outcome_unknown", "started_at": "2026-12-02T10:00:00.000000Z"})
+        )
+    facts = store.card_facts(row.id)
+    assert facts is not None and facts.request.execution == "executed" and facts.problem is None
 
 
 def test_outcome_is_recorded_once(store: Store) -> None:
