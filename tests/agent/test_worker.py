@@ -71,15 +71,7 @@ def test_a_wrong_resume_func_is_on_the_card_and_in_show_not_only_in_the_workers_
     drain(redis)  # the router worker rewrites the card
     blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
     assert "⚠ The agent has not run it: its resume job `examples.refund_agent.resum` failed" in blocks
-    shown = subprocess.run(
-        [sys.executable, "-m", "countersign.cli", "show", request_id],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **env},
-    )
-    assert shown.returncode == 0
-    assert json.loads(shown.stdout)["resume"]["problem"] == problem
+    assert _shown_problem(request_id, env) == problem
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
@@ -275,6 +267,11 @@ def test_an_action_whose_worker_was_killed_in_it_is_shown_as_of_unknown_outcome_
     drain(redis)  # the router worker rewrites the card
     blocks = str(edited_card(sb, card["ts"])["blocks"])  # type: ignore[index]
     assert "⚠ Outcome unknown: execution started at" in blocks and "check whether it happened" in blocks
+    assert _shown_problem(request_id, env) == problem
+
+
+def _shown_problem(request_id: str, env: dict[str, str]) -> object:
+    """The resume problem `countersign show ID` prints for `request_id` (exit status 0 asserted)."""
     shown = subprocess.run(
         [sys.executable, "-m", "countersign.cli", "show", request_id],
         capture_output=True,
@@ -282,5 +279,5 @@ def test_an_action_whose_worker_was_killed_in_it_is_shown_as_of_unknown_outcome_
         timeout=60,
         env={**os.environ, **env},
     )
-    assert shown.returncode == 0
-    assert json.loads(shown.stdout)["resume"]["problem"] == problem
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)["resume"]["problem"]
