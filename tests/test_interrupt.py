@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import REPO, alive, wait_for
+from tests.helpers import REPO, alive, ctrl_c_reaches_it, wait_for
 from tests.helpers.interruptible import MARKER
 
 INTERRUPTED = 2  # pytest's exit status when interrupted (pytest.ExitCode.INTERRUPTED)
@@ -27,6 +27,7 @@ def test_ctrl_c_stops_pytest_and_the_redis_server_of_its_own(tmp_path: Path) -> 
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # a terminal of its own, whose foreground group Ctrl-C signals
+        preexec_fn=ctrl_c_reaches_it,
     )
     try:
         redis_pid = int(wait_for(lambda: marker.exists() and marker.read_text(), timeout=60, what="the test"))

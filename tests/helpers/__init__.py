@@ -15,6 +15,7 @@ redis-server of the tests' own) and `strategies` (hypothesis strategies).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,6 +53,15 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
+
+
+def ctrl_c_reaches_it() -> None:
+    """A `preexec_fn` for a child a test stops with SIGINT (Ctrl-C): SIGINT at its default action
+    there, as a terminal's job has it, even when this test run inherited it ignored. A shell runs a
+    background job (`cmd &`) without job control with SIGINT ignored (POSIX, Shell Command
+    Language, "Asynchronous Lists"); a child inherits that across exec, and Python then installs no
+    KeyboardInterrupt handler, so the child would never see the interrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def settled(path: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from slack_sdk import WebClient
 
 from countersign.sandbox import Sandbox, SandboxServer
+from tests.helpers import ctrl_c_reaches_it
 
 from .builders import CHANNEL, SECRET, card, open_modal
 from .harness import Receiver, http
@@ -102,7 +103,13 @@ def test_command_line_prints_one_line_and_serves_until_interrupted() -> None:
     command = [sys.executable, "-m", "countersign.sandbox", "--port", "0", "--signing-secret", SECRET]
     repo = Path(__file__).resolve().parents[2]
     with subprocess.Popen(
-        command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ctrl_c_reaches_it,
     ) as proc:  # its own session: Ctrl-C reaches pytest alone; `finally` stops it
         try:
             line = proc.stdout.readline().strip()
