@@ -11,8 +11,9 @@ is required, countersign never pickles):
 
 `resume` runs the refund through `execute_approved`: only an approved decision with a valid,
 unexpired grant, only the payload the reviewer approved (or edited), and only once. It prints one
-line for every outcome: `REFUND EXECUTED: {payload}`, `REFUND REJECTED: …`, `REFUND EXPIRED: …`,
-or `REFUND REFUSED: …` when the worker refuses to run an approval (e.g. its grant expired).
+line for every outcome: `REFUND EXECUTED: {payload}` once the refund has run, `REFUND REJECTED: …`,
+`REFUND EXPIRED: …`, or `REFUND REFUSED: …` when the worker refuses to run an approval (e.g. its
+grant expired); a refund that fails prints nothing (its job fails, and the card says Failed).
 (`approved_action` is the same without the lines: it logs the outcomes it does not run.)
 """
 
@@ -42,9 +43,12 @@ def ask(amount: str, customer: str, run_id: str) -> str:
 
 
 def refund(payload: dict[str, Any]) -> str:
-    """Stands in for the payment provider call and prints the exact payload it runs."""
+    """Stands in for the payment provider call, and prints the exact payload it ran once it has run:
+    a refund that fails (e.g. a payload without `currency`: KeyError) prints nothing, and
+    `execute_approved` records it as failed on the card."""
+    done = f"refunded {payload['amount']} {payload['currency']}"
     print(f"REFUND EXECUTED: {json.dumps(payload, sort_keys=True)}", flush=True)
-    return f"refunded {payload['amount']} {payload['currency']}"
+    return done
 
 
 def resume(data: dict[str, Any]) -> str | None:

@@ -20,13 +20,15 @@ answers, reminders and status messages, and what to do when Slack says no.
   channel in Redis, once, `PACE_MILLISECONDS` after the channel's previous one (`pace.reserve_slot`, or
   intake's one script): a card whose time has come posts; the others wait for theirs (`RetryLater` until
   then, and a posting lease until then so the card sweep leaves them alone), keeping their reservation
-  when they run again. So a backlog of cards for one channel drains at the pace, each job runs about
-  twice, and no job is rescheduled every second (a thundering herd that would delay the other channels'
-  cards). A `429` is honoured the same way, for its `Retry-After` seconds, and the card gives up its
-  time. No worker ever sleeps. A card that waits a second or more moves its level's deadline to its time
-  plus the timeout (`Store.schedule_card`), so no reviewer's time runs out while the card waits; one
-  that waits over `BACKLOG_LOG_SECONDS` is logged with the channel's backlog, and `countersign show`
-  reads its time (`pace.expected_card`).
+  when they run again, unless it lapsed (`pace.LAPSED_MILLISECONDS` past, e.g. the router was down):
+  then they reserve the channel's next free time, so a restart does not post them all at once. So a
+  backlog of cards for one channel drains at the pace, each job runs about twice, and no job is
+  rescheduled every second (a thundering herd that would delay the other channels' cards). A `429` is
+  honoured the same way, for its `Retry-After` seconds, and the card gives up its time. No worker ever
+  sleeps. A card that waits a second or more moves its level's deadline to its time plus the timeout
+  (`Store.schedule_card`), so no reviewer's time runs out while the card waits; one that waits over
+  `BACKLOG_LOG_SECONDS` is logged with the channel's backlog, and `countersign show` reads its time
+  (`pace.expected_card`).
 - **Refusals.** `invalid_blocks` / `msg_blocks_too_long` fall back once to a compact card;
   `not_in_channel` / `channel_not_found` / `is_archived` fall back once to the approvers' DM, or
   group DM for several, opened with `conversations.open`. What is still refused is audited as

@@ -41,8 +41,8 @@ FIRST_LEVEL = 0  # a new request's escalation level (`ApprovalRequest.level`)
 
 # What intake asks of Redis before it stores a request, in one round trip on one reading of Redis's
 # clock (`_admit`). KEYS: the rate window, the channel's next free time, the card's reservation, the
-# Home tabs' due set. ARGV: request id, per-minute limit, window ms, pace ms, ms a reservation is
-# kept, Home debounce s, due set TTL s, then the approvers (none: no card). Returns {ms to wait}
+# Home tabs' due set. ARGV: request id, per-minute limit, window ms, pace ms, ms after its time a
+# reservation lapses, Home debounce s, due set TTL s, then the approvers (none: no card). Returns {ms to wait}
 # when over the rate limit, {0} without approvers, else {0, reserved ms, channel's next free ms,
 # clock s, clock µs}.
 _ADMIT = (
@@ -173,7 +173,7 @@ def _admit(
     marked), redis-py's `RedisError`. `policy` is the version the request is routed by."""
     rate_key, rate_args = limits.rate_args(policy, request, request_id)
     keys = [rate_key, *pace.slot_keys(channel, request_id, FIRST_LEVEL), homedue.DUE_KEY]
-    card_args = [pace.PACE_MILLISECONDS, pace.SLOT_KEPT_MILLISECONDS, homedue.DEBOUNCE_SECONDS]
+    card_args = [pace.PACE_MILLISECONDS, pace.LAPSED_MILLISECONDS, homedue.DEBOUNCE_SECONDS]
     answer = runtime.redis.register_script(_ADMIT)(
         keys=keys, args=[*rate_args, *card_args, homedue.DUE_TTL_SECONDS, *approvers]
     )

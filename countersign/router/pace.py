@@ -1,8 +1,10 @@
 """A card's time in its channel: Slack allows about one message a second per channel
 (https://docs.slack.dev/apis/web-api/rate-limits, chat.postMessage), so each card reserves a posting
 time in Redis, once, `PACE_MILLISECONDS` after the channel's previous one and not before now (a Lua
-script on Redis's clock, keyed by request, level and channel). `router/delivery.py` posts a card
-whose time has come and leaves the others to wait for theirs; `countersign show` reads the time a
+script on Redis's clock, keyed by request, level and channel). A reservation whose time passed more than
+`LAPSED_MILLISECONDS` ago (the router was down, say) has lapsed: the card reserves anew, so cards whose
+times all passed while no worker ran post at the pace again, not all at once. `router/delivery.py` posts
+a card whose time has come and leaves the others to wait for theirs; `countersign show` reads the time a
 card waits for (`expected_card`).
 """
 
@@ -22,27 +24,31 @@ PACE_MILLISECONDS = 1100
 # A card may post this much before its reserved time: the job is rescheduled by this host's clock,
 # the time was reserved on Redis's, and a few milliseconds between the two must not cost a second.
 CLOCK_SLACK_SECONDS = 0.01
-SLOT_KEPT_MILLISECONDS = 600_000  # a reservation outlives its time by 10 minutes, for a job that runs late
+# A reservation this far in the past has lapsed and is reserved anew: a job runs at the whole second
+# at or after its time, found by a scheduler that looks each second, so one on time is up to about
+# 2 s late; one later than that missed its turn, and the cards after it have posted or will.
+LAPSED_MILLISECONDS = 2 * PACE_MILLISECONDS
 
 # The channel's next free posting time, reserved once per card (unix milliseconds, Redis's clock, so
-# one clock for every worker): a Lua function, also part of intake's one script (`router/intake.py`).
-# Takes the channel's next free time's key, this card's reservation's key, pace ms, ms a reservation
-# is kept after its time, and Redis's time (ms). Returns the card's reserved ms, channel's next free ms.
+# one clock for every worker), and anew once lapsed: a Lua function, also part of intake's one script
+# (`router/intake.py`). Takes the channel's next free time's key, this card's reservation's key, pace
+# ms, ms after its time a reservation lapses, and Redis's time (ms). Returns the card's reserved ms,
+# channel's next free ms.
 RESERVE_LUA = """
-local function reserve(channel_key, card_key, pace, kept, now)
+local function reserve(channel_key, card_key, pace, lapsed, now)
     local slot = tonumber(redis.call('GET', card_key))
-    if slot then
+    if slot and slot >= now - lapsed then
         return slot, tonumber(redis.call('GET', channel_key) or 0)
     end
     slot = math.max(tonumber(redis.call('GET', channel_key) or 0), now)
     redis.call('SET', channel_key, slot + pace, 'PX', slot + pace - now)
-    redis.call('SET', card_key, slot, 'PX', slot - now + kept)
+    redis.call('SET', card_key, slot, 'PX', slot - now + lapsed)
     return slot, slot + pace
 end
 """
 
-# KEYS: the channel's next free time, this card's reservation; ARGV: pace ms, ms a reservation is
-# kept after its time. Returns {reserved ms, channel's next free ms, clock seconds, clock µs}.
+# KEYS: the channel's next free time, this card's reservation; ARGV: pace ms, ms after its time a
+# reservation lapses. Returns {reserved ms, channel's next free ms, clock seconds, clock µs}.
 _RESERVE_SLOT = (
     RESERVE_LUA
     + """
@@ -85,10 +91,12 @@ def reserve_slot(redis: Redis, row: ApprovalRequest) -> Slot:
 
     The first call for a card (request id, level, channel) reserves the channel's next free time,
     `PACE_MILLISECONDS` after the previous reservation and not before now (Redis's clock); later
-    calls return the same time, so a job run again keeps its place. Atomic in Redis (a Lua script).
+    calls return the same time, so a job run again keeps its place, until it lapses (over
+    `LAPSED_MILLISECONDS` past: the card missed its turn) and the card reserves the next free time
+    instead. Atomic in Redis (a Lua script).
     """
     slot, free, seconds, micros = redis.register_script(_RESERVE_SLOT)(
-        keys=slot_keys(row.channel, row.id, row.level), args=[PACE_MILLISECONDS, SLOT_KEPT_MILLISECONDS]
+        keys=slot_keys(row.channel, row.id, row.level), args=[PACE_MILLISECONDS, LAPSED_MILLISECONDS]
     )
     return Slot.of(slot, free, seconds * 1000 + micros / 1000)
 

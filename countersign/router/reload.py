@@ -14,9 +14,12 @@ process takes a new version of the file only when
 
 Otherwise the version in force stays, and a refused file is logged as one error line (once per
 version of the file). A new version that weakens a class (`policydiff.weakenings`) is taken, with
-one warning line listing how. Each process keeps its own version and logs its own lines, when it
-next reads the policy after the change. Writing the file atomically (a temporary file in the same
-directory, renamed over it) keeps a reader from ever seeing a partial file: README, "The policy file".
+one warning line listing how; so is a changed file that still says the same `version:` (the requests
+and decisions under it record the same version for two files, and only their `policy_sha256` tells
+them apart), with one warning line asking for a new version. Each process keeps its own version and
+logs its own lines, when it next reads the policy after the change. Writing the file atomically (a
+temporary file in the same directory, renamed over it) keeps a reader from ever seeing a partial
+file: README, "The policy file".
 
 Every process loads the policy when it starts (`at_start`), before it serves anything, so that it
 always has a last good version to keep: a process that first read the file after it broke would
@@ -107,6 +110,17 @@ class PolicyHolder:
                 policy.sha256[:12],
                 self._policy.version,
                 "; ".join(weaker),
+            )
+        if policy.version == self._policy.version and policy.sha256 != self._policy.sha256:
+            log.warning(
+                "POLICY VERSION NOT BUMPED: %s changed (sha256 %s → %s) but still says version %s; "
+                "requests and decisions record both files as version %s, told apart only by their "
+                "policy_sha256: give each change its own version",
+                self.path,
+                self._policy.sha256[:12],
+                policy.sha256[:12],
+                policy.version,
+                policy.version,
             )
         self._policy, self._raw, self._stamp, self._refused = policy, raw, stamp, None
         log.warning(

@@ -1,5 +1,6 @@
 """The example agent (`examples/refund_agent.py`, the pattern to copy) prints one line for each
-outcome of its resume job: executed, rejected, expired, refused (issue 13, finding 9)."""
+outcome of its resume job: executed, rejected, expired, refused (issue 13, finding 9), and nothing
+for a refund that failed (it says executed only once the refund ran)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from countersign.agent import ApprovalClient
 from countersign.router import relay
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import TimeoutResult
+from countersign.store import Execution, TimeoutResult
 from tests.helpers import agent, drain
 from tests.helpers.builders import age, decided_card, post_card
 
@@ -37,6 +38,14 @@ def test_the_example_agent_prints_one_line_for_each_outcome(
     sb, _ = sandbox
     decided_card(client, redis, runtime, sb, func=RESUME, run_id="executed")
     assert printed(runtime, redis, capsys) == ['REFUND EXECUTED: {"amount": "120.00", "currency": "USD"}']
+
+    failing, _ = decided_card(
+        client, redis, runtime, sb, func=RESUME, run_id="failed", payload={"amount": "9.00"}
+    )
+    assert printed(runtime, redis, capsys) == []  # the refund raised (no currency): it did not run
+    failed = runtime.store.get(failing)
+    assert failed is not None and failed.execution == Execution.FAILED  # what its card says: Failed ✗
+    assert "KeyError" in (failed.execution_detail or "")
 
     decided_card(client, redis, runtime, sb, func=RESUME, vote="rejected", run_id="rejected")
     assert printed(runtime, redis, capsys) == ["REFUND REJECTED by lee: wrong customer"]

@@ -27,7 +27,7 @@ from countersign.sandbox import Sandbox
 from countersign.schema import payload_sha256
 from countersign.store import Store
 from countersign.workers import CountersignWorker
-from tests.helpers import builders, drain, empty_resume, hold_channel, wait_for
+from tests.helpers import builders, drain, empty_resume, hold_channel, run_scheduled, wait_for
 from tests.helpers.builders import refund
 
 
@@ -202,6 +202,57 @@ def test_a_job_run_again_early_keeps_its_time(
     later = client.request(refund(run_id="later"))
     drain(redis)
     assert reserved(redis, later) == reserved(redis, ids[-1]) + PACE_MILLISECONDS  # the line did not move
+
+
+def redis_ms(redis: Redis) -> int:
+    """Redis's clock, unix milliseconds (the pace's clock)."""
+    seconds, micros = redis.time()
+    return seconds * 1000 + micros // 1000
+
+
+def move_pace_back(redis: Redis, ids: list[str], ms: int) -> None:
+    """Move the channel's next free time and the reservations of `ids` in C0FINANCE `ms` earlier, as
+    `ms` of Redis's clock passing would (their times stay kept: they do not expire meanwhile)."""
+    channel = "countersign:pace:C0FINANCE"
+    for key in [channel, *(f"{channel}:{i}:0" for i in ids)]:
+        redis.set(key, int(redis.get(key)) - ms)  # type: ignore[arg-type]
+
+
+def test_cards_whose_times_passed_while_no_worker_ran_take_new_times_at_the_pace(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], runtime: Runtime
+) -> None:
+    sb, _ = sandbox
+    ids = [client.request(refund(run_id=f"lapse-{n}")) for n in range(4)]
+    hold_channel(redis, "C0FINANCE")  # each card reserves its time, a minute or more away, and waits
+    drain(redis)
+    # the router is down while all four times pass: the first was due 9 s ago, the last 5.7 s ago
+    move_pace_back(redis, ids, reserved(redis, ids[0]) - redis_ms(redis) + 9_000)
+    for request_id in ids:
+        lease_runs_out(store, request_id)  # and so did their posting leases (database clock)
+    before = redis_ms(redis)
+    for request_id in ids:  # the router is back: its scheduler finds every job's time come at once
+        run_scheduled(redis, intake_job_id(request_id))
+    posted = posted_in_turn(sb, ids)
+    slots = [reserved(redis, i) for i in ids]  # new times, in turn, from now on
+    assert before <= slots[0] and slots == [slots[0] + n * PACE_MILLISECONDS for n in range(4)]
+    # the first posts at once; the next only when its new time has come (at once only on a machine so
+    # slow that 1.1 s passed between the two runs), not four cards at once
+    assert 1 <= len(posted) < 4 and posted == ids[: len(posted)]
+    waiting = ids[len(posted) :]
+    move_pace_back(redis, waiting, reserved(redis, waiting[0]) - redis_ms(redis))  # the next one's time comes
+    lease_runs_out(store, waiting[0])
+    for request_id in waiting:
+        run_scheduled(redis, intake_job_id(request_id))
+    assert posted_in_turn(sb, ids)[: len(posted) + 1] == ids[: len(posted) + 1]
+
+
+def posted_in_turn(sb: Sandbox, ids: list[str]) -> list[str]:
+    """Which of `ids` have a card in C0FINANCE, in the order Slack received them."""
+    return [
+        next(i for i in ids if i in str(m["blocks"]))
+        for m in sb.messages("C0FINANCE")
+        if any(i in str(m["blocks"]) for i in ids)
+    ]
 
 
 def test_a_card_scheduled_far_out_is_logged_with_the_channel_backlog(

@@ -284,13 +284,13 @@ def test_a_completed_approval_leaves_under_1_kb_in_redis_and_no_key_without_a_tt
     shapes = {
         re.sub(request_id, "<id>", re.sub(r"(?<=^rq:worker:)\w+$|[0-9a-f]{64}", "*", key)) for key in keys
     }
-    # the channel's next free posting time lives 1.1 s after the card (`pace.PACE_MILLISECONDS`):
-    # still there or not, depending on how fast the test got here
-    assert shapes - {"countersign:pace:C0FINANCE"} == {
+    # the channel's next free posting time lives 1.1 s after the card (`pace.PACE_MILLISECONDS`), the
+    # card's posting time 2.2 s (`pace.LAPSED_MILLISECONDS`): still there or not, depending on how
+    # fast the test got here
+    assert shapes - {"countersign:pace:C0FINANCE", "countersign:pace:C0FINANCE:<id>:0"} == {
         "countersign:decided:<id>",  # the decision's bell, an hour
         "countersign:home:due",  # shared: the approvers whose Home tab is due, an hour
         "countersign:idempotency:*",  # the client's key (its SHA-256), 7 days
-        "countersign:pace:C0FINANCE:<id>:0",  # the card's posting time in its channel, 10 minutes
         "countersign:rate:issue_refund:refund-agent",  # per action class and requester, 60 s
         "countersign:resumed:<id>",  # 2 days, read by heal; also says the outcome's thread reply is posted
         "rq:clean_groups",  # RQ's, 10 minutes

@@ -119,6 +119,32 @@ def test_a_weakening_is_taken_and_logged_with_its_diff(
     )
 
 
+def test_a_changed_file_under_the_same_version_is_taken_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Trial finding: two different files recorded under one `version:` without a word. Both are
+    told apart by the SHA-256 each request and decision records, so the reload says so."""
+    path = tmp_path / "policy.yml"
+    path.write_text(EXAMPLE)
+    holder = PolicyHolder(path)
+    before = holder.current().sha256
+    path.write_text(EXAMPLE)  # rewritten, same bytes: the same version, nothing to say
+    settled(path)
+    with caplog.at_level(logging.WARNING, logger="countersign.router.reload"):
+        assert holder.current().sha256 == before
+    assert not [r for r in caplog.records if "NOT BUMPED" in r.getMessage()]
+    path.write_text(EXAMPLE.replace("timeout: 4h", "timeout: 2h"))  # still "version: 1"
+    settled(path)
+    with caplog.at_level(logging.WARNING, logger="countersign.router.reload"):
+        taken = holder.current()
+    assert (taken.version, taken.setting("issue_refund", "timeout")) == (1, "2h")
+    assert [r.getMessage() for r in caplog.records if "NOT BUMPED" in r.getMessage()] == [
+        f"POLICY VERSION NOT BUMPED: {path} changed (sha256 {before[:12]} → {taken.sha256[:12]}) but "
+        "still says version 1; requests and decisions record both files as version 1, told apart only "
+        "by their policy_sha256: give each change its own version"
+    ]
+
+
 def test_a_misspelt_cel_function_is_not_taken(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """New-user trial, finding 3: a reload refuses `doubel(` as `policy check` does, naming the field."""
     path = tmp_path / "policy.yml"
