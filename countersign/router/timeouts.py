@@ -62,14 +62,7 @@ def sweep(
     cards of expired requests are not rewritten with their expiry but by the card step, `rewrites`
     a tick, oldest due first, at Slack's pace.
     """
-    started = time.monotonic()
-    changed = _drain(runtime, batch, started + drain_seconds)
-    while True:  # those that escalate, and any the loop above left (it failed, or ran out of time)
-        due = runtime.store.due_for_timeout(batch)
-        done = _time_out(runtime, due)
-        changed += done
-        if len(due) < batch or done < len(due) or time.monotonic() - started > drain_seconds:
-            break
+    changed = _timeouts(runtime, batch, time.monotonic() + drain_seconds)
     for request in runtime.store.due_for_reminder(limit):
         _each(_remind, runtime, request)
     for request in runtime.store.due_for_card_refresh(rewrites):
@@ -78,6 +71,30 @@ def sweep(
     for request in runtime.store.due_for_card(limit=limit):
         _each(post_card, runtime, request)  # its posting died with a process: find the card or post it
     return changed
+
+
+def _timeouts(runtime: Runtime, batch: int, until: float) -> int:
+    """`sweep`'s timeouts until the monotonic clock reaches `until`: those that expire drained in
+    SQL (`_drain`), then those that escalate, and any the drain left (it failed or ran out of time:
+    one by one, `_time_out`). Requests that expire and fell due after the drain's statement (a
+    backlog made due while the tick began) are drained again rather than taken one by one, for as
+    long as a drain takes some: each of its batches is one statement, where `_time_out` reads each
+    row whole and writes its events in Python (several times the sweep's CPU and wall time a row:
+    BENCHMARKS.md, "Issue 14, eighth pass"). Returns how many changed state."""
+    changed = _drain(runtime, batch, until)
+    drain_again = True
+    while True:
+        due = runtime.store.due_for_timeout(batch)
+        if drain_again and time.monotonic() < until and any(_next_level(one) is None for one in due):
+            drained = _drain(runtime, batch, until)
+            changed += drained
+            drain_again = drained > 0  # none taken (rows a click holds, or it failed): one by one below
+            if drained:
+                continue
+        done = _time_out(runtime, due)
+        changed += done
+        if len(due) < batch or done < len(due) or time.monotonic() > until:
+            return changed
 
 
 def _each(step: Callable[[Runtime, ApprovalRequest], Any], runtime: Runtime, request: ApprovalRequest) -> int:
@@ -98,15 +115,23 @@ def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
     expiring: list[tuple[ApprovalRequest, TimeoutResult]] = []
     changed = 0
     for request in due:
-        levels = request.rules.levels
-        on_timeout = request.rules.level(request.level).on_timeout
-        if on_timeout == "escalate" and request.level + 1 < len(levels):
-            next_level = levels[request.level + 1]
+        next_level = _next_level(request)
+        if next_level is not None:
             changed += _each(functools.partial(_escalate, level=next_level), runtime, request)
         else:
+            on_timeout = request.rules.level(request.level).on_timeout
             result = TimeoutResult.ALLOW if on_timeout == "allow" else TimeoutResult.DENY
             expiring.append((request, result))
     return changed + _expire(runtime, expiring)
+
+
+def _next_level(request: ApprovalRequest) -> Level | None:
+    """The level a timed-out `request` escalates to, or None when it expires (its level's
+    `on_timeout` is not `escalate`, or it is the last level): what `_drain` takes in SQL."""
+    levels = request.rules.levels
+    if request.rules.level(request.level).on_timeout == "escalate" and request.level + 1 < len(levels):
+        return levels[request.level + 1]
+    return None
 
 
 def _drain(runtime: Runtime, batch: int, until: float) -> int:

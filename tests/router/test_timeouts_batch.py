@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from redis import Redis
-from sqlalchemy import update
+from sqlalchemy import event, update
 
 from countersign import execute_approved
 from countersign.agent import ApprovalClient
@@ -130,6 +130,42 @@ def test_a_backlog_whose_publishing_fails_is_expired_and_then_published_once_by_
     assert store.unpublished() == [] and json_queue(agent.QUEUE, redis).count == 5
     drain(redis, agent.QUEUE)
     assert sorted(d["request_id"] for d in agent.resumed(redis)) == sorted(ids)
+
+
+def test_a_backlog_falling_due_after_the_ticks_first_statement_is_drained_in_that_tick(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """PostgreSQL: 5 requests are made due by another transaction, committed just after the tick's
+    first expiry statement found none due (a backlog made due while the tick began). The same tick
+    drains them in batches of 2 (three more statements of `_drain`: 2, 2, 1), rather than taking
+    them through the rows read whole (`_time_out`); each is expired and published once."""
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("a commit between two statements of the tick: PostgreSQL (SQLite's writers take turns)")
+    sb, _ = sandbox
+    ids = [card_for(client, redis, sb, "C0AP", action="pay_vendor", step=f"late-{n}") for n in range(5)]
+    drains: list[str] = []
+
+    def after(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("WITH due AS"):  # a statement of `_drain` (`sql.expiry_update`'s CTE)
+            drains.append(statement)
+            if len(drains) == 1:  # it found none: the backlog falls due now, committed elsewhere
+                for request_id in ids:
+                    age(store, request_id, expires_at=-1)
+
+    event.listen(runtime.store.engine, "after_cursor_execute", after)
+    try:
+        assert timeouts.sweep(runtime, batch=2, rewrites=0) == 5
+    finally:
+        event.remove(runtime.store.engine, "after_cursor_execute", after)
+    assert len(drains) == 4
+    assert [status(store, i) for i in ids] == ["expired"] * 5
+    assert all(events(store, i).count("expired") == 1 for i in ids)
+    assert store.unpublished() == [] and json_queue(agent.QUEUE, redis).count == 5
 
 
 def test_a_click_holding_the_row_is_skipped_by_the_batch_and_expired_after(
