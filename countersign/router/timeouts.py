@@ -79,8 +79,8 @@ def _timeouts(runtime: Runtime, batch: int, until: float) -> int:
     one by one, `_time_out`). Requests that expire and fell due after the drain's statement (a
     backlog made due while the tick began) are drained again rather than taken one by one, for as
     long as a drain takes some: each of its batches is one statement, where `_time_out` reads each
-    row whole and writes its events in Python (several times the sweep's CPU and wall time a row:
-    BENCHMARKS.md, "Issue 14, eighth pass"). Returns how many changed state."""
+    row whole and writes its events in Python (about twice the sweep's CPU and three times the wall
+    time a row: BENCHMARKS.md, "Issue 14, eighth pass"). Returns how many changed state."""
     changed = _drain(runtime, batch, until)
     drain_again = True
     while True:
