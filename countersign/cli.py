@@ -369,7 +369,8 @@ def _pending(args: argparse.Namespace) -> None:
 
 def _policy_check(args: argparse.Namespace) -> int:
     """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
-    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown)."""
+    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown), and on
+    stderr the reload's warning when NEW changes FILE but keeps its `version`."""
     from .router.dryrun import dry_run
     from .router.policy import load_policy
 
@@ -377,10 +378,12 @@ def _policy_check(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.file)
         if args.new is not None:
-            from .router.policydiff import successor
+            from .router.policydiff import successor, version_not_bumped
 
             old, policy = policy, load_policy(args.new)
             print(successor(old, policy))
+            if (unbumped := version_not_bumped(old, policy)) is not None:
+                print(f"countersign: warning: {unbumped}", file=sys.stderr)
         print(policy.summary() if request is None else dry_run(policy, request))
     except PolicyError as exc:
         print(f"countersign: policy error: {exc}", file=sys.stderr)
