@@ -19,13 +19,14 @@ from redis import Redis
 from countersign.agent import ApprovalClient
 from countersign.cli import main
 from countersign.config import ConfigError, load_settings
+from countersign.connections import REDIS_TIMEOUT_SECONDS
 from countersign.ports import free_port
 from countersign.router import relay
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import README_REQUEST, anyone, drain, hold_channel
+from tests.helpers import README_REQUEST, anyone, drain, hold_channel, wait_for
 from tests.helpers.builders import refund
 from tests.helpers.redis_server import RedisServer
 
@@ -152,7 +153,7 @@ def test_request_names_the_flags_it_misses_in_one_line(left_out: list[str], miss
     given = [word for flag, value in pairs if flag not in left_out for word in (flag, value)]
     result = cli("request", *given)
     assert (result.returncode, result.stdout, result.stderr) == (
-        1,
+        2,  # bad input, as argparse's own missing-argument error
         "",
         f"countersign: error: missing {missing}: required, as flags or as fields of --file\n",
     )
@@ -161,7 +162,7 @@ def test_request_names_the_flags_it_misses_in_one_line(left_out: list[str], miss
 def test_request_with_no_flag_names_every_required_flag() -> None:
     result = cli("request")
     assert (result.returncode, result.stderr) == (
-        1,
+        2,
         "countersign: error: missing --action, --payload, --summary, --requester, --run-id and --step (or "
         "--idempotency-key): required, as flags or as fields of --file\n",
     )
@@ -174,7 +175,7 @@ def test_a_resume_func_that_is_no_import_path_is_refused_at_request(env: dict[st
     flags = [*README_REQUEST[:-1], "examples/refund_agent.py"]
     result = cli(*flags, env=env)
     assert (result.returncode, result.stderr) == (
-        1,
+        2,
         "countersign: error: resume.func: should be a dotted import path, module then function "
         "(e.g. examples.refund_agent.resume), which the agent's worker imports\n",
     )
@@ -629,7 +630,7 @@ def test_request_reads_run_env_the_environment_wins_and_stderr_names_what_was_us
         f'REDIS_URL="redis://127.0.0.1:{closed}/0"\nDATABASE_URL="{env["DATABASE_URL"]}"\n'
     )
     refused = cli(*README_REQUEST, cwd=tmp_path)
-    assert (refused.returncode, refused.stdout) == (2, "")
+    assert (refused.returncode, refused.stdout) == (1, "")  # Redis does not answer: a run-time failure
     assert refused.stderr.startswith(
         f"countersign: error: REDIS_URL: Redis does not answer at redis://127.0.0.1:{closed}/0 "
         "(from .run/.env)"
@@ -733,7 +734,7 @@ def test_request_refuses_a_payload_that_would_mislead_the_card_before_enqueueing
     nested = '{"currency": "USD", "refund": {"amount": "9000.00"}}'  # where the card cannot show it
     result = cli(*README_REQUEST[:3], "--payload", nested, *README_REQUEST[5:], env=env)
     assert (result.returncode, result.stderr) == (
-        1,
+        2,
         "countersign: error: payload.refund.amount: named like the key field amount of issue_refund but "
         "nested, where the card does not show it; send it as payload.amount\n",
     )
@@ -842,16 +843,26 @@ def test_request_refuses_a_payload_breaking_a_declared_field_before_enqueueing(
     assert json_queue("countersign", redis).count == 0
 
 
+def _connections_to(port: int) -> int:
+    """How many TCP connections to 127.0.0.1:`port` there are, the listening socket aside
+    (`/proc/net/tcp`): one a stopped server's kernel took into its backlog counts, though the server
+    never reads it."""
+    rows = [row.split() for row in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return sum(1 for row in rows if row[1] == f"0100007F:{port:04X}" and row[3] != "0A")
+
+
 def test_request_to_a_hung_redis_fails_within_the_cli_timeout_naming_redis_url(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     """Trial finding: with Redis frozen, `countersign request` sat ~11 s (the servers' 10 s read
     timeout) before failing. A command's Redis has `COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS` (here 1 s)
-    to answer: the command ends well before the old 10 s could pass, in one line naming REDIS_URL."""
+    to answer: once connected, the command ends before the old 10 s could pass (however slowly it
+    started on a busy machine), in one line naming REDIS_URL, exit 1 (a failure at run time)."""
     hung = RedisServer(tmp_path)
     hung.start()
     try:
         with hung.paused():  # SIGSTOP: the port accepts connections, nothing answers
+            before = _connections_to(hung.port)  # the fixture's own client
             command = subprocess.Popen(
                 [sys.executable, "-m", "countersign.cli", *README_REQUEST],
                 stdout=subprocess.PIPE,
@@ -866,7 +877,10 @@ def test_request_to_a_hung_redis_fails_within_the_cli_timeout_naming_redis_url(
                 },
             )
             try:
-                out, err = command.communicate(timeout=8)  # generous for 1 s; the old wait was 10 s
+                reached = lambda: _connections_to(hung.port) > before or command.poll() is not None  # noqa: E731
+                wait_for(reached, timeout=60, what="the command to reach Redis")
+                # 1 s and an exit take far less than 8 s; the old 10 s read timeout cannot end before
+                out, err = command.communicate(timeout=REDIS_TIMEOUT_SECONDS - 2)
             finally:
                 command.kill()
     finally:
