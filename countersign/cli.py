@@ -1,10 +1,9 @@
 """`countersign` command line (DESIGN.md, "CLI").
 
-Every failure the user can fix ends in one line on stderr, `countersign: error: ...`, and a
-non-zero exit: 2 for a bad setting or argument, or a command that cannot start (a database, Redis or
-Slack that cannot be used: the line names the setting and what to do), 1 for a refused request
-(also one intake dead-lettered, found by `wait`) or an unknown id, `WAIT_TIMED_OUT` (3) when `wait`
-or `request --wait` gave up with the request still undecided.
+Every failure the user can fix ends in one line on stderr, `countersign: error: ...`, and an exit
+status of one convention, argparse's (`exit_status`): `BAD_INPUT` (2) for what the user gave, `FAILED`
+(1) for what failed at run time, `WAIT_TIMED_OUT` (3) when `wait` or `request --wait` gave up with the
+request still undecided.
 """
 
 from __future__ import annotations
@@ -26,12 +25,13 @@ from .config import Settings, load_settings
 from .connections import Connections, migrate
 from .exceptions import (
     ConfigError,
+    CountersignError,
     IdempotencyConflict,
     InvalidRequest,
     PolicyError,
     RequestDeadLettered,
-    RouterUnavailable,
     SchemaOutOfDate,
+    ServiceUnavailable,
     StackError,
     UsageError,
     WaitTimeout,
@@ -50,8 +50,22 @@ REQUEST_HELP = {
     "idempotency_key": "the idempotency key, instead of requester:run-id:step",
     "confidence": "a number from 0 to 1, for confidence-gated policies",
 }
+FAILED = 1
+"""The exit status of a failure at run time, which the same command may not meet again: a database,
+Redis or Slack that does not answer or fails, a database not migrated, a local stack that cannot
+start, a request intake refused (dead-lettered); also a check whose answer is no (`policy check`, an
+invalid file; `policy replay`; `audit verify`) and a reader of stdout gone (`| head`)."""
+BAD_INPUT = 2
+"""The exit status of bad input, as argparse exits on a bad flag: an argument, flag, setting, request,
+policy or file that is missing or malformed, a request the policy or its idempotency key refuses, an
+id that names nothing. The same command fails again until the input changes."""
 WAIT_TIMED_OUT = 3
 """The exit status of `wait` and `request --wait` on a timeout (the request stays pending)."""
+_EXIT_STATUS: tuple[tuple[tuple[type[Exception], ...], int], ...] = (
+    ((UsageError, ConfigError, PolicyError, InvalidRequest, IdempotencyConflict, LookupError), BAD_INPUT),
+    ((ServiceUnavailable, SchemaOutOfDate, StackError, RequestDeadLettered), FAILED),
+    ((WaitTimeout,), WAIT_TIMED_OUT),
+)
 REQUEST_SETTINGS = """\
 Required, as flags or as fields of --file: --action, --payload, --summary, --requester, --run-id and
 --step (or --idempotency-key). Where the decision goes: --resume-queue and --resume-func, or
@@ -59,6 +73,8 @@ Required, as flags or as fields of --file: --action, --payload, --summary, --req
 
 settings (environment variables):
   REDIS_URL            where the request is enqueued (default redis://localhost:6379/0)
+  COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS  default 3: a Redis that does not connect or answer within
+                       it fails the command (exit 1)
   DATABASE_URL         where it is kept until intake (default sqlite:///countersign.db)
   COUNTERSIGN_POLICY   unset by default; set: an action class it does not name, or a payload that
                        would hide a key field, is refused here, before anything is sent
@@ -66,6 +82,10 @@ settings (environment variables):
                        localhost, 127.0.0.1 or [::1]; true takes http:// on any host
 Each is read from the environment, else from .run/.env in this directory (which `countersign run`
 writes), else its default. The Redis and database used are printed on stderr.
+
+exit status: 0 sent (with --wait: decided), 1 a failure at run time (Redis or the database does not
+answer, intake refused it), 2 bad input (a flag, setting or request field, or a request the policy or
+its idempotency key refuses), 3 --wait gave up with the request undecided
 """
 RUN_SETTINGS = """\
 settings (environment variables; none is required):
@@ -95,25 +115,27 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except BrokenPipeError:
         return _reader_gone()
-    except (ConfigError, PolicyError, UsageError, SchemaOutOfDate, StackError) as exc:
-        return _fail(exc, 2)
-    except (InvalidRequest, IdempotencyConflict, RouterUnavailable, RequestDeadLettered, LookupError) as exc:
-        return _fail(exc, 1)
-    except WaitTimeout as exc:
-        return _fail(exc, WAIT_TIMED_OUT)
+    except CountersignError as exc:
+        return _fail(exc, exit_status(exc))
     except SQLAlchemyError as exc:
         first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         return _fail(
-            ConfigError(
+            ServiceUnavailable(
                 f"DATABASE_URL: database error ({first}); is it reachable and migrated "
                 "(`countersign db upgrade`)?"
             ),
-            2,
+            FAILED,
         )
     except RedisError as exc:
-        return _fail(ConfigError(f"REDIS_URL: Redis error ({exc}); is Redis running there?"), 2)
+        return _fail(ServiceUnavailable(f"REDIS_URL: Redis error ({exc}); is Redis running there?"), FAILED)
     except KeyboardInterrupt:
         return 130
+
+
+def exit_status(exc: CountersignError) -> int:
+    """The exit status of a command that raised `exc` (`BAD_INPUT`, `FAILED` or `WAIT_TIMED_OUT`);
+    an error of no listed kind is a failure at run time."""
+    return next((status for kinds, status in _EXIT_STATUS if isinstance(exc, kinds)), FAILED)
 
 
 def _reader_gone() -> int:
@@ -236,7 +258,9 @@ def _parser() -> argparse.ArgumentParser:
 
     pending = commands.add_parser("pending", help="print the requests waiting for one approver as JSON")
     pending.add_argument("--approver", required=True, help="the reviewer's Slack user id, e.g. U0123ABC")
-    pending.add_argument("--limit", type=int, default=50, help="at most this many, newest first (default 50)")
+    pending.add_argument(
+        "--limit", type=int, default=50, help="at most this many, soonest deadline first (default 50)"
+    )
     pending.set_defaults(handler=_pending)
 
     policy = commands.add_parser("policy", help="policy file").add_subparsers(
@@ -287,7 +311,7 @@ def _request(args: argparse.Namespace) -> None:
         from .router.policy import load_policy
 
         load_policy(settings.COUNTERSIGN_POLICY).admit(request.action, request.payload)
-    connections = Connections(settings)
+    connections = Connections.for_cli(settings)
     connections.check()
     client = ApprovalClient(connections.redis, connections.store, allow_http_webhooks=allow_http)
     request_id = client.request(request)
@@ -305,7 +329,7 @@ def _request(args: argparse.Namespace) -> None:
 def _wait(args: argparse.Namespace) -> None:
     """Print the request's decision as JSON once decided (`ApprovalClient.wait`), within `--timeout`
     seconds, or raise `WaitTimeout` (exit `WAIT_TIMED_OUT`), the request still pending."""
-    connections = Connections(load_settings())
+    connections = Connections.for_cli(load_settings())
     connections.check()
     client = ApprovalClient(connections.redis, connections.store)
     _print_decision(client.wait(args.request_id, timeout=args.timeout).to_json(), "wait", args.with_grant)
@@ -330,7 +354,7 @@ def _show(args: argparse.Namespace) -> None:
     a pending request without a card yet says when its card is expected."""
     from .router.pace import expected_card
 
-    connections = Connections(load_settings())
+    connections = Connections.for_cli(load_settings())
     connections.check_database(read_only=True)  # an unusable database says so, whatever the id
     state = ApprovalClient(connections.redis, connections.store).get(args.request_id)
     shown = state.as_dict()
@@ -343,7 +367,8 @@ def _show(args: argparse.Namespace) -> None:
 
 def _pending(args: argparse.Namespace) -> None:
     """Print `[{request_id, action, summary, channel, card_ts, level, required_approvals,
-    created_at, expires_at}]`, newest first; times are ISO 8601 UTC (`expires_at` null: no deadline)."""
+    created_at, expires_at}]`, soonest deadline first, as App Home and `/countersign pending` list them
+    (`store.queries.DEADLINE_FIRST`); times are ISO 8601 UTC (`expires_at` null: no deadline)."""
     from .schema import iso
     from .store import Store
 
@@ -369,7 +394,8 @@ def _pending(args: argparse.Namespace) -> None:
 
 def _policy_check(args: argparse.Namespace) -> int:
     """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
-    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown)."""
+    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown), and on
+    stderr the reload's warning when NEW changes FILE but keeps its `version`."""
     from .router.dryrun import dry_run
     from .router.policy import load_policy
 
@@ -377,10 +403,12 @@ def _policy_check(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.file)
         if args.new is not None:
-            from .router.policydiff import successor
+            from .router.policydiff import successor, version_not_bumped
 
             old, policy = policy, load_policy(args.new)
             print(successor(old, policy))
+            if (unbumped := version_not_bumped(old, policy)) is not None:
+                print(f"countersign: warning: {unbumped}", file=sys.stderr)
         print(policy.summary() if request is None else dry_run(policy, request))
     except PolicyError as exc:
         print(f"countersign: policy error: {exc}", file=sys.stderr)
@@ -401,7 +429,7 @@ def _web(args: argparse.Namespace) -> None:
         "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "COUNTERSIGN_SECRET", needed_by="`countersign web`"
     )
     _policy_at_start(settings)
-    Connections(settings).check()
+    Connections.for_cli(settings).check()
     if not port_is_free(args.host, settings.PORT):
         raise ConfigError(f"PORT: {settings.PORT} is already in use on {args.host}")
     serve(settings, workers=args.workers, host=args.host)  # gunicorn's workers inherit the policy loaded

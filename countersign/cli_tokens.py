@@ -49,7 +49,7 @@ def add_parsers(commands: Any) -> None:
 
 
 def _tokens() -> Tokens:
-    connections = Connections(load_settings())
+    connections = Connections.for_cli(load_settings())
     connections.check()
     return Tokens(connections.store.engine)
 
@@ -64,9 +64,11 @@ def _token_create(args: argparse.Namespace) -> None:
         check_requester(requester)
     except ValueError as hidden:
         raise UsageError(f"--requester {hidden}") from None
-    bad = [action for action in actions if not ACTION_CLASS.fullmatch(action)]
+    bad = [action for action in actions if not ACTION_CLASS.matches(action)]
     if bad or not actions:
-        raise UsageError(f"--actions must name action classes ([a-z0-9_.-]{{1,64}}), got {args.actions!r}")
+        raise UsageError(
+            f"--actions: each action class should be {ACTION_CLASS.allowed}; got {args.actions!r}"
+        )
     queues = sorted(set(args.resume_queue))
     for queue in queues:
         try:

@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from .exceptions import ConfigError
+from .validation import error_text
 
 SLACK_API_URL = "https://slack.com/api/"
 ENV_FILE = Path(".run/.env")
@@ -69,6 +70,9 @@ class Settings(BaseSettings):
     COUNTERSIGN_WEBHOOK_ALLOW_HTTP: bool = False
     """Let a request's webhook use `http://` on any host (default: https://, or http:// on loopback)."""
     PORT: Annotated[int, Field(ge=1, le=65535)] = 3000
+    COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS: Annotated[float, Field(gt=0, le=60)] = 3.0
+    """How long a `countersign` command gives Redis to connect, and then to answer each command,
+    seconds: one that does not (down, or hung) fails the command within it, naming `REDIS_URL`."""
     COUNTERSIGN_LIBRARY_LOG_LEVEL: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """The level of RQ's, gunicorn's and httpx's own log lines (countersign's are INFO whatever it is). At
     WARNING and above, gunicorn writes no access log: `countersign run` sets WARNING for its
@@ -161,13 +165,12 @@ def load_settings(**overrides: object) -> Settings:
     """Read `Settings` from the environment, then `.run/.env` (plus `overrides`, used by tests and
     `countersign run`, which passes `_env_file=None` to read the environment alone).
 
-    Raises `ConfigError` with one line, e.g. ``PORT: Input should be a valid integer (got 'abc')``.
+    Raises `ConfigError` with one line, e.g. ``PORT: should be a whole number (got 'abc')``.
     """
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         error = exc.errors()[0]
         name = ".".join(str(part) for part in error["loc"]) or "settings"
-        message = error["msg"].removeprefix("Value error, ")
         shown = "" if name in _SECRET_NAMES else f" (got {error.get('input')!r})"
-        raise ConfigError(f"{name}: {message}{shown}") from None
+        raise ConfigError(f"{name}: {error_text(error)}{shown}") from None

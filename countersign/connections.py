@@ -18,19 +18,29 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from .config import Settings, load_settings
-from .exceptions import ConfigError
+from .exceptions import ConfigError, ServiceUnavailable
 from .store import Store, check_schema
 
 REDIS_CONNECT_TIMEOUT_SECONDS = 5
 REDIS_TIMEOUT_SECONDS = 10
+"""A server's (and a library client's) Redis timeouts: to connect, and for each answer, in seconds. A
+`countersign` command uses `COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS` for both (`Connections.for_cli`)."""
 
 
 @dataclass
 class Connections:
     """Lazily built clients for one process. Each property raises `ConfigError` if its setting is
-    malformed."""
+    malformed. `redis_timeout`: seconds Redis has to connect and to answer each command (None: the
+    servers' `REDIS_CONNECT_TIMEOUT_SECONDS` and `REDIS_TIMEOUT_SECONDS`)."""
 
     settings: Settings
+    redis_timeout: float | None = None
+
+    @classmethod
+    def for_cli(cls, settings: Settings) -> Connections:
+        """The connections of a `countersign` command: a Redis that does not answer (down, or hung)
+        fails it within `COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS`, in one line naming `REDIS_URL`."""
+        return cls(settings, redis_timeout=settings.COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS)
 
     @cached_property
     def store(self) -> Store:
@@ -42,21 +52,21 @@ class Connections:
         """The RQ transport (`REDIS_URL`)."""
         return Redis.from_url(
             self.settings.REDIS_URL,
-            socket_connect_timeout=REDIS_CONNECT_TIMEOUT_SECONDS,
-            socket_timeout=REDIS_TIMEOUT_SECONDS,
+            socket_connect_timeout=self.redis_timeout or REDIS_CONNECT_TIMEOUT_SECONDS,
+            socket_timeout=self.redis_timeout or REDIS_TIMEOUT_SECONDS,
         )
 
     def check(self) -> None:
         """A command's start-up check: the database answers and is at the latest schema, and Redis
-        answers. Raises `ConfigError` naming `DATABASE_URL` or `REDIS_URL` when one cannot be used,
-        `SchemaOutOfDate` when the database is not migrated."""
+        answers. Raises `ServiceUnavailable` naming `DATABASE_URL` or `REDIS_URL` when one does not
+        answer, `SchemaOutOfDate` when the database is not migrated."""
         self.check_database()
         self._check_redis()
 
     def check_database(self, read_only: bool = False) -> None:
         """The database half of `check`. `read_only`: the command only reads (`show`), so a SQLite
         file that does not exist is refused (`ConfigError` naming `DATABASE_URL`) rather than
-        created empty."""
+        created empty. Raises `ServiceUnavailable` naming `DATABASE_URL` when it does not answer."""
         if read_only:
             self.check_sqlite_file()
         try:
@@ -80,15 +90,15 @@ class Connections:
         try:
             self.redis.ping()
         except RedisError as exc:
-            raise ConfigError(
+            raise ServiceUnavailable(
                 f"REDIS_URL: Redis does not answer at {self.settings.shown('REDIS_URL')} "
                 f"({str(exc).rstrip('.')}); start it, or set REDIS_URL to one that runs"
             ) from None
 
 
 def migrate(settings: Settings) -> None:
-    """Bring the database at `DATABASE_URL` to the latest schema (Alembic). Raises `ConfigError`
-    naming `DATABASE_URL` when it cannot be used."""
+    """Bring the database at `DATABASE_URL` to the latest schema (Alembic). Raises
+    `ServiceUnavailable` naming `DATABASE_URL` when it cannot be used."""
     from .store import create_db_engine, upgrade
 
     try:
@@ -97,10 +107,10 @@ def migrate(settings: Settings) -> None:
         raise database_unreachable(settings, exc) from None
 
 
-def database_unreachable(settings: Settings, exc: SQLAlchemyError) -> ConfigError:
-    """The one-line `ConfigError` naming `DATABASE_URL` for a database that cannot be used."""
+def database_unreachable(settings: Settings, exc: SQLAlchemyError) -> ServiceUnavailable:
+    """The one-line `ServiceUnavailable` naming `DATABASE_URL` for a database that cannot be used."""
     first = str(getattr(exc, "orig", None) or exc).splitlines()[0].rstrip(".")
-    return ConfigError(
+    return ServiceUnavailable(
         f"DATABASE_URL: cannot use the database at {settings.shown('DATABASE_URL')} ({first}); "
         "check that it runs and that DATABASE_URL names it"
     )

@@ -50,7 +50,13 @@ class IdempotencyConflict(CountersignError):
         self.request_id = request_id
 
 
-class RouterUnavailable(CountersignError):
+class ServiceUnavailable(CountersignError):
+    """A database, Redis or Slack that a command needs does not answer, or fails: a failure at run
+    time (the same command may work later), not a bad setting; `str(err)` is one line naming the
+    setting (`DATABASE_URL`, `REDIS_URL`, `SLACK_API_URL`) and what to do. The CLI exits 1."""
+
+
+class RouterUnavailable(ServiceUnavailable):
     """Redis could not be reached; retry later with the same idempotency key (it is safe)."""
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 import unicodedata
 from datetime import datetime
@@ -33,13 +32,26 @@ from pydantic import (
 
 from .defaults import ROUTER_QUEUES
 from .exceptions import InvalidRequest
+from .validation import Matches, error_text
 
 M = TypeVar("M", bound=BaseModel)
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_DEPTH = 32
-SLACK_USER_ID = r"^[UW][A-Z0-9]{2,31}$"
-ACTION_CLASS = re.compile(r"[a-z0-9_.-]{1,64}")
-"""What an action class may be (`ApprovalRequestV1.action`, a token's action classes)."""
+
+
+SLACK_USER_ID = Matches(
+    r"^[UW][A-Z0-9]{2,31}$", "a Slack user id: U or W, then 2 to 31 capitals or digits (e.g. U0123ABC)"
+)
+ACTION_CLASS = Matches(
+    r"^[a-z0-9_.-]{1,64}$", "1 to 64 lower-case letters, digits, '_', '.' or '-' (e.g. issue_refund)"
+)
+"""What an action class may be (`ApprovalRequestV1.action`, the policy's `actions`, a token's action
+classes)."""
+QUEUE_NAME = Matches(
+    r"^[A-Za-z0-9_.:-]{1,128}$", "1 to 128 letters, digits, '_', '.', ':' or '-' (e.g. refund-agent)"
+)
+ActionClass = Annotated[str, ACTION_CLASS]
+SlackUserId = Annotated[str, SLACK_USER_ID]
 
 
 def payload_sha256(payload: dict[str, Any]) -> str:
@@ -208,7 +220,7 @@ class QueueResume(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    queue: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+    queue: Annotated[str, QUEUE_NAME]
     func: Annotated[str, Field(max_length=255)]
 
     @field_validator("queue")
@@ -310,13 +322,13 @@ class ApprovalRequestV1(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    action: Annotated[str, Field(pattern=f"^{ACTION_CLASS.pattern}$")]
+    action: ActionClass
     payload: dict[str, Any]
     summary: Annotated[str, Field(min_length=1, max_length=3000)]
     reason: Annotated[str, Field(max_length=20_000)] | None = None
     context: dict[str, Any] | None = None
     requester: Annotated[str, Field(min_length=1, max_length=128)]
-    on_behalf_of: Annotated[str, Field(pattern=SLACK_USER_ID)] | None = None
+    on_behalf_of: SlackUserId | None = None
     run_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     step: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     idempotency_key: Annotated[str, Field(min_length=1, max_length=255)] | None = None
@@ -378,7 +390,7 @@ class IntakeMessage(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     v: int = 1
-    request_id: Annotated[str, Field(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
+    request_id: Annotated[str, Matches(r"^[0-9A-HJKMNP-TV-Z]{26}$", "a ULID: 26 capitals and digits")]
     request: ApprovalRequestV1
 
 
@@ -400,21 +412,13 @@ def parse(model: type[M], data: Any, context: dict[str, Any] | None = None) -> M
         raise InvalidRequest(f"request: nested deeper than {MAX_DEPTH} levels") from None
 
 
-_MESSAGES = {
-    "extra_forbidden": "unknown field",
-    "model_type": "should be a JSON object",
-    "dict_type": "should be a JSON object",
-}
-
-
 def one_line(exc: ValidationError, root: str = "request") -> str:
-    """`'payload: should be a JSON object; action: Field required'` from a ValidationError;
-    `root` names the whole document when the error is about it."""
+    """`'payload: should be a JSON object; action: required'` from a ValidationError (each error's
+    words from `error_text`); `root` names the whole document when the error is about it."""
     parts = []
     for error in exc.errors():
         where = ".".join(field_name(p) for p in _without_tags(error["loc"])) or root
-        message = _MESSAGES.get(error["type"], error["msg"])
-        parts.append(f"{where}: {message.removeprefix('Value error, ')}")
+        parts.append(f"{where}: {error_text(error)}")
     return "; ".join(parts).translate(_CONTROL)
 
 

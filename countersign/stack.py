@@ -34,7 +34,7 @@ from redis.exceptions import RedisError
 
 from .config import ENV_FILE, Settings
 from .connections import migrate
-from .exceptions import StackError
+from .exceptions import ConfigError, StackError
 from .files import private_dir, private_file, write_private
 from .ports import free_port, port_is_free, port_open
 from .router import reload
@@ -206,7 +206,7 @@ def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
     if "COUNTERSIGN_POLICY" in env:  # checked before anything starts: a bad file is one line, nothing to stop
         reload.at_start(env["COUNTERSIGN_POLICY"])
     if not port_is_free("127.0.0.1", settings.PORT):
-        raise StackError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
+        raise ConfigError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
     _ensure_redis(settings, stack)
     page = _ensure_slack(settings, stack)
     env.setdefault("COUNTERSIGN_SECRET", _local_secret("secret", _grant_secret))

@@ -19,14 +19,16 @@ from redis import Redis
 from countersign.agent import ApprovalClient
 from countersign.cli import main
 from countersign.config import ConfigError, load_settings
+from countersign.connections import REDIS_TIMEOUT_SECONDS
 from countersign.ports import free_port
 from countersign.router import relay
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
-from tests.helpers import README_REQUEST, anyone, drain, hold_channel
+from tests.helpers import README_REQUEST, anyone, drain, hold_channel, wait_for
 from tests.helpers.builders import refund
+from tests.helpers.redis_server import RedisServer
 
 # Where the commands run unless a test says otherwise: a directory without a `.run/.env` (one left in
 # the repository by `make run` would otherwise set what these tests leave unset).
@@ -50,8 +52,8 @@ def cli(
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("PORT", "eighty", "PORT: Input should be a valid integer"),
-        ("PORT", "70000", "PORT: Input should be less than or equal to 65535"),
+        ("PORT", "eighty", "PORT: should be a whole number (got 'eighty')"),
+        ("PORT", "70000", "PORT: should be 65535 or less (got '70000')"),
         ("REDIS_URL", "http://localhost:6379", "REDIS_URL: must start with redis://"),
         ("DATABASE_URL", "mysql://db/x", "DATABASE_URL: must be a sqlite:// or postgresql:// URL"),
         (
@@ -60,11 +62,15 @@ def cli(
             "COUNTERSIGN_POLICY: no such file: /no/such/policy.yml",
         ),
         ("SLACK_BOT_TOKEN", "xoxp-user-token", "SLACK_BOT_TOKEN: must be a bot token starting with xoxb-"),
-        ("SLACK_API_URL", "not a url", "SLACK_API_URL: Input should be a valid URL"),
+        (
+            "SLACK_API_URL",
+            "not a url",
+            "SLACK_API_URL: should be a URL (relative URL without a base) (got 'not a url')",
+        ),
         (
             "COUNTERSIGN_RESUME_WAIT_SECONDS",
             "0",
-            "COUNTERSIGN_RESUME_WAIT_SECONDS: Input should be greater than or equal to 1 (got '0')",
+            "COUNTERSIGN_RESUME_WAIT_SECONDS: should be 1 or more (got '0')",
         ),
     ],
 )
@@ -88,16 +94,12 @@ def test_command_stops_at_start_with_one_line_naming_the_missing_variable() -> N
 
     result = cli("worker", env={"SLACK_BOT_TOKEN": "xoxb-1", "PORT": "x"})
     assert result.returncode == 2
-    assert result.stderr.strip() == (
-        "countersign: error: PORT: Input should be a valid integer, "
-        "unable to parse string as an integer (got 'x')"
-    )
+    assert result.stderr.strip() == ("countersign: error: PORT: should be a whole number (got 'x')")
 
     result = cli("worker", env={"SLACK_BOT_TOKEN": "xoxb-1", "COUNTERSIGN_RESUME_WAIT_SECONDS": "5m"})
     assert (result.returncode, result.stderr) == (
         2,
-        "countersign: error: COUNTERSIGN_RESUME_WAIT_SECONDS: Input should be a valid integer, "
-        "unable to parse string as an integer (got '5m')\n",
+        "countersign: error: COUNTERSIGN_RESUME_WAIT_SECONDS: should be a whole number (got '5m')\n",
     )
 
 
@@ -121,12 +123,12 @@ def test_bad_request_exits_nonzero_with_one_line_and_no_traceback(env: dict[str,
     ]
     result = cli(*base, "--payload", "[1]", env=env)
     assert (result.returncode, result.stderr) == (
-        1,
+        2,
         "countersign: error: payload: should be a JSON object\n",
     )
     router_queue = [*base[: base.index("q")], "countersign", *base[base.index("q") + 1 :]]
     result = cli(*router_queue, "--payload", '{"amount": "1.00"}', env=env)
-    assert (result.returncode, result.stdout) == (1, "")
+    assert (result.returncode, result.stdout) == (2, "")
     refused = "countersign: error: resume.queue: 'countersign' is countersign's own queue"
     assert result.stderr.startswith(refused)
     result = cli(*base, "--payload", "{amount: 1}", env=env)
@@ -151,7 +153,7 @@ def test_request_names_the_flags_it_misses_in_one_line(left_out: list[str], miss
     given = [word for flag, value in pairs if flag not in left_out for word in (flag, value)]
     result = cli("request", *given)
     assert (result.returncode, result.stdout, result.stderr) == (
-        1,
+        2,  # bad input, as argparse's own missing-argument error
         "",
         f"countersign: error: missing {missing}: required, as flags or as fields of --file\n",
     )
@@ -160,7 +162,7 @@ def test_request_names_the_flags_it_misses_in_one_line(left_out: list[str], miss
 def test_request_with_no_flag_names_every_required_flag() -> None:
     result = cli("request")
     assert (result.returncode, result.stderr) == (
-        1,
+        2,
         "countersign: error: missing --action, --payload, --summary, --requester, --run-id and --step (or "
         "--idempotency-key): required, as flags or as fields of --file\n",
     )
@@ -173,7 +175,7 @@ def test_a_resume_func_that_is_no_import_path_is_refused_at_request(env: dict[st
     flags = [*README_REQUEST[:-1], "examples/refund_agent.py"]
     result = cli(*flags, env=env)
     assert (result.returncode, result.stderr) == (
-        1,
+        2,
         "countersign: error: resume.func: should be a dotted import path, module then function "
         "(e.g. examples.refund_agent.resume), which the agent's worker imports\n",
     )
@@ -222,7 +224,7 @@ def test_request_from_flags_and_from_a_file_then_show(
     assert all(one_shape.match(t) for t in times), times
     assert shown["resume"] is None  # not decided yet
 
-    assert main(["show", "01J00000000000000000000009"]) == 1
+    assert main(["show", "01J00000000000000000000009"]) == 2  # an id that names nothing: bad input
     assert capsys.readouterr().err == "countersign: error: no approval request '01J00000000000000000000009'\n"
 
 
@@ -263,10 +265,10 @@ def test_pending_lists_one_approvers_requests(
             [],
             b'{"action": "a", "payload": {}, "summary": "s", "requester": "r", "idempotency_key": "k", '
             b'"resume": "q"}',
-            1,
+            2,
             "resume: should be a JSON object",
         ),
-        ([], b'{"resume": "q"}', 1, "missing --action, --payload, --summary, --requester, --run-id and"),
+        ([], b'{"resume": "q"}', 2, "missing --action, --payload, --summary, --requester, --run-id and"),
     ],
 )
 def test_malformed_cli_input_is_one_line(
@@ -295,7 +297,7 @@ def test_unreachable_or_unmigrated_database_is_one_line(tmp_path: Path, policy_f
             "COUNTERSIGN_SECRET": "c",
         },
     )
-    assert worker.returncode == 2
+    assert worker.returncode == 1  # not migrated: a failure at run time
     assert "the database has no countersign schema yet" in worker.stderr
     assert worker.stderr.strip().endswith("; create it with `countersign db upgrade`")
     bad_port = cli("request", "--action", "x", env={"REDIS_URL": "redis://localhost:abc/0"})
@@ -388,6 +390,8 @@ COMMANDS = {
     "db upgrade": ["db", "upgrade"],
 }
 STORES = ("redis", "database", "schema")  # what a command that never calls Slack can find broken
+BAD_INPUT = {"bad token"}
+"""What in `BROKEN` is bad input, exit 2 (a wrong setting); the rest fails at run time, exit 1."""
 CANNOT_START = [
     *[(command, broken) for command in ("web", "worker", "socket") for broken in BROKEN],
     *[(command, broken) for command in ("agent-worker", "request") for broken in STORES],
@@ -403,7 +407,7 @@ def test_request_refuses_an_action_class_the_policy_does_not_name_before_enqueue
     result = cli(*typo, env=env)
     policy = env["COUNTERSIGN_POLICY"]
     assert (result.returncode, result.stdout, result.stderr) == (
-        1,
+        2,
         "",
         f"countersign: error: action class 'issue_refnd' is not named in policy v3 ({policy}), "
         "which refuses unknown action classes; known: issue_refund, send_email\n",
@@ -511,16 +515,16 @@ def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero() -
     [
         (
             '{"action": "issue_refnd", "payload": {}}',
-            1,
+            2,
             f"action class 'issue_refnd' is not named in policy v1 ({EXAMPLE_POLICY}), which refuses "
             "unknown action classes; known: delete_customer, issue_refund",
         ),
-        ('{"action": "issue_refund"}', 1, "payload: Field required"),
-        ('{"action": "issue_refund", "payload": {}, "colour": 1}', 1, "colour: unknown field"),
-        ("[1]", 1, "request: should be a JSON object"),
+        ('{"action": "issue_refund"}', 2, "payload: required"),
+        ('{"action": "issue_refund", "payload": {}, "colour": 1}', 2, "colour: unknown field"),
+        ("[1]", 2, "request: should be a JSON object"),
         (
             '{"action": "issue_refund", "payload": {"amount": "fifty"}}',
-            1,
+            2,
             'payload.amount: "fifty" breaks the policy\'s editable.amount of issue_refund (decimal, '
             "places 2, min 0.01): enter a number like 1234.56 or 0.5: digits, with at most one point "
             "between them; no commas or exponents",
@@ -574,7 +578,7 @@ def test_request_with_a_webhook_needs_no_queue_and_show_names_it(
     shown = json.loads(capsys.readouterr().out)
     assert shown["request"]["resume"] == {"webhook": "https://agent.example.com/decisions"}
     result = cli(*flags, "--resume-webhook", "http://agent.example.com/decisions", env=env)
-    assert result.returncode == 1 and "resume.webhook: should use https://" in result.stderr
+    assert result.returncode == 2 and "resume.webhook: should use https://" in result.stderr
 
 
 def test_show_says_when_the_card_of_a_request_in_a_busy_channel_is_expected(
@@ -595,9 +599,11 @@ def test_show_says_when_the_card_of_a_request_in_a_busy_channel_is_expected(
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the other database is a broken one
 @pytest.mark.parametrize(("command", "broken"), CANNOT_START)
-def test_a_command_that_cannot_start_says_why_in_one_line_and_exits_2(
+def test_a_command_that_cannot_start_says_why_in_one_line_and_exits_1_or_2(
     env: dict[str, str], sandbox: tuple[Sandbox, str], command: str, broken: str
 ) -> None:
+    """Exit 1 for a database, Redis or Slack that does not answer (or a database not migrated), 2 for a
+    setting that is wrong: one convention for every command (`cli.exit_status`)."""
     sandbox[0].bot_token = env["SLACK_BOT_TOKEN"]  # any other token is one Slack does not know
     closed = str(free_port())
     settings, expected = BROKEN[broken]
@@ -606,7 +612,7 @@ def test_a_command_that_cannot_start_says_why_in_one_line_and_exits_2(
         *COMMANDS[command],
         env={**env, "PORT": str(free_port()), "SLACK_APP_TOKEN": "xapp-1", **broken_env},
     )
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == (2 if broken in BAD_INPUT else 1), result.stderr
     assert result.stderr.startswith("countersign: error: " + expected.format(closed=closed)), result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr  # no traceback, no second line
     assert result.stdout == ""
@@ -624,7 +630,7 @@ def test_request_reads_run_env_the_environment_wins_and_stderr_names_what_was_us
         f'REDIS_URL="redis://127.0.0.1:{closed}/0"\nDATABASE_URL="{env["DATABASE_URL"]}"\n'
     )
     refused = cli(*README_REQUEST, cwd=tmp_path)
-    assert (refused.returncode, refused.stdout) == (2, "")
+    assert (refused.returncode, refused.stdout) == (1, "")  # Redis does not answer: a run-time failure
     assert refused.stderr.startswith(
         f"countersign: error: REDIS_URL: Redis does not answer at redis://127.0.0.1:{closed}/0 "
         "(from .run/.env)"
@@ -671,16 +677,23 @@ def test_help_of_run_request_and_sandbox_names_their_settings_and_required_flags
         "`countersign show ID`)." in request.stdout
     )
     # Every setting `countersign request` reads (trial: the policy and the webhook check were missing).
-    settings = ("REDIS_URL", "DATABASE_URL", "COUNTERSIGN_POLICY", "COUNTERSIGN_WEBHOOK_ALLOW_HTTP")
+    settings = (
+        "REDIS_URL",
+        "DATABASE_URL",
+        "COUNTERSIGN_POLICY",
+        "COUNTERSIGN_WEBHOOK_ALLOW_HTTP",
+        "COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS",
+    )
     for name in settings:
         assert f"\n  {name} " in request.stdout, name  # listed under "settings", not only mentioned
     for text in (".run/.env", "printed on stderr"):
         assert text in request.stdout, text
+    assert "exit status: 0 sent (with --wait: decided), 1 a failure at run time" in request.stdout
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("broken", ["port in use", "bad token", "database"])
-def test_make_run_that_cannot_start_says_why_in_one_line_and_exits_2(
+def test_make_run_that_cannot_start_says_why_in_one_line_and_exits_1_or_2(
     env: dict[str, str], sandbox: tuple[Sandbox, str], tmp_path: Path, broken: str
 ) -> None:
     """`countersign run` with real Slack settings (here the sandbox as Slack, so it starts no sandbox of
@@ -700,7 +713,7 @@ def test_make_run_that_cannot_start_says_why_in_one_line_and_exits_2(
             ),
         }[broken]
         result = cli("run", env={**env, "PORT": str(free_port()), **settings}, cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == (1 if broken == "database" else 2), result.stderr
     assert result.stderr.startswith("countersign: error: " + expected), result.stderr
     assert len(result.stderr.splitlines()) == 1 and result.stdout == "", result.stderr
     assert not (tmp_path / ".run/.env").exists()  # nothing started, nothing to tell a second terminal
@@ -712,7 +725,7 @@ def test_request_refuses_a_payload_that_would_mislead_the_card_before_enqueueing
     decoy = '{"amount\\u200b": "10.00", "amount": "9000.00"}'  # issue 12: a decoy shown as `amount`
     result = cli(*README_REQUEST[:3], "--payload", decoy, *README_REQUEST[5:], env=env)
     assert (result.returncode, result.stdout, result.stderr) == (
-        1,
+        2,
         "",
         'countersign: error: payload: key payload."amount\\u200b" contains U+200B ZERO WIDTH SPACE, an '
         "invisible or look-alike character; rename it\n",
@@ -721,7 +734,7 @@ def test_request_refuses_a_payload_that_would_mislead_the_card_before_enqueueing
     nested = '{"currency": "USD", "refund": {"amount": "9000.00"}}'  # where the card cannot show it
     result = cli(*README_REQUEST[:3], "--payload", nested, *README_REQUEST[5:], env=env)
     assert (result.returncode, result.stderr) == (
-        1,
+        2,
         "countersign: error: payload.refund.amount: named like the key field amount of issue_refund but "
         "nested, where the card does not show it; send it as payload.amount\n",
     )
@@ -736,7 +749,7 @@ def test_request_refuses_money_sent_as_a_json_number_before_enqueueing(
         payload = f'{{"amount": {number}, "currency": "USD"}}'
         result = cli(*README_REQUEST[:3], "--payload", payload, *README_REQUEST[5:], env=env)
         assert (result.returncode, result.stdout, result.stderr) == (
-            1,
+            2,
             "",
             f"countersign: error: payload.amount: a decimal field of issue_refund, sent as the JSON number "
             f'{shown}; send it as a string like "120.00", so that money never passes through a float\n',
@@ -806,7 +819,8 @@ def test_show_of_any_id_names_an_unusable_database_and_creates_no_sqlite_file(tm
     for url in (f"sqlite:///{missing}", unreachable):
         for request_id in ("x", "01KA0000000000000000000000"):
             result = cli("show", request_id, env={"DATABASE_URL": url, "REDIS_URL": "redis://127.0.0.1:1/0"})
-            assert (result.returncode, result.stdout) == (2, ""), result.stderr
+            status = 1 if url == unreachable else 2  # it does not answer; the file named is not there
+            assert (result.returncode, result.stdout) == (status, ""), result.stderr
             assert result.stderr.startswith("countersign: error: DATABASE_URL: "), result.stderr
     assert "no SQLite database at" in cli("show", "x", env={"DATABASE_URL": f"sqlite:///{missing}"}).stderr
     assert not missing.exists()
@@ -821,9 +835,59 @@ def test_request_refuses_a_payload_breaking_a_declared_field_before_enqueueing(
     for amount, wrong in (("-5.00", "must be at least 0.01"), ("abc", "enter a number like 1234.56")):
         payload = json.dumps({"amount": amount, "currency": "USD"})
         result = cli(*README_REQUEST[:3], "--payload", payload, *README_REQUEST[5:], env=env)
-        assert (result.returncode, result.stdout) == (1, ""), result.stderr
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
         assert result.stderr.startswith(
             f'countersign: error: payload.amount: "{amount}" breaks the policy\'s {declared}: {wrong}'
         ), result.stderr
         assert len(result.stderr.splitlines()) == 1
     assert json_queue("countersign", redis).count == 0
+
+
+def _connections_to(port: int) -> int:
+    """How many TCP connections to 127.0.0.1:`port` there are, the listening socket aside
+    (`/proc/net/tcp`): one a stopped server's kernel took into its backlog counts, though the server
+    never reads it."""
+    rows = [row.split() for row in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return sum(1 for row in rows if row[1] == f"0100007F:{port:04X}" and row[3] != "0A")
+
+
+def test_request_to_a_hung_redis_fails_within_the_cli_timeout_naming_redis_url(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Trial finding: with Redis frozen, `countersign request` sat ~11 s (the servers' 10 s read
+    timeout) before failing. A command's Redis has `COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS` (here 1 s)
+    to answer: once connected, the command ends before the old 10 s could pass (however slowly it
+    started on a busy machine), in one line naming REDIS_URL, exit 1 (a failure at run time)."""
+    hung = RedisServer(tmp_path)
+    hung.start()
+    try:
+        with hung.paused():  # SIGSTOP: the port accepts connections, nothing answers
+            before = _connections_to(hung.port)  # the fixture's own client
+            command = subprocess.Popen(
+                [sys.executable, "-m", "countersign.cli", *README_REQUEST],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=NO_RUN_DIR,
+                env={
+                    "PATH": os.environ["PATH"],
+                    **env,
+                    "REDIS_URL": hung.url,
+                    "COUNTERSIGN_CLI_REDIS_TIMEOUT_SECONDS": "1",
+                },
+            )
+            try:
+                reached = lambda: _connections_to(hung.port) > before or command.poll() is not None  # noqa: E731
+                wait_for(reached, timeout=60, what="the command to reach Redis")
+                # 1 s and an exit take far less than 8 s; the old 10 s read timeout cannot end before
+                out, err = command.communicate(timeout=REDIS_TIMEOUT_SECONDS - 2)
+            finally:
+                command.kill()
+    finally:
+        hung.stop()
+    assert (command.returncode, out) == (1, "")
+    assert err.startswith(
+        f"countersign: error: REDIS_URL: Redis does not answer at {hung.url} (from the environment) "
+        "(Timeout reading from "
+    ), err
+    assert err.endswith("); start it, or set REDIS_URL to one that runs\n") and err.count("\n") == 1

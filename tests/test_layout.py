@@ -25,6 +25,7 @@ SHARED = {
     "ports",
     "schema",
     "slackhttp",
+    "validation",
     "workers",
 }
 LEAVES = {"defaults", "exceptions", "files"}  # import nothing of ours; even `store` may use them

@@ -27,6 +27,7 @@ from ..exceptions import IdempotencyConflict, InvalidRequest, RouterUnavailable
 from ..router.runtime import Runtime, current
 from ..schema import ApprovalRequestV1, field_name
 from ..store.tokens import Tokens
+from ..validation import error_text
 from .models import OutcomeReport
 from .routes import MAX_WAIT_SECONDS, router
 
@@ -100,12 +101,12 @@ def _answer_errors_in_one_line(app: FastAPI) -> None:
 
 
 def validation_line(errors: Iterable[Any]) -> str:
-    """`'wait: Input should be greater than or equal to 0; ok: Field required'` from FastAPI's
-    validation errors (their location without `body`/`query`/`path`)."""
+    """`'wait: should be 0 or more; ok: required'` from FastAPI's validation errors (their location
+    without `body`/`query`/`path`, their words from `validation.error_text`)."""
     parts = []
     for error in errors:
         where = [field_name(p) for p in error.get("loc", ()) if p not in ("body", "query", "path", "header")]
-        parts.append(f"{'.'.join(where) or 'body'}: {error.get('msg', 'invalid')}")
+        parts.append(f"{'.'.join(where) or 'body'}: {error_text(error)}")
     return "; ".join(parts)
 
 

@@ -362,9 +362,12 @@ def decided_card(
     return _card(request, blocks, f"{request.status.capitalize()}: {request.summary}")
 
 
-def _view(title: str, blocks: list[Block], **extra: Any) -> dict[str, Any]:
+def _view(title: str, blocks: list[Block], close: str = "Close", **extra: Any) -> dict[str, Any]:
+    """A modal; `close` labels its close button: `Close` for one that only shows (a view that names
+    none shows Slack's default, `Cancel`, which reads as if something would be undone)."""
     assert len(blocks) <= MAX_BLOCKS_PER_VIEW
-    return View(type="modal", title=_plain(title, MAX_VIEW_TITLE), blocks=blocks, **extra).to_dict()
+    title_text, close_text = _plain(title, MAX_VIEW_TITLE), _plain(close, MAX_VIEW_TITLE)
+    return View(type="modal", title=title_text, blocks=blocks, close=close_text, **extra).to_dict()
 
 
 def _form(
@@ -377,7 +380,7 @@ def _form(
         callback_id=callback_id,
         private_metadata=request.id,
         submit=_plain(submit, MAX_VIEW_TITLE),
-        close=_plain("Cancel", MAX_VIEW_TITLE),
+        close="Cancel",
     )
 
 

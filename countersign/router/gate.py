@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import cel
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from ..validation import Matches
 from . import texts
 
 MAX_LABEL = 150
@@ -78,7 +79,9 @@ def check_variables(expression: str, variables: Collection[str]) -> None:
 
 
 CelExpression = Annotated[str, AfterValidator(_cel)]
-Label = Annotated[str, Field(min_length=1, max_length=MAX_LABEL, pattern=r"^[^\r\n]+$")]
+Label = Annotated[
+    str, Field(min_length=1, max_length=MAX_LABEL), Matches(r"^[^\r\n]+$", "one line, without line breaks")
+]
 
 
 class Rule(BaseModel):

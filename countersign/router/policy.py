@@ -37,9 +37,10 @@ from pydantic import (
 
 from ..defaults import GRANT_TTL_SECONDS
 from ..exceptions import PolicyError, UnknownAction
-from ..schema import SLACK_USER_ID, check_keys, one_line
+from ..schema import ActionClass, SlackUserId, check_keys, one_line
 from ..store import EditableField, Level, Rules
 from ..store.rules import OnTimeout
+from ..validation import Matches
 from . import edits, keyfields
 from .cards import MAX_KEY_FIELDS
 from .gate import (
@@ -52,8 +53,13 @@ from .gate import (
     judge,
 )
 
-SLACK_CONVERSATION_ID = r"^[CGDU][A-Z0-9]{2,31}$"
-SLACK_USERGROUP_ID = r"^S[A-Z0-9]{2,31}$"
+SLACK_CONVERSATION_ID = Matches(
+    r"^[CGDU][A-Z0-9]{2,31}$",
+    "a Slack channel id: C, G, D or U, then 2 to 31 capitals or digits (e.g. C0123ABC)",
+)
+SLACK_USERGROUP_ID = Matches(
+    r"^S[A-Z0-9]{2,31}$", "a Slack user group id: S, then 2 to 31 capitals or digits (e.g. S0123ABC)"
+)
 _DURATION = re.compile(r"^(\d+)(s|m|h|d)$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # Intake limits when the file sets none: far above what one agent asks a human in normal use.
@@ -93,8 +99,8 @@ class Approvers(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    users: list[Annotated[str, Field(pattern=SLACK_USER_ID)]] = []
-    usergroups: list[Annotated[str, Field(pattern=SLACK_USERGROUP_ID)]] = []
+    users: list[SlackUserId] = []
+    usergroups: list[Annotated[str, SLACK_USERGROUP_ID]] = []
 
     @model_validator(mode="after")
     def _someone(self) -> Approvers:
@@ -109,7 +115,7 @@ class EscalationLevel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    channel: Annotated[str, Field(pattern=SLACK_CONVERSATION_ID)] | None = None
+    channel: Annotated[str, SLACK_CONVERSATION_ID] | None = None
     approvers: Approvers | None = None
     timeout: Duration
     on_timeout: Literal["deny", "allow", "escalate"] = "deny"
@@ -141,7 +147,7 @@ class ActionPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    channel: Annotated[str, Field(pattern=SLACK_CONVERSATION_ID)] | None = None
+    channel: Annotated[str, SLACK_CONVERSATION_ID] | None = None
     approvers: Approvers | None = None
     key_fields: KeyFields | None = None
     editable: dict[str, EditableField] | None = None
@@ -168,9 +174,6 @@ class ActionPolicy(BaseModel):
         for rule in value if isinstance(value, list) else [value] if value else []:
             check_variables(rule.when if isinstance(rule, Requirement) else rule.rule, variables)
         return value
-
-
-ActionClass = Annotated[str, Field(pattern=r"^[a-z0-9_.-]{1,64}$")]
 
 
 class PolicyFile(BaseModel):

@@ -44,6 +44,20 @@ def successor(old: Policy, new: Policy) -> str:
     return f"{new.path} (version {new.version}) may replace {old.path} (version {old.version}); it {verdict}"
 
 
+def version_not_bumped(old: Policy, new: Policy) -> str | None:
+    """The warning line when `new` differs from `old` (another SHA-256) but says the same `version`:
+    requests and decisions would record both as one version, told apart only by `policy_sha256`.
+    None when the version changed or the bytes did not. Logged by `reload.PolicyHolder` on a reload,
+    printed by `countersign policy check OLD NEW`."""
+    if new.version != old.version or new.sha256 == old.sha256:
+        return None
+    return (
+        f"POLICY VERSION NOT BUMPED: {new.path} changed (sha256 {old.sha256[:12]} → {new.sha256[:12]}) "
+        f"but still says version {new.version}; requests and decisions record both files as version "
+        f"{new.version}, told apart only by their policy_sha256: give each change its own version"
+    )
+
+
 def weakenings(old: Policy, new: Policy) -> list[str]:
     """One line per weakening from `old` to `new`, e.g. `issue_refund: quorum 2 → 1`; empty when
     `new` asks for at least as much review everywhere."""

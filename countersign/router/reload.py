@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..exceptions import ConfigError, PolicyError
 from .policy import Policy, parse_policy
-from .policydiff import check_successor
+from .policydiff import check_successor, version_not_bumped
 
 log = logging.getLogger(__name__)
 
@@ -111,17 +111,8 @@ class PolicyHolder:
                 self._policy.version,
                 "; ".join(weaker),
             )
-        if policy.version == self._policy.version and policy.sha256 != self._policy.sha256:
-            log.warning(
-                "POLICY VERSION NOT BUMPED: %s changed (sha256 %s → %s) but still says version %s; "
-                "requests and decisions record both files as version %s, told apart only by their "
-                "policy_sha256: give each change its own version",
-                self.path,
-                self._policy.sha256[:12],
-                policy.sha256[:12],
-                policy.version,
-                policy.version,
-            )
+        if (unbumped := version_not_bumped(self._policy, policy)) is not None:
+            log.warning("%s", unbumped)
         self._policy, self._raw, self._stamp, self._refused = policy, raw, stamp, None
         log.warning(
             "policy reloaded from %s: version %s, sha256 %s", self.path, policy.version, policy.sha256[:12]

@@ -24,7 +24,7 @@ from ..config import Settings, load_settings
 from ..connections import Connections
 from ..decision import decision_of
 from ..defaults import SLACK_TIMEOUT_SECONDS
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, ServiceUnavailable
 from ..slackhttp import PooledWebClient
 from ..store import ApprovalRequest, ResumeEvent
 from .jobs import resume_job_id
@@ -71,8 +71,8 @@ class Runtime(Connections):
         )
 
     def check_slack(self) -> None:
-        """A start-up check: Slack takes the bot token (auth.test). Raises `ConfigError` as
-        `slack_at_start` does."""
+        """A start-up check: Slack takes the bot token (auth.test). Raises `ConfigError` or
+        `ServiceUnavailable` as `slack_at_start` does."""
         with slack_at_start(self.settings) as slack:
             slack.auth_test()
 
@@ -103,8 +103,8 @@ def slack_at_start(settings: Settings, token: str = "SLACK_BOT_TOKEN") -> Iterat
     """A Web API client for the Slack calls a command makes before it serves (`SLACK_BOT_TOKEN`,
     `SLACK_API_URL`; one try each, and nothing logged: the failure is the command's one line). Slack
     refusing the token raises `ConfigError` naming `token` (the setting that holds it), no answer or an
-    unexpected one (a network error, a timeout, a 5xx, a page that is not Slack's) naming
-    `SLACK_API_URL`; each says what to do."""
+    unexpected one (a network error, a timeout, a 5xx, a page that is not Slack's) raises
+    `ServiceUnavailable` naming `SLACK_API_URL`; each says what to do."""
     client = WebClient(
         token=settings.SLACK_BOT_TOKEN,
         base_url=settings.slack_api_url,
@@ -125,8 +125,8 @@ def slack_at_start(settings: Settings, token: str = "SLACK_BOT_TOKEN") -> Iterat
         raise _unreachable(settings, str(reason) or type(exc).__name__) from None
 
 
-def _unreachable(settings: Settings, why: str) -> ConfigError:
-    return ConfigError(
+def _unreachable(settings: Settings, why: str) -> ServiceUnavailable:
+    return ServiceUnavailable(
         f"SLACK_API_URL: no usable answer from Slack's Web API at {settings.slack_api_url} ({why}); "
         "check the network, and SLACK_API_URL if it is set"
     )

@@ -228,5 +228,6 @@ def test_details_show_the_whole_payload_and_context_to_anyone(
     view = open_view(sb, card, DETAILS_ACTION, "U0MALLORY", None)
     text = json.dumps(view["view"]["blocks"])
     assert "T-1" in text and '\\"currency\\": \\"USD\\"' in text
+    assert view["view"]["close"]["text"] == "Close" and view["view"]["submit"] is None  # read-only
     opened = [e.actor for e in store.audit_trail(request_id) if e.event == "details_opened"]
     assert opened == ["U0MALLORY"]  # `countersign stats`: that approval, if any, was read first

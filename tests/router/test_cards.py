@@ -253,3 +253,15 @@ def test_why_the_agent_has_not_run_the_decision_is_inert_and_fits(slack: WebClie
         "⚠ The agent has not processed it: no worker has taken its resume job from queue `agent-q` since"
         in text
     )
+
+
+def test_a_modal_that_only_shows_offers_close_and_a_form_offers_cancel() -> None:
+    """Trial finding: Details offered only "Cancel", as if closing it undid something. A view that
+    names no `close` shows Slack's default, "Cancel"; one without inputs names "Close"."""
+    shown = [cards.details_view(request()), cards.loading_view("Edit"), cards.notice_view("Edit", "No.")]
+    assert [(view["close"]["text"], view.get("submit")) for view in shown] == [("Close", None)] * 3
+    forms = [cards.edit_view(request()), cards.reject_view(request())]
+    assert [(view["close"]["text"], view["submit"]["text"]) for view in forms] == [
+        ("Cancel", "Approve"),
+        ("Cancel", "Reject"),
+    ]

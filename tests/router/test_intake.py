@@ -81,11 +81,7 @@ def test_invalid_message_on_the_queue_is_dead_lettered_and_visible(
     shown = capsys.readouterr().out
     assert '"status": "dead_letter"' in shown and "request.payload: should be a JSON object" in shown
     letter = store.get_dead_letter("bad-2")
-    assert (
-        letter is not None
-        and letter.received == {"hello": 1}
-        and "request_id: Field required" in letter.reason
-    )
+    assert letter is not None and letter.received == {"hello": 1} and "request_id: required" in letter.reason
 
 
 def test_a_message_naming_the_routers_queue_as_its_resume_queue_is_dead_lettered_with_the_reason(

@@ -50,7 +50,7 @@ def load(tmp_path: Path, text: str) -> Policy:
             "version: 1\nactions:\n  r:\n    require: [{when: 'payload.amount >', approvals: 2}]\n",
             "actions.r.require.0.when: not a valid CEL expression",
         ),
-        ("version: true\n", "version: Input should be a valid integer"),
+        ("version: true\n", "version: should be a whole number"),
         ("version: 1\nversion: 2\n", "key written twice: version"),
         (
             "version: 1\ndefaults: {approvers: {users: []}}\n",
@@ -58,7 +58,8 @@ def load(tmp_path: Path, text: str) -> Policy:
         ),
         (
             "version: 1\ndefaults: {approvers: {usergroups: [finance]}}\n",
-            "defaults.approvers.usergroups.0: String should match pattern",
+            "defaults.approvers.usergroups.0: should be a Slack user group id: S, then 2 to 31 capitals "
+            "or digits (e.g. S0123ABC)",
         ),
         (
             "version: 1\nactions:\n  r:\n    edit_rule: 'edited.amount <='\n",
@@ -79,7 +80,7 @@ def load(tmp_path: Path, text: str) -> Policy:
         ("", "policy: should be a JSON object"),
         (
             "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}, self_approval: 'yes'}\n",
-            "defaults.self_approval: Input should be a valid boolean",
+            "defaults.self_approval: should be true or false",
         ),
         (
             "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\nactions:\n  r:\n"
@@ -97,7 +98,7 @@ def load(tmp_path: Path, text: str) -> Policy:
             "actions.defaults: on_timeout is escalate, but no escalate level follows",
         ),
         ("version: [1\n", "not valid YAML"),
-        ("version: 1\nunknown_actions: allow\n", "unknown_actions: Input should be 'refuse' or 'route'"),
+        ("version: 1\nunknown_actions: allow\n", "unknown_actions: should be 'refuse' or 'route'"),
         (
             "version: 1\nunknown_actions: route\ndefaults: {channel: C0X}\n",
             "unknown_actions is route, so defaults needs a channel and approvers",
@@ -136,7 +137,7 @@ def load(tmp_path: Path, text: str) -> Policy:
         ),
         (
             "version: 1\nactions:\n  r:\n    auto_approve: {label: small}\n",
-            "actions.r.auto_approve.rule: Field required",
+            "actions.r.auto_approve.rule: required",
         ),
         (
             "version: 1\nactions:\n  r:\n    edit_rule: {rule: 'true', lable: x}\n",
@@ -144,16 +145,19 @@ def load(tmp_path: Path, text: str) -> Policy:
         ),
         (
             f"version: 1\nactions:\n  r:\n    review_when: {{rule: 'true', label: {'x' * 151}}}\n",
-            "actions.r.review_when.label: String should have at most 150 characters",
+            "actions.r.review_when.label: should be at most 150 characters",
         ),
         (
             "version: 1\nactions:\n  r:\n    require: [{when: 'true', approvals: 1, label: \"a\\nb\"}]\n",
-            "actions.r.require.0.label: String should match pattern",
+            "actions.r.require.0.label: should be one line, without line breaks",
         ),
-        ("version: 1\ndefaults: {limits: {per_minute: 0}}\n", "defaults.limits.per_minute: Input should be"),
+        (
+            "version: 1\ndefaults: {limits: {per_minute: 0}}\n",
+            "defaults.limits.per_minute: should be 1 or more",
+        ),
         (
             "version: 1\nactions:\n  r:\n    limits: {pending: '100'}\n",
-            "actions.r.limits.pending: Input should",
+            "actions.r.limits.pending: should",
         ),
         (
             "version: 1\nactions:\n  r:\n    limits: {per_hour: 5}\n",
@@ -161,7 +165,7 @@ def load(tmp_path: Path, text: str) -> Policy:
         ),
         (
             f"version: 1\ndefaults: {{key_fields: [{', '.join(f'f{n}' for n in range(10))}]}}\n",
-            "defaults.key_fields: List should have at most 9 items",
+            "defaults.key_fields: should have at most 9 items",
         ),
         (
             "version: 1\nactions:\n  r:\n    key_fields: [amount, amount]\n",
@@ -185,7 +189,11 @@ def load(tmp_path: Path, text: str) -> Policy:
             "version: 1\nremoved_actions: [r]\nactions:\n  r: {}\n",
             "policy: removed_actions lists r, which actions still names",
         ),
-        ("version: 1\nadmins: {users: [lee]}\n", "admins.users.0: String should match pattern"),
+        (
+            "version: 1\nadmins: {users: [lee]}\n",
+            "admins.users.0: should be a Slack user id: U or W, then 2 to 31 capitals or digits "
+            "(e.g. U0123ABC)",
+        ),
         ("version: 1\nadmins: {}\n", "admins: name at least one approver in users or usergroups"),
     ],
 )

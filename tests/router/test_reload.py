@@ -195,17 +195,21 @@ def test_a_class_is_dropped_only_when_removed_actions_lists_it(
     assert holder.current().version == 2 and set(holder.current().file.actions) == {"issue_refund"}
 
 
+def policy_check(new_path: Path, new: str) -> subprocess.CompletedProcess[str]:
+    """`countersign policy check examples/policy.yml NEW`, NEW being `new` written to `new_path`."""
+    new_path.write_text(new)
+    return subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "policy", "check", "examples/policy.yml", str(new_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
 def test_policy_check_old_new_says_whether_new_may_replace_old(tmp_path: Path) -> None:
     def check(new: str) -> subprocess.CompletedProcess[str]:
-        (tmp_path / "new.yml").write_text(new)
-        command = ["policy", "check", "examples/policy.yml", str(tmp_path / "new.yml")]
-        return subprocess.run(
-            [sys.executable, "-m", "countersign.cli", *command],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=60,
-        )
+        return policy_check(tmp_path / "new.yml", new)
 
     weaker = check(WEAKER)
     assert weaker.returncode == 0, weaker.stderr
@@ -225,3 +229,23 @@ def test_policy_check_old_new_says_whether_new_may_replace_old(tmp_path: Path) -
         f"countersign: policy error: {tmp_path / 'new.yml'}: version 1 does not name the action classes "
         "delete_customer of version 1 (a file cut short?); list them under removed_actions to remove them\n"
     )
+
+
+def test_policy_check_warns_as_the_reload_does_when_new_changes_rules_under_the_same_version(
+    tmp_path: Path,
+) -> None:
+    """Trial finding: `policy check OLD NEW` said nothing of a NEW that changes a rule but keeps
+    `version: 1`, which a reload warns about. Same words, from the same comparison."""
+    new = tmp_path / "stricter.yml"
+    unbumped = policy_check(new, EXAMPLE.replace("timeout: 4h", "timeout: 3h"))  # still version 1
+    old_sha, new_sha = load_policy(ROOT / "examples" / "policy.yml").sha256, load_policy(new).sha256
+    assert unbumped.returncode == 0 and unbumped.stdout.splitlines()[0].endswith("it weakens nothing")
+    assert unbumped.stderr == (
+        f"countersign: warning: POLICY VERSION NOT BUMPED: {new} changed (sha256 {old_sha[:12]} → "
+        f"{new_sha[:12]}) but still says version 1; requests and decisions record both files as "
+        "version 1, told apart only by their policy_sha256: give each change its own version\n"
+    )
+    stricter = EXAMPLE.replace("timeout: 4h", "timeout: 3h")
+    bumped = policy_check(new, stricter.replace("version: 1", "version: 2"))
+    identical = policy_check(new, EXAMPLE)
+    assert (bumped.returncode, bumped.stderr, identical.returncode, identical.stderr) == (0, "", 0, "")
