@@ -27,7 +27,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, Decided, Level, TimeoutResult
+from ..store import Decided, Level, Request, TimeoutResult
 from . import delivery, directory, relay, threads
 from .delivery import post_card
 from .runtime import Runtime
@@ -80,7 +80,7 @@ def sweep(
     return changed
 
 
-def _each(step: Callable[[Runtime, ApprovalRequest], Any], runtime: Runtime, request: ApprovalRequest) -> int:
+def _each(step: Callable[[Runtime, Request], Any], runtime: Runtime, request: Request) -> int:
     """Run one request's step; a failure (Slack down, a network error) is logged and retried on a
     later tick without holding up the other requests or the rest of the sweep."""
     try:
@@ -92,10 +92,10 @@ def _each(step: Callable[[Runtime, ApprovalRequest], Any], runtime: Runtime, req
     return 0
 
 
-def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
+def _time_out(runtime: Runtime, due: list[Request]) -> int:
     """Escalate the due requests whose policy says so (one by one: each asks Slack for its next
     approvers); expire the rest together. Returns how many changed state."""
-    expiring: list[tuple[ApprovalRequest, TimeoutResult]] = []
+    expiring: list[tuple[Request, TimeoutResult]] = []
     changed = 0
     for request in due:
         levels = request.rules.levels
@@ -147,7 +147,7 @@ def _expire_due(runtime: Runtime, batch: int) -> list[Decided]:
         return []
 
 
-def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) -> int:
+def _expire(runtime: Runtime, due: list[tuple[Request, TimeoutResult]]) -> int:
     """Expire `(request, result)`s in one store transaction and publish them (`_expired`). If the
     batch fails, each request is tried alone, so one bad request cannot hold the others up.
     Returns how many were expired."""
@@ -212,7 +212,7 @@ def _report(runtime: Runtime, decided: list[Decided]) -> int:
     return len(decided)
 
 
-def _adopt_card(runtime: Runtime, request: ApprovalRequest) -> None:
+def _adopt_card(runtime: Runtime, request: Request) -> None:
     """Find the card of an expired `request` whose poster died before storing it, and rewrite it as
     expired (the request read again: an expiry's row holds only the decision's columns)."""
     row = runtime.store.get(request.id)
@@ -220,7 +220,7 @@ def _adopt_card(runtime: Runtime, request: ApprovalRequest) -> None:
         delivery.update_card(runtime, runtime.slack, row)
 
 
-def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
+def _escalate(runtime: Runtime, request: Request, level: Level) -> int:
     try:  # Slack busy or unreachable raises RetryLater: the next tick tries again
         approvers = directory.approvers(runtime.slack, level.users, level.usergroups)
     except SlackApiError:
@@ -249,7 +249,7 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
     return 1
 
 
-def _remind(runtime: Runtime, request: ApprovalRequest) -> None:
+def _remind(runtime: Runtime, request: Request) -> None:
     """Post a due reminder, mentioning the approvers who may decide and have not voted, and only
     then mark it sent: one Slack is busy for stays due (its claim runs out and a later tick posts
     it); one Slack refuses for good is marked failed."""

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 
 from .models import ApprovalRequest, AuditEvent, Status, utcnow, utcnow_plus
 from .records import Records
+from .rows import Request, RequestRow
 from .sql import (
     audit_row,
     changed_request,
@@ -35,7 +36,7 @@ it is replaced by the card sweep this long after its claim."""
 class Deliveries(Records):
     """Transactions on the delivery of cards and reminders. Safe to share between threads."""
 
-    def claim_card(self, request_id: str, lease_seconds: int = CARD_LEASE_SECONDS) -> ApprovalRequest | None:
+    def claim_card(self, request_id: str, lease_seconds: int = CARD_LEASE_SECONDS) -> RequestRow | None:
         """Take the right to post a pending request's card for `lease_seconds` (database clock).
 
         None while another process holds an unexpired lease, or once the card exists. The returned
@@ -64,7 +65,7 @@ class Deliveries(Records):
                 .values(card_lease_until=utcnow_plus(seconds))
             )
 
-    def schedule_card(self, request: ApprovalRequest, seconds: int, unclaimed: bool = False) -> None:
+    def schedule_card(self, request: Request, seconds: int, unclaimed: bool = False) -> None:
         """The card of `request`'s level waits `seconds` for its time in its channel's pace: nobody
         posts it before then (the posting lease), and the level's deadline moves to that time plus
         its timeout (database clock), so a card behind a backlog never loses its reviewers' time.
@@ -110,7 +111,7 @@ class Deliveries(Records):
 
     def reroute(
         self, request_id: str, channel: str, level: int, why: str, **detail: Any
-    ) -> ApprovalRequest | None:
+    ) -> RequestRow | None:
         """Send a pending request's card to `channel` instead (its original channel refused it);
         audited as `delivery_failed`. None if the request has a card already or is decided."""
         with self._write() as session:
@@ -127,8 +128,8 @@ class Deliveries(Records):
             )
 
     def attach_card(
-        self, request: ApprovalRequest, channel: str, ts: str, shown: dict[str, Any] | None = None
-    ) -> ApprovalRequest | None:
+        self, request: Request, channel: str, ts: str, shown: dict[str, Any] | None = None
+    ) -> RequestRow | None:
         """Record where the card of `request`'s escalation level is, once: the `channel` Slack
         answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
         and replaces the user id) and its `ts`; audit `card_posted`, with what reviewers are `shown`
@@ -167,7 +168,7 @@ class Deliveries(Records):
             self._audit(session, request_id, "card_updated", None, ts=ts, why=why, **shown)
         return True
 
-    def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:
+    def claim_reminder(self, request: Request, lease_seconds: int = 60) -> bool:
         """Take the request's due reminder for `lease_seconds` (once, even with two sweepers): its
         due time moves that far on, so if the reminder is not posted and marked (`reminder_sent`)
         by then, a later sweep takes it again."""
@@ -175,7 +176,7 @@ class Deliveries(Records):
             where = (*self._same_reminder(request), ApprovalRequest.next_reminder_at <= utcnow())
             return update_request(session, where, next_reminder_at=utcnow_plus(lease_seconds)) is not None
 
-    def reminder_sent(self, request: ApprovalRequest, failed: str | None = None) -> bool:
+    def reminder_sent(self, request: Request, failed: str | None = None) -> bool:
         """Mark the claimed reminder posted (audit `reminded`), or given up for good with Slack's
         error `failed` (audit `reminder_failed`), and schedule the one after. False if the request
         moved on meanwhile (decided, escalated, or the reminder marked by another sweeper)."""
@@ -195,7 +196,7 @@ class Deliveries(Records):
         return row is not None
 
     @staticmethod
-    def _same_reminder(request: ApprovalRequest) -> tuple[Any, ...]:
+    def _same_reminder(request: Request) -> tuple[Any, ...]:
         """The request is still pending at the same level, with the same reminders sent."""
         return (
             ApprovalRequest.id == request.id,

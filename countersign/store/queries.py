@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self
 
-from sqlalchemy import Engine, func, insert, literal, select
+from sqlalchemy import Connection, Engine, func, insert, literal, select
 from sqlalchemy.orm import Session
 
 from ..exceptions import UnknownRequest
@@ -26,6 +26,7 @@ from .models import (
     utcnow,
     utcnow_plus,
 )
+from .rows import COLUMNS, Request, RequestRow, request_row
 from .sql import (
     AUDIT,
     approver_is,
@@ -42,7 +43,7 @@ from .statements import CARD_FACTS, PENDING_COUNT, REQUEST
 class CardFacts(NamedTuple):
     """A request and what its decided card says about the agent's side (`Queries.card_facts`)."""
 
-    request: ApprovalRequest
+    request: RequestRow
     problem: ResumeProblem | None
     refused: str | None
 
@@ -86,6 +87,14 @@ class Queries:
                 session.execute(insert(AuditEvent), audits)
 
     @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A read of one Core statement on a connection, with no ORM `Session` (its transaction
+        bookkeeping, identity map and ORM execution cost more than the statement on the hot
+        paths): as `_read`, in autocommit on PostgreSQL, a transaction on SQLite."""
+        with (self._one_statement or self.engine).begin() as connection:
+            yield connection
+
+    @contextmanager
     def _read(self) -> Iterator[Session]:
         """A read: one statement (every read here is one), in autocommit on PostgreSQL (no BEGIN and
         COMMIT round trips: the statement is its own snapshot); a transaction on SQLite."""
@@ -117,10 +126,11 @@ class Queries:
             raise UnknownRequest(request_id)
         return row
 
-    def get(self, request_id: str) -> ApprovalRequest | None:
-        """The request with this id, or None."""
-        with self._read() as session:
-            return session.scalars(REQUEST, {"for_request": request_id}).first()
+    def get(self, request_id: str) -> RequestRow | None:
+        """The request with this id (a plain row), or None."""
+        with self._connection() as connection:
+            found = connection.execute(REQUEST, {"for_request": request_id}).first()
+        return None if found is None else request_row(found)
 
     def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
         """The dead letter with this id, or None."""
@@ -146,11 +156,11 @@ class Queries:
         need a migration and still have to be ignored once the action runs; the card shows it only
         while nothing ran.
         """
-        with self._read() as session:
-            found = session.execute(CARD_FACTS, {"for_request": request_id}).one_or_none()
+        with self._connection() as connection:
+            found = connection.execute(CARD_FACTS, {"for_request": request_id}).one_or_none()
         if found is None:
             return None
-        request, noted, detail = found
+        request, (noted, detail) = request_row(found), found[COLUMNS:]
         return CardFacts(
             request, standing_problem(request, noted), None if detail is None else detail.get("why")
         )
@@ -224,7 +234,7 @@ class Queries:
         with self._read() as session:
             return list(session.scalars(select(Vote).where(Vote.request_id == request_id).order_by(Vote.at)))
 
-    def pending_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+    def pending_for(self, user_id: str, limit: int = 50) -> list[Request]:
         """The pending requests `user_id` (a Slack user id) may decide now, newest first (`created_at`,
         then id), at most `limit`: those whose current level's `approvers` include the user. User
         groups were resolved to their members at intake and at each escalation, so a group member is
@@ -246,7 +256,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def queue_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+    def queue_for(self, user_id: str, limit: int = 50) -> list[Request]:
         """The reviewer's queue: the pending requests whose current level's `approvers` include
         `user_id`, not timed out (database clock), without a vote of theirs at this level (a quorum
         they already gave), oldest deadline first (no deadline last, then oldest first), at most
@@ -274,7 +284,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def decided_by_user(self, user_id: str, limit: int = 10) -> list[ApprovalRequest]:
+    def decided_by_user(self, user_id: str, limit: int = 10) -> list[Request]:
         """The requests `user_id` decided or voted on that are decided now, latest decision first,
         at most `limit`: the audit trail's `approved`, `rejected` and `vote` events name them as actor
         (found through the partial index `ix_audit_events_decided_by`, not a scan of the trail)."""
@@ -306,11 +316,11 @@ class Queries:
         to `up_to` (a limit needs no more), through the partial index
         `ix_approval_requests_pending_requester` (migration 0009): the count reads at most `up_to`
         index entries, whatever else is pending."""
-        with self._read() as session:
+        with self._connection() as connection:
             params = {"of_action": action, "of_requester": requester, "up_to": up_to}
-            return int(session.scalar(PENDING_COUNT, params) or 0)
+            return int(connection.scalar(PENDING_COUNT, params) or 0)
 
-    def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
+    def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[Request]:
         """Pending requests with no card, no live posting lease, older than `grace_seconds` at their
         level: a card whose posting died with its process (the sweep posts or finds it). Found
         through the partial index `ix_approval_requests_cards_due` (migration 0005), so the sweep
@@ -329,7 +339,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def due_for_timeout(self, limit: int = 100) -> list[ApprovalRequest]:
+    def due_for_timeout(self, limit: int = 100) -> list[Request]:
         """Pending requests whose current level has timed out by the database clock, oldest first."""
         with self._read() as session:
             stmt = (
@@ -340,7 +350,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def due_for_card_refresh(self, limit: int = 100) -> list[ApprovalRequest]:
+    def due_for_card_refresh(self, limit: int = 100) -> list[Request]:
         """Requests whose card Slack would not rewrite earlier and whose retry is due (database
         clock), oldest first; found through the partial index `ix_approval_requests_card_refresh_due`
         (migration 0007)."""
@@ -353,7 +363,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def due_for_reminder(self, limit: int = 100) -> list[ApprovalRequest]:
+    def due_for_reminder(self, limit: int = 100) -> list[Request]:
         """Pending requests with a card whose next reminder is due (database clock); found through
         the partial index `ix_approval_requests_reminders_due` (migration 0005)."""
         with self._read() as session:
