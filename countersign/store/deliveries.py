@@ -17,6 +17,7 @@ from .models import ApprovalRequest, AuditEvent, Status, utcnow, utcnow_plus
 from .records import Records
 from .rows import Request, RequestRow
 from .sql import (
+    REQUESTS,
     audit_row,
     changed_request,
     deadline,
@@ -92,22 +93,22 @@ class Deliveries(Records):
     def refresh_card_later(self, request_id: str, seconds: int) -> None:
         """Slack would not rewrite the card now: have the card sweep try again in `seconds`
         (database clock), and on each later tick until it succeeds (`card_refreshed`)."""
-        with self._write(one_statement=True) as session:
-            session.execute(REFRESH_LATER, {"for_request": request_id, "after_seconds": seconds})
+        with self._connection(write=True) as connection:
+            connection.execute(REFRESH_LATER, {"for_request": request_id, "after_seconds": seconds})
 
     def card_refreshed(self, request_id: str, moved_to: tuple[str, str] | None = None) -> None:
         """The card now tells the truth: nothing more is due. With `moved_to` (`(channel, ts)`), the
         old card vanished and a status message stands in for it: later rewrites edit that message,
         so a vanished card gets one status message, not one a refresh (audited `card_replaced`)."""
         moved = {"channel": moved_to[0], "card_ts": moved_to[1]} if moved_to else {}
-        with self._write(one_statement=not moved_to) as session:  # moved: its audit event at commit
-            session.execute(
-                update(ApprovalRequest)
-                .where(ApprovalRequest.id == request_id)
-                .values(card_refresh_due_at=None, **moved)
-            )
-            if moved_to:
-                self._audit(session, request_id, "card_replaced", None, channel=moved_to[0], ts=moved_to[1])
+        stmt = update(REQUESTS).where(REQUESTS.c.id == request_id).values(card_refresh_due_at=None, **moved)
+        if not moved_to:
+            with self._connection(write=True) as connection:
+                connection.execute(stmt)
+            return
+        with self._write() as session:  # its audit event at commit, in the same transaction
+            session.execute(stmt)
+            self._audit(session, request_id, "card_replaced", None, channel=moved_to[0], ts=moved_to[1])
 
     def reroute(
         self, request_id: str, channel: str, level: int, why: str, **detail: Any
@@ -144,9 +145,8 @@ class Deliveries(Records):
         posted = audit_row(request.id, "card_posted", None, ts=ts, **(shown or {}))
         params = {"for_request": request.id, "at_level": request.level, "new_channel": channel, "new_ts": ts}
         params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
-        with self._write(one_statement=True) as session:
-            stmt = attach(bool(timeout), bool(offsets))
-            found = changed_request(session, stmt, [posted], params=params)
+        with self._connection(write=True) as connection:
+            found = changed_request(connection, attach(bool(timeout), bool(offsets)), [posted], params=params)
         return None if found is None else found[0]
 
     def card_rewritten(self, request_id: str, ts: str, shown: dict[str, Any], why: str) -> bool:

@@ -68,30 +68,26 @@ class Queries:
         return cls(create_db_engine(url))
 
     @contextmanager
-    def _write(self, one_statement: bool = False) -> Iterator[Session]:
+    def _write(self) -> Iterator[Session]:
         """A write transaction. The audit events it records (`_audit`) are inserted together, in
         the order recorded, by one multi-row INSERT just before it commits (none if it raises), unless
-        a statement took them along (`sql.insert_outbox`, `sql.changed_request`).
-
-        `one_statement`: the caller runs one statement, its audit events taken along: on PostgreSQL
-        it runs in autocommit, a transaction of its own without the BEGIN and COMMIT round trips.
-        Raises `RuntimeError` (after the statement) if audit events were left for the commit."""
-        autocommit = one_statement and self._one_statement is not None
-        bind = self._one_statement if autocommit else self._writer
-        with Session(bind, expire_on_commit=False) as session, session.begin():
+        a statement took them along (`sql.insert_outbox`, `sql.changed_request`)."""
+        with Session(self._writer, expire_on_commit=False) as session, session.begin():
             yield session
             audits = session.info.pop(AUDIT, None)
-            if audits and autocommit:
-                raise RuntimeError("audit events left for the commit of a one-statement write")
             if audits:
                 session.execute(insert(AuditEvent), audits)
 
     @contextmanager
-    def _connection(self) -> Iterator[Connection]:
-        """A read of one Core statement on a connection, with no ORM `Session` (its transaction
-        bookkeeping, identity map and ORM execution cost more than the statement on the hot
-        paths): as `_read`, in autocommit on PostgreSQL, a transaction on SQLite."""
-        with (self._one_statement or self.engine).begin() as connection:
+    def _connection(self, write: bool = False) -> Iterator[Connection]:
+        """One statement on a connection, with no ORM `Session` (its transaction bookkeeping,
+        identity map and ORM execution cost more than the statement on the hot paths): on
+        PostgreSQL in autocommit, the statement its own transaction, without the BEGIN and COMMIT
+        round trips (a write's audit events ride on it: `sql.changed_request`); on SQLite a
+        transaction, `BEGIN IMMEDIATE` for a `write` (`engine.py`), whose audit events `sql.record`
+        inserts after its statement."""
+        bind = self._one_statement or (self._writer if write else self.engine)
+        with bind.begin() as connection:
             yield connection
 
     @contextmanager

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Integer,
     Table,
     and_,
@@ -68,16 +69,22 @@ def audit_row(request_id: str, event: str, actor: str | None, **detail: Any) -> 
     return {"request_id": request_id, "event": event, "actor": actor, "detail": detail}
 
 
-def record(session: Session, audits: Iterable[AuditRow]) -> None:
+def record(session: Session | Connection, audits: Iterable[AuditRow]) -> None:
     """Record audit events in the write transaction `session`, inserted after those recorded before
     them (ids keep the order) when it commits, or with the statement that takes them along
-    (`insert_outbox`, `changed_request`)."""
+    (`insert_outbox`, `changed_request`). On a `Connection` (a one-statement write on SQLite,
+    `Queries._connection`: PostgreSQL's take their events along) they are inserted now."""
+    if isinstance(session, Connection):
+        if rows := list(audits):
+            session.execute(insert(AuditEvent), rows)
+        return
     session.info.setdefault(AUDIT, []).extend(audits)
 
 
-def on_postgresql(session: Session) -> bool:
+def on_postgresql(session: Session | Connection) -> bool:
     """The session's database is PostgreSQL, which has data-modifying CTEs (SQLite has none)."""
-    return session.get_bind().dialect.name == "postgresql"
+    bind = session if isinstance(session, Connection) else session.get_bind()
+    return bind.dialect.name == "postgresql"
 
 
 def insert_if_new(session: Session, model: type[Base], values: dict[str, Any]) -> Insert:
@@ -142,7 +149,7 @@ CHANGED_ID = CHANGED.c.id
 
 
 def changed_request(
-    session: Session,
+    session: Session | Connection,
     stmt: Insert | Update,
     audits: Sequence[AuditRow],
     *extra: Any,
@@ -173,9 +180,9 @@ def changed_request(
     result = session.execute(outer.statement, bound or None).one_or_none()
     found = result if result is None or not row else (request_row(result), *result[COLUMNS:])
     if found is not None and not outer.cte_audits and not outer.cte_also:
-        record(session, audits)
         if also is not None:
             session.execute(also([found[0].id if row else found[0]]))
+        record(session, audits)
     return found
 
 
@@ -385,7 +392,9 @@ NOTED = (
 """A problem is noted on the resume event of the request bound as `for_request`."""
 
 
-def execution_update(session: Session, stmt: Update, request_id: str, audit: AuditRow, **params: Any) -> bool:
+def execution_update(
+    session: Session | Connection, stmt: Update, request_id: str, audit: AuditRow, **params: Any
+) -> bool:
     """Run `stmt`, the agent's worker claiming or reporting an execution (a conditional UPDATE of
     the request bound as `for_request`, built once; `params` its other bound values), with its
     `audit` event: True when it changed the row. The worker has the decision, so a problem noted on
@@ -413,7 +422,7 @@ def problem_cleared(request_ids: Any) -> Update:
     )
 
 
-def resume_taken(session: Session, request_id: str) -> None:
+def resume_taken(session: Session | Connection, request_id: str) -> None:
     """The agent's worker has the request's decision (it claimed or reported the execution): clear
     the problem noted on its resume event, if any (in the caller's transaction)."""
     session.execute(problem_cleared([request_id]))

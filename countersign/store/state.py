@@ -81,10 +81,9 @@ class Store(Deliveries, WebhookDeliveries):
         params = {f"new_{column}": value for column, value in values.items()}
         params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
         params |= {"lease_seconds": CARD_LEASE_SECONDS}
-        with self._write(one_statement=True) as session:
-            dialect = session.get_bind().dialect.name
-            new = created(dialect, tuple(values), bool(timeout), bool(offsets), card_lease)
-            found = changed_request(session, new, [requested], also=intake_taken, params=params)
+        with self._connection(write=True) as connection:
+            new = created(connection.dialect.name, tuple(values), bool(timeout), bool(offsets), card_lease)
+            found = changed_request(connection, new, [requested], also=intake_taken, params=params)
         if found is not None:
             return found[0], True
         with self._write() as session:
@@ -404,9 +403,9 @@ class Store(Deliveries, WebhookDeliveries):
         which only the outcome clears (`record_outcome`). On PostgreSQL a claim is one statement in
         autocommit that returns the request's id alone (`sql.execution_update`).
         """
-        with self._write(one_statement=True) as session:
+        with self._connection(write=True) as connection:
             audit = audit_row(request_id, "execution_started", actor)
-            claimed = execution_update(session, CLAIM, request_id, audit)
+            claimed = execution_update(connection, CLAIM, request_id, audit)
         if claimed:
             return None
         with self._write() as session:
@@ -429,10 +428,10 @@ class Store(Deliveries, WebhookDeliveries):
         One statement in autocommit on PostgreSQL (`sql.execution_update`).
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
-        with self._write(one_statement=True) as session:
+        with self._connection(write=True) as connection:
             audit = audit_row(request_id, outcome, actor, detail=detail)
             return execution_update(
-                session, OUTCOME, request_id, audit, new_execution=outcome, new_detail=detail
+                connection, OUTCOME, request_id, audit, new_execution=outcome, new_detail=detail
             )
 
 
