@@ -33,9 +33,9 @@ from .router.jobs import resume_job_id
 from .router.policy import Policy, load_policy
 from .schema import payload_sha256
 from .store import (
-    ApprovalRequest,
     Decider,
     Outcome,
+    Request,
     ResumeEvent,
     Store,
     TimeoutResult,
@@ -160,7 +160,7 @@ def _one(
     row, gate = _create(store, policy, action, amount)
     decided = created + timedelta(seconds=_decision_seconds(rng, action))
 
-    def resume(request: ApprovalRequest) -> ResumeEvent:
+    def resume(request: Request) -> ResumeEvent:
         return ResumeEvent(resume_job_id(request.id), decision_of(request, secret).to_json())
 
     reviewer = _reviewer(rng.choice(row.approvers))
@@ -185,9 +185,7 @@ def _one(
     return outcome
 
 
-def _approve(
-    store: Store, row: ApprovalRequest, reviewer: Decider, resume: Any, amount: float, roll: float
-) -> str:
+def _approve(store: Store, row: Request, reviewer: Decider, resume: Any, amount: float, roll: float) -> str:
     """A reviewer's approval: some refunds above 500 lowered in the Edit modal, some deletions
     escalated first."""
     escalate = row.rules.level(0).on_timeout == "escalate" and roll > 0.85
@@ -235,7 +233,7 @@ def _decision_seconds(rng: random.Random, action: str) -> float:
     return min(3_000.0, rng.lognormvariate(scale, 1.0))
 
 
-def _create(store: Store, policy: Policy, action: str, amount: float) -> tuple[ApprovalRequest, Gate]:
+def _create(store: Store, policy: Policy, action: str, amount: float) -> tuple[Request, Gate]:
     """Store one demo request of `action` as intake would under `policy`, without Slack: its route,
     rules and quorum, and the gate's answer (returned, with the request)."""
     request_id = str(ULID())

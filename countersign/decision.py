@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .grant import issue_grant
 from .schema import iso
-from .store import ApprovalRequest, Decider, Edit, Outcome, TimeoutResult, Via, may_run
+from .store import Decider, Edit, Outcome, Request, TimeoutResult, Via, may_run
 
 
 class Grant(BaseModel):
@@ -70,7 +70,7 @@ class Decision(BaseModel):
         return self.model_dump(mode="json")
 
 
-def decision_of(request: ApprovalRequest, secret: str) -> Decision:
+def decision_of(request: Request, secret: str) -> Decision:
     """The decision of a decided request, its grant signed with `secret` (`COUNTERSIGN_SECRET`)."""
     assert request.decided_via is not None, "only a decided request has a decision"
     grant = issue_grant(request, secret)

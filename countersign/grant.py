@@ -15,7 +15,7 @@ from typing import Any
 
 from .exceptions import ExecutionRefused
 from .schema import iso, payload_sha256
-from .store import ApprovalRequest, may_run
+from .store import Request, may_run
 
 GRANT_VERSION = "countersign-grant-v1"
 
@@ -26,7 +26,7 @@ def sign_grant(secret: str, request_id: str, sha256: str, expires_at: str) -> st
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def issue_grant(request: ApprovalRequest, secret: str) -> dict[str, str] | None:
+def issue_grant(request: Request, secret: str) -> dict[str, str] | None:
     """`{payload_sha256, expires_at, signature}` for a decided request whose payload may run (its
     `approved_payload` and `grant_expires_at` are set), else None."""
     if request.approved_payload is None or request.grant_expires_at is None:

@@ -27,7 +27,7 @@ from ..exceptions import RouterUnavailable, UnknownRequest
 from ..idempotency import claim_key, is_request_id
 from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue, webhook_id
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, iso, parse
-from ..store import ApprovalRequest, OutboxEvent, Store, standing_problem
+from ..store import OutboxEvent, Request, Store, standing_problem
 from . import waiting
 
 
@@ -239,7 +239,7 @@ def _sent_view(message: Any, at: datetime) -> dict[str, Any]:
     return view | {"created_at": iso(at)}
 
 
-def _request_view(row: ApprovalRequest) -> dict[str, Any]:
+def _request_view(row: Request) -> dict[str, Any]:
     view = {name: getattr(row, name) for name in STORED_FIELDS}
     if row.resume_webhook:
         view["resume"] = {"webhook": row.resume_webhook}
@@ -251,7 +251,7 @@ def _request_view(row: ApprovalRequest) -> dict[str, Any]:
     return view
 
 
-def _resume_view(row: ApprovalRequest, event: OutboxEvent) -> dict[str, Any]:
+def _resume_view(row: Request, event: OutboxEvent) -> dict[str, Any]:
     problem = standing_problem(row, event.problem)
     if event.webhook:
         return {

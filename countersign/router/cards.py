@@ -37,7 +37,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from ..schema import payload_sha256
-from ..store import ApprovalRequest, Decider, Execution, ResumeProblem, Status
+from ..store import Decider, Execution, Request, ResumeProblem, Status
 from .edits import block_id as edit_block_id
 from .texts import (
     clip,
@@ -150,7 +150,7 @@ def _plain(text: str, limit: int) -> PlainTextObject:
     return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
 
 
-def _facts(request: ApprovalRequest) -> list[str]:
+def _facts(request: Request) -> list[str]:
     facts = [f"Action: {request.action}", f"Requester: {request.requester}"]
     if request.on_behalf_of:
         facts.append(f"On behalf of: {request.on_behalf_of}")
@@ -177,7 +177,7 @@ def payload_lines(payload: dict[str, Any], key_fields: list[str]) -> list[str]:
     return lines
 
 
-def _body(request: ApprovalRequest, version: str) -> list[Block]:
+def _body(request: Request, version: str) -> list[Block]:
     """Summary next to the raw payload fields, key fields first (the summary can never hide them),
     then the reason."""
     shown = payload_lines(request.payload_to_run, request.rules.key_fields)
@@ -198,13 +198,13 @@ def _body(request: ApprovalRequest, version: str) -> list[Block]:
     return blocks
 
 
-def _card(request: ApprovalRequest, blocks: list[Block], text: str) -> Card:
+def _card(request: Request, blocks: list[Block], text: str) -> Card:
     rendered = [b.to_dict() for b in blocks]
     assert len(rendered) <= MAX_BLOCKS_PER_MESSAGE
     return Card(text=clip(escape(text), 3000), blocks=rendered)
 
 
-def request_card(request: ApprovalRequest, approvals: list[Decider] | None = None) -> Card:
+def request_card(request: Request, approvals: list[Decider] | None = None) -> Card:
     """The card for a pending request: summary, action class, requester, confidence, key payload
     fields, reason; why it needs review, who may decide, the quorum so far (`approvals`) and when it
     expires; Approve / Reject / Edit (when the policy makes fields editable and one approval is
@@ -221,7 +221,7 @@ def request_card(request: ApprovalRequest, approvals: list[Decider] | None = Non
     return _card(request, blocks, f"Approval needed: {request.summary}")
 
 
-def decision_buttons(request: ApprovalRequest) -> list[ButtonElement]:
+def decision_buttons(request: Request) -> list[ButtonElement]:
     """Approve / Reject / Edit (when the policy makes fields editable and one approval is enough) /
     Details, each with the request id as its `value`: the card's, and the App Home tab's."""
     buttons = [
@@ -234,7 +234,7 @@ def decision_buttons(request: ApprovalRequest) -> list[ButtonElement]:
     return buttons
 
 
-def compact_card(request: ApprovalRequest) -> Card:
+def compact_card(request: Request) -> Card:
     """A minimal card for when Slack refuses the full one (`invalid_blocks`, `msg_blocks_too_long`):
     summary, action class, requester, the key fields and the buttons; everything else is in Details."""
     key_fields = request.rules.key_fields
@@ -258,7 +258,7 @@ def compact_card(request: ApprovalRequest) -> Card:
     return _card(request, blocks, f"Approval needed: {request.summary}")
 
 
-def _pending_note(request: ApprovalRequest, approvals: list[Decider]) -> str:
+def _pending_note(request: Request, approvals: list[Decider]) -> str:
     """Why it needs review, who may decide, the quorum, the deadline (mrkdwn: the mentioned ids come
     from the policy and from Slack)."""
     eligible = request.eligible_approvers
@@ -279,7 +279,7 @@ def _pending_note(request: ApprovalRequest, approvals: list[Decider]) -> str:
     return " · ".join(parts)
 
 
-def _then(request: ApprovalRequest) -> str:
+def _then(request: Request) -> str:
     """What the current level's timeout does: `deny`, `allow`, or `escalation to <#C…>` (or `<@U…>`)."""
     then = request.rules.level(request.level).on_timeout
     if then != "escalate":
@@ -287,16 +287,14 @@ def _then(request: ApprovalRequest) -> str:
     return f"escalation to {conversation(request.rules.level(request.level + 1).channel)}"
 
 
-def _edit_line(request: ApprovalRequest) -> str | None:
+def _edit_line(request: Request) -> str | None:
     if not request.edits:
         return None
     changes = ", ".join(f"{e['field']} {show(e['from'])} → {show(e['to'])}" for e in request.edits)
     return f"✏️ {escape(clip(changes, 1500))}, edited by {who(request)}"
 
 
-def execution_line(
-    request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None
-) -> str | None:
+def execution_line(request: Request, refused: str | None, problem: ResumeProblem | None) -> str | None:
     """How the approved action went; that its run started and never reported an outcome
     (`outcome_unknown`: someone must check); or, while nothing ran, why the agent has not run the
     decision or why its worker refused to."""
@@ -323,7 +321,7 @@ def outcome_unknown(problem: ResumeProblem) -> bool:
     return problem["event"] == "outcome_unknown"
 
 
-def _state(request: ApprovalRequest, refused: str | None, problem: ResumeProblem | None) -> str:
+def _state(request: Request, refused: str | None, problem: ResumeProblem | None) -> str:
     """What the verdict's `block_id` names, so that a changed line gets a fresh one."""
     if request.execution is not None:
         unknown = problem is not None and outcome_unknown(problem)
@@ -337,9 +335,7 @@ def _state(request: ApprovalRequest, refused: str | None, problem: ResumeProblem
     return refused or "open"
 
 
-def decided_card(
-    request: ApprovalRequest, refused: str | None = None, problem: ResumeProblem | None = None
-) -> Card:
+def decided_card(request: Request, refused: str | None = None, problem: ResumeProblem | None = None) -> Card:
     """The card after the decision: the same facts, no buttons; who decided what and when, the
     edit diff, the reviewer's reason, and the execution outcome once the agent reports it, or
     while it has not: why the agent has not run the decision (`problem`: its resume job failed or
@@ -370,9 +366,7 @@ def _view(title: str, blocks: list[Block], close: str = "Close", **extra: Any) -
     return View(type="modal", title=title_text, blocks=blocks, close=close_text, **extra).to_dict()
 
 
-def _form(
-    title: str, blocks: list[Block], callback_id: str, request: ApprovalRequest, submit: str
-) -> dict[str, Any]:
+def _form(title: str, blocks: list[Block], callback_id: str, request: Request, submit: str) -> dict[str, Any]:
     """A modal with inputs; its submit comes back with `callback_id` and the request id as metadata."""
     return _view(
         title,
@@ -395,7 +389,7 @@ def notice_view(title: str, text: str) -> dict[str, Any]:
     return _view(title, [SectionBlock(text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT)))])
 
 
-def edit_view(request: ApprovalRequest) -> dict[str, Any]:
+def edit_view(request: Request) -> dict[str, Any]:
     """The Edit modal: one input per editable field, prefilled from the frozen payload.
 
     Decimal and integer fields are `number_input`s (`min_value`/`max_value` as strings, as
@@ -425,7 +419,7 @@ def edit_view(request: ApprovalRequest) -> dict[str, Any]:
     return _form("Edit and approve", blocks, EDIT_CALLBACK, request, submit="Approve")
 
 
-def reject_view(request: ApprovalRequest) -> dict[str, Any]:
+def reject_view(request: Request) -> dict[str, Any]:
     """The Reject modal: a reason, required when the policy says `reject_reason: required`."""
     required = request.rules.reject_reason == "required"
     blocks: list[Block] = [
@@ -440,7 +434,7 @@ def reject_view(request: ApprovalRequest) -> dict[str, Any]:
     return _form("Reject request", blocks, REJECT_CALLBACK, request, submit="Reject")
 
 
-def details_view(request: ApprovalRequest) -> dict[str, Any]:
+def details_view(request: Request) -> dict[str, Any]:
     """The Details modal: the policy rule that sent the request to review, as written (CEL), then
     the whole payload and context as pretty JSON, in sections of at most 3000 chars, within 100
     blocks and 250 kB; what does not fit ends in an honest "… N more characters"."""
@@ -474,7 +468,7 @@ def _chunks(text: str, room: int) -> list[SectionBlock]:
     ]
 
 
-def escalated_card(request: ApprovalRequest, to_channel: str) -> Card:
+def escalated_card(request: Request, to_channel: str) -> Card:
     """The old card after an escalation: the same facts, no buttons, and where the request went."""
     blocks = _body(request, f"escalated-{request.level}")
     line = (

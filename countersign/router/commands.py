@@ -19,7 +19,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest
+from ..store import Request
 from . import directory, home, inbox, review
 from .runtime import Runtime
 
@@ -61,7 +61,7 @@ def _stats(runtime: Runtime, user_id: str, action: str | None) -> dict[str, Any]
     return inbox.stats_message(counts, action)
 
 
-def may_see(runtime: Runtime, user_id: str, request: ApprovalRequest) -> bool:
+def may_see(runtime: Runtime, user_id: str, request: Request) -> bool:
     """True when `user_id` (a Slack user id) may read `request` with `show`: one of its approvers at
     any level (the current level's, those who decided it, and the users and user-group members of
     every level of its stored rules, `directory.approvers`) or one of the policy's `admins`

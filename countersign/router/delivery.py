@@ -52,7 +52,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, CardFacts, Decider, ResumeProblem, Status
+from ..store import CardFacts, Decider, Request, ResumeProblem, Status
 from . import cards, homedue, jobs, texts
 from .pace import CLOCK_SLACK_SECONDS, Slot, give_up_slot, reserve_slot
 from .runtime import Runtime, current
@@ -85,9 +85,7 @@ class Message(NamedTuple):
     shown: cards.Shown | None = None
 
 
-def post_card(
-    runtime: Runtime, row: ApprovalRequest, leased: bool = False, reserved: Slot | None = None
-) -> Posted:
+def post_card(runtime: Runtime, row: Request, leased: bool = False, reserved: Slot | None = None) -> Posted:
     """Post the card of a pending request that has none yet, once: `posted` | `found` | `duplicate`.
 
     `leased`: `row` was just created with its posting lease (`Store.create(..., card_lease=True)`),
@@ -144,7 +142,7 @@ def post_card(
     return outcome
 
 
-def _back_off(runtime: Runtime, claimed: ApprovalRequest, why: str, unit: int, most: int) -> None:
+def _back_off(runtime: Runtime, claimed: Request, why: str, unit: int, most: int) -> None:
     """Keep everyone from posting `claimed`'s card for `unit` seconds per attempt so far (at most
     `most`), the card sweep posting or finding it then, and record `delivery_failed` with `why`. The
     posting lease would otherwise hold it for a minute (`store.deliveries.CARD_LEASE_SECONDS`)."""
@@ -153,9 +151,7 @@ def _back_off(runtime: Runtime, claimed: ApprovalRequest, why: str, unit: int, m
     runtime.store.record(claimed.id, "delivery_failed", None, why=why, retry_in=seconds)
 
 
-def _post(
-    runtime: Runtime, request: ApprovalRequest, compact: bool = False, rerouted: bool = False
-) -> Message:
+def _post(runtime: Runtime, request: Request, compact: bool = False, rerouted: bool = False) -> Message:
     """Post the request's card; where Slack put it (for a user id, in the bot's DM with them)."""
     card = cards.compact_card(request) if compact else cards.request_card(request)
     metadata = {"event_type": CARD_EVENT, "event_payload": {"request_id": request.id, "level": request.level}}
@@ -196,7 +192,7 @@ def retry_after(exc: SlackApiError) -> int:
         return 1
 
 
-def _reroute(runtime: Runtime, request: ApprovalRequest, error: str) -> ApprovalRequest:
+def _reroute(runtime: Runtime, request: Request, error: str) -> Request:
     """Send the card to the approvers directly instead (once); audited as `delivery_failed`.
 
     Raises the original `SlackApiError` when there is nobody to send it to: a DM already, or no
@@ -232,7 +228,7 @@ def conversation(client: WebClient, channel: str) -> str:
     return str(client.conversations_open(users=channel)["channel"]["id"])
 
 
-def _find_card(runtime: Runtime, row: ApprovalRequest) -> Message | None:
+def _find_card(runtime: Runtime, row: Request) -> Message | None:
     """This request's card at its level if an earlier attempt posted it, else None. A card for a
     user id is looked for in their DM with the bot (`conversation`)."""
     oldest = row.level_started_at.timestamp() - 60 if row.level_started_at else 0
@@ -271,7 +267,7 @@ def _stored(response: Any, sent: dict[str, Any]) -> cards.Shown:
 def update_card(
     runtime: Runtime,
     client: WebClient,
-    request: ApprovalRequest,
+    request: Request,
     approvals: list[Decider] | None = None,
     refused: str | None = None,
     problem: ResumeProblem | None = None,
@@ -326,7 +322,7 @@ def _audit_version(runtime: Runtime, request_id: str, ts: str, shown: cards.Show
         log.exception("request %s: the rewrite of card %s not audited", request_id, ts)
 
 
-def _adopt(runtime: Runtime, request: ApprovalRequest) -> ApprovalRequest | None:
+def _adopt(runtime: Runtime, request: Request) -> Request | None:
     """The decided `request` with its card's `ts` stored, if a posting attempt left a card in Slack
     without storing it; else None. Slack busy: the card sweep looks again later."""
     try:
@@ -376,7 +372,7 @@ def _error(exc: Exception) -> str:
 
 
 def _not_rewritten(
-    runtime: Runtime, client: WebClient, request: ApprovalRequest, card: cards.Card, exc: Exception
+    runtime: Runtime, client: WebClient, request: Request, card: cards.Card, exc: Exception
 ) -> None:
     """A decided card Slack did not rewrite: replace a vanished one, retry a transient failure."""
     if isinstance(exc, SlackApiError) and _error(exc) in VANISHED:
@@ -396,7 +392,7 @@ def _wait_after(exc: Exception) -> int | None:
     return retry_after(exc) if rate_limited(exc) else REFRESH_BACKOFF_SECONDS
 
 
-def _post_status(runtime: Runtime, client: WebClient, request: ApprovalRequest, card: cards.Card) -> None:
+def _post_status(runtime: Runtime, client: WebClient, request: Request, card: cards.Card) -> None:
     """The card is gone or not ours to edit: say how the request ended in a fresh message instead,
     which becomes the request's card (so it is posted once)."""
     try:
@@ -408,7 +404,7 @@ def _post_status(runtime: Runtime, client: WebClient, request: ApprovalRequest, 
     runtime.store.card_refreshed(request.id, moved_to=(str(posted["channel"]), str(posted["ts"])))
 
 
-def mark_escalated(runtime: Runtime, old: ApprovalRequest, to_channel: str) -> None:
+def mark_escalated(runtime: Runtime, old: Request, to_channel: str) -> None:
     """Rewrite the card of the level `old` was at to say where the request went (no buttons). When
     Slack will not rewrite it now (429, 5xx, a timeout), the rewrite becomes a router job
     (`jobs.enqueue_rewrite`) that tries again at Slack's pace; a refusal for good is logged."""
@@ -443,7 +439,7 @@ def _rewrite(runtime: Runtime, request_id: str, channel: str, ts: str, message: 
     return None
 
 
-def remind(client: WebClient, request: ApprovalRequest, missing: list[str]) -> None:
+def remind(client: WebClient, request: Request, missing: list[str]) -> None:
     """Post the reminder, mentioning the approvers still `missing`, as a thread reply under the card.
     Raises `RetryLater` when Slack is busy or unreachable (429, 5xx, a timeout), and `SlackApiError`
     when it refuses for good."""

@@ -20,7 +20,7 @@ from typing import Any
 import cel
 
 from ..exceptions import CountersignError, InvalidRequest
-from ..store import ApprovalRequest, Edit, EditableField
+from ..store import Edit, EditableField, Request
 from . import texts
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ def _for_cel(payload: dict[str, Any], editable: dict[str, EditableField]) -> dic
     return converted
 
 
-def _rule_error(request: ApprovalRequest, rule: str, edited: dict[str, Any]) -> str | None:
+def _rule_error(request: Request, rule: str, edited: dict[str, Any]) -> str | None:
     editable, label = request.rules.editable, request.rules.edit_rule_label
     try:
         allowed = cel.evaluate(
@@ -205,7 +205,7 @@ def _rule_error(request: ApprovalRequest, rule: str, edited: dict[str, Any]) -> 
     return None if allowed is True else texts.edit_not_allowed(label)
 
 
-def check(request: ApprovalRequest, values: dict[str, str | None]) -> EditCheck:
+def check(request: Request, values: dict[str, str | None]) -> EditCheck:
     """Validate the Edit modal's `values` (`{block_id: typed text or None}`) for `request`."""
     editable = request.rules.editable
     original = request.payload

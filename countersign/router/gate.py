@@ -220,5 +220,5 @@ def _quorum(requirements: list[Requirement], facts: dict[str, Any]) -> tuple[int
 def facts_of(request: Any) -> dict[str, Any]:
     """The CEL variables of a request's rules (`Policy.gate`): `{"payload", "confidence",
     "requester", "action"}` of `request` (an `ApprovalRequestV1` at intake, or a recorded
-    `ApprovalRequest` when a policy is replayed)."""
+    `Request` when a policy is replayed)."""
     return {name: getattr(request, name) for name in GATE_VARIABLES}

@@ -22,7 +22,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from ..store import ApprovalRequest, AuditEvent, Execution, Status
+from ..store import AuditEvent, Execution, Request, Status
 from .cards import (
     CARD_FIELD_MAX,
     MAX_BLOCKS_PER_VIEW,
@@ -89,7 +89,7 @@ def home_entry(request_id: str, blocks: list[Any]) -> list[dict[str, Any]]:
     return [block for block in blocks if isinstance(block, dict) and block.get("block_id") in ids]
 
 
-def request_blocks(request: ApprovalRequest, version: str) -> list[Block]:
+def request_blocks(request: Request, version: str) -> list[Block]:
     """One request in a list: its summary, action class, first key payload fields and deadline (a
     section), and its id (a context line, for `show`); `block_id`s from `_entry_ids`."""
     section, id_line, _ = _entry_ids(request.id, version)
@@ -109,7 +109,7 @@ def request_blocks(request: ApprovalRequest, version: str) -> list[Block]:
     ]
 
 
-def pending_message(queue: list[ApprovalRequest], more: bool) -> dict[str, Any]:
+def pending_message(queue: list[Request], more: bool) -> dict[str, Any]:
     """The answer to `pending`: the requests the reviewer may decide now (`queue`, in order), and
     whether there are more than listed."""
     if not queue:
@@ -167,7 +167,7 @@ def unknown_action_message(action: str) -> dict[str, Any]:
     )
 
 
-def show_message(request: ApprovalRequest, trail: list[AuditEvent]) -> dict[str, Any]:
+def show_message(request: Request, trail: list[AuditEvent]) -> dict[str, Any]:
     """The answer to `show ID` (for one who may see it, `commands.may_see`): status, decision and the
     latest `MAX_TRAIL` audit events."""
     state = "Pending" if request.status == Status.PENDING else verdict(request)
@@ -206,9 +206,9 @@ def stats_message(counts: dict[tuple[Status, Execution | None], int], action: st
 
 
 def home_view(
-    queue: list[ApprovalRequest],
+    queue: list[Request],
     more: bool,
-    decided: list[ApprovalRequest],
+    decided: list[Request],
     gates: Gates | None = None,
 ) -> dict[str, Any]:
     """The App Home tab of a reviewer (`views.publish`'s `view`): the counts, "Waiting for you" (the
@@ -246,7 +246,7 @@ def home_view(
     return View(type="home", blocks=blocks).to_dict()
 
 
-def _decided_line(request: ApprovalRequest) -> ContextBlock:
+def _decided_line(request: Request) -> ContextBlock:
     """One line of "Decided by you recently": the agent's summary as `plain_text` (mrkdwn has no
     escape for `*`, `_` or `~`, so an agent's `*urgent*` would show bold), then the verdict (mrkdwn:
     mentions and a date token)."""

@@ -25,7 +25,7 @@ from .. import bell
 from ..exceptions import IntakeLimitReached, InvalidRequest, PolicyError, RetryLater
 from ..idempotency import release_key, remember_key
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, QueueResume, WebhookResume, parse
-from ..store import ApprovalRequest, Decided, Outcome, Via, eligible_approvers
+from ..store import Decided, Outcome, Request, Via, eligible_approvers
 from . import directory, homedue, limits, pace, relay
 from .delivery import post_card
 from .gate import Gate
@@ -225,7 +225,7 @@ def _retry_in(seconds: float) -> Retry:
     return Retry(max=MAX_RESCHEDULES, interval=interval)
 
 
-def _stored_by_an_earlier_run(runtime: Runtime, request_id: str) -> ApprovalRequest | None:
+def _stored_by_an_earlier_run(runtime: Runtime, request_id: str) -> Request | None:
     """The request if an earlier run of this intake job stored it, else None; a first run reads
     nothing. RQ counts the job's runs after the first: `number_of_retries` (it returned a `Retry`)
     and `retries_left` (it raised, or its worker died, and `INTAKE_RETRY` ran it again)."""
@@ -271,7 +271,7 @@ def _lookup_later(later: RetryLater, failed: str) -> RetryLater | PolicyError:
     return RetryLater(max(later.seconds, Retry.get_interval(runs, INTAKE_RETRY.intervals)), later.why)
 
 
-def _approve_by_policy(runtime: Runtime, row: ApprovalRequest, rule: str) -> Taken:
+def _approve_by_policy(runtime: Runtime, row: Request, rule: str) -> Taken:
     result = runtime.store.decide(
         row.id,
         Outcome.APPROVED,

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from redis import Redis
 
-from ..store import ApprovalRequest
+from ..store import Request
 
 # One card per channel every 1.1 s: Slack allows about one a second with short bursts, so posting at
 # exactly 1/s leaves no slack, and any delay (a late scheduler tick, a slow job) is followed by a
@@ -86,7 +86,7 @@ class Slot(NamedTuple):
         )
 
 
-def reserve_slot(redis: Redis, row: ApprovalRequest) -> Slot:
+def reserve_slot(redis: Redis, row: Request) -> Slot:
     """The time reserved for this card in its channel, and the channel's backlog.
 
     The first call for a card (request id, level, channel) reserves the channel's next free time,
@@ -101,7 +101,7 @@ def reserve_slot(redis: Redis, row: ApprovalRequest) -> Slot:
     return Slot.of(slot, free, seconds * 1000 + micros / 1000)
 
 
-def expected_card(redis: Redis, row: ApprovalRequest) -> dict[str, Any]:
+def expected_card(redis: Redis, row: Request) -> dict[str, Any]:
     """When the card of a pending request that has none yet is expected, for `countersign show`:
     `{channel, ts: None, expected, scheduled_in_seconds, cards_ahead}`, `expected` reading e.g.
     "card scheduled in 412 s, 374 cards ahead in C0FINANCE" (its reserved time in the channel).
@@ -126,7 +126,7 @@ def expected_card(redis: Redis, row: ApprovalRequest) -> dict[str, Any]:
     }
 
 
-def give_up_slot(redis: Redis, row: ApprovalRequest) -> None:
+def give_up_slot(redis: Redis, row: Request) -> None:
     """Forget this card's reserved time (Slack asked to wait after all): its next run reserves anew."""
     redis.delete(slot_keys(row.channel, row.id, row.level)[1])
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..exceptions import PolicyError, UnknownAction
-from ..store import ApprovalRequest, Status, Via
+from ..store import Request, Status, Via
 from .gate import facts_of
 from .policy import Policy
 
@@ -59,7 +59,7 @@ def _listed(what: str, ids: list[str]) -> str:
     return f"{what}: {len(ids)}" + (f": {', '.join(ids[:SHOWN])}{more}" if ids else "")
 
 
-def replay(candidate: Policy, requests: Iterable[ApprovalRequest]) -> Replay:
+def replay(candidate: Policy, requests: Iterable[Request]) -> Replay:
     """Run each recorded request through `candidate` (`Policy.route` and `Policy.gate` over the
     request's payload, confidence, requester and action, as intake does) and tally the result."""
     result = Replay()

@@ -20,12 +20,12 @@ from slack_sdk import WebClient
 from ..exceptions import UnknownRequest
 from ..store import (
     AlreadyDecided,
-    ApprovalRequest,
     Counted,
     Decided,
     Decider,
     Outcome,
     Refused,
+    Request,
     Status,
     TimedOut,
     Via,
@@ -43,7 +43,7 @@ APPROVING_STEPS: frozenset[Step] = frozenset({"approve", "edit"})
 Settled = Literal["decided", "counted", "refused"]
 
 
-def why_refused(request: ApprovalRequest | None, user_id: str, step: Step) -> dict[str, Any] | None:
+def why_refused(request: Request | None, user_id: str, step: Step) -> dict[str, Any] | None:
     """The audit detail of refusing `step` to `user_id` (`{"why": code, "step": step, ...}`), or
     None when they may take it. Only approvers may act; the human the agent acts for
     (`on_behalf_of`) may not approve or edit their own request unless the policy sets
@@ -63,7 +63,7 @@ def why_refused(request: ApprovalRequest | None, user_id: str, step: Step) -> di
     return {"why": why, "step": step}
 
 
-def queue(runtime: Runtime, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+def queue(runtime: Runtime, user_id: str, limit: int = 50) -> list[Request]:
     """The requests `user_id` may decide now, oldest deadline first, at most `limit`: an approver of
     the current level, not timed out, without their vote at this level (`Store.queue_for`), and
     allowed to approve by `why_refused` (self-approval, the request's state): the same rule a click
@@ -72,7 +72,7 @@ def queue(runtime: Runtime, user_id: str, limit: int = 50) -> list[ApprovalReque
     return [row for row in rows if why_refused(row, user_id, "approve") is None]
 
 
-def refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False) -> str:
+def refusal_text(request: Request | None, why: str, plain: bool = False) -> str:
     """What the refused reviewer is told (`plain`: for a modal's inline error, no mrkdwn)."""
     if request is None:
         return texts.UNKNOWN_REQUEST
@@ -86,7 +86,7 @@ def refusal_text(request: ApprovalRequest | None, why: str, plain: bool = False)
 
 
 def refuse(
-    runtime: Runtime, request: ApprovalRequest | None, request_id: str, user_id: str, step: Step, plain: bool
+    runtime: Runtime, request: Request | None, request_id: str, user_id: str, step: Step, plain: bool
 ) -> str | None:
     """Why `user_id` may not take `step` on the request now (audited `refused`), as the text to
     show them, or None when they may."""
@@ -184,7 +184,7 @@ def approve(
     return "refused"
 
 
-MODALS: dict[str, tuple[str, Callable[[ApprovalRequest], dict[str, Any]], Step]] = {
+MODALS: dict[str, tuple[str, Callable[[Request], dict[str, Any]], Step]] = {
     cards.EDIT_ACTION: ("Edit and approve", cards.edit_view, "edit"),
     cards.REJECT_ACTION: ("Reject request", cards.reject_view, "reject"),
     cards.DETAILS_ACTION: ("Request details", cards.details_view, "details"),
@@ -213,7 +213,7 @@ class Submission:
     (with the checked `edit`, or the rejection's `reason`) to decide once the modal has closed."""
 
     errors: dict[str, str] = field(default_factory=dict)
-    request: ApprovalRequest | None = None
+    request: Request | None = None
     edit: EditCheck | None = None
     reason: str | None = None
 

@@ -26,7 +26,7 @@ from ..decision import decision_of
 from ..defaults import SLACK_TIMEOUT_SECONDS
 from ..exceptions import ConfigError, ServiceUnavailable
 from ..slackhttp import PooledWebClient
-from ..store import ApprovalRequest, ResumeEvent
+from ..store import Request, ResumeEvent
 from .jobs import resume_job_id
 
 if TYPE_CHECKING:  # the policy (and its CEL engine) is imported when first needed
@@ -91,7 +91,7 @@ class Runtime(Connections):
         """The policy in force now (see `PolicyHolder.current`)."""
         return self.policies.current()
 
-    def resume_event(self, request: ApprovalRequest) -> ResumeEvent:
+    def resume_event(self, request: Request) -> ResumeEvent:
         """The outbox row of a request the store has just decided (`Store.decide`, `vote`,
         `expire`): its resume job id and its decision, the grant signed with `COUNTERSIGN_SECRET`."""
         decision = decision_of(request, self.settings.COUNTERSIGN_SECRET or "")

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..store import ApprovalRequest, Status, Via
+from ..store import Request, Status, Via
 from .gate import Rule, facts_of
 from .policy import Policy
 
@@ -84,18 +84,18 @@ def plain_floor(value: float) -> float | None:
 
 
 def suggest(
-    policy: Policy, requests: Iterable[ApprovalRequest], min_decisions: int = MIN_DECISIONS
+    policy: Policy, requests: Iterable[Request], min_decisions: int = MIN_DECISIONS
 ) -> list[Suggestion]:
     """One `Suggestion` per action class among the human-decided `requests` (see the module
     docstring), sorted by class."""
-    decided: dict[str, list[ApprovalRequest]] = {}
+    decided: dict[str, list[Request]] = {}
     for request in requests:
         if request.decided_via == Via.SLACK and request.status in (Status.APPROVED, Status.REJECTED):
             decided.setdefault(request.action, []).append(request)
     return [_one(policy, action, rows, min_decisions) for action, rows in sorted(decided.items())]
 
 
-def _one(policy: Policy, action: str, rows: list[ApprovalRequest], min_decisions: int) -> Suggestion:
+def _one(policy: Policy, action: str, rows: list[Request], min_decisions: int) -> Suggestion:
     if policy.setting(action, "always_review"):
         return Suggestion(action, None, why="always_review: no rule may approve it without a human")
     reviewed = [row for row in rows if policy.gate(action, facts_of(row)).review]
@@ -124,7 +124,7 @@ def _number(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _numeric_fields(rows: list[ApprovalRequest]) -> list[str]:
+def _numeric_fields(rows: list[Request]) -> list[str]:
     """The top-level payload fields that read as a number in every row."""
     names = set(rows[0].payload)
     for row in rows:
@@ -132,11 +132,11 @@ def _numeric_fields(rows: list[ApprovalRequest]) -> list[str]:
     return sorted(names)
 
 
-def _value(row: ApprovalRequest, name: str) -> float:
+def _value(row: Request, name: str) -> float:
     return _number(row.payload[name]) or 0.0
 
 
-def _range(policy: Policy, action: str, name: str, reviewed: list[ApprovalRequest]) -> Suggestion:
+def _range(policy: Policy, action: str, name: str, reviewed: list[Request]) -> Suggestion:
     """The current rule OR the range of field `name` humans always approved as asked, below every
     value a human stopped, among the `reviewed` decisions (those the current policy sends to a
     human); `why` says what was counted when there is no such range."""
@@ -163,7 +163,7 @@ def _range(policy: Policy, action: str, name: str, reviewed: list[ApprovalReques
     return Suggestion(action, rule, len(inside), evidence=evidence)
 
 
-def _same(rows: list[ApprovalRequest], numeric: str) -> list[str]:
+def _same(rows: list[Request], numeric: str) -> list[str]:
     """`payload.G == "V"` for each other top-level field that was the same plain string in every row."""
     conditions = []
     for name in sorted(set(rows[0].payload) - {numeric}):
@@ -174,6 +174,6 @@ def _same(rows: list[ApprovalRequest], numeric: str) -> list[str]:
     return conditions
 
 
-def _clean(row: ApprovalRequest) -> bool:
+def _clean(row: Request) -> bool:
     """A human approved it as the agent asked (no edit)."""
     return row.status == Status.APPROVED and not row.edits

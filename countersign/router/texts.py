@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from ..store import (
-    ApprovalRequest,
     Decider,
+    Request,
     ResumeProblem,
     Status,
     TimeoutResult,
@@ -89,7 +89,7 @@ def when(moment: datetime | None, plain: bool = False) -> str:
     )
 
 
-def who(request: ApprovalRequest, plain: bool = False) -> str:
+def who(request: Request, plain: bool = False) -> str:
     """Who decided, as mentions (or with `plain`, their names), or with no reviewer the policy's
     way: `policy` (a rule of it, e.g. auto-approval) or `the policy's timeout`."""
     people = request.decided_by or []
@@ -97,7 +97,7 @@ def who(request: ApprovalRequest, plain: bool = False) -> str:
     return ", ".join(names) or ("the policy's timeout" if request.decided_via == Via.TIMEOUT else "policy")
 
 
-def verdict(request: ApprovalRequest, plain: bool = False) -> str:
+def verdict(request: Request, plain: bool = False) -> str:
     """`"Approved by <@U123> at <date>"` (mrkdwn) for a decided request, or with `plain`
     `"approved by alice at 2026-11-29 08:28 UTC"` for places that show plain text only (modal
     errors); for an expired one, what the policy's timeout decided."""
@@ -111,7 +111,7 @@ def verdict(request: ApprovalRequest, plain: bool = False) -> str:
     return text[0].lower() + text[1:] if plain else text
 
 
-def not_executed(request: ApprovalRequest, why: str) -> str:
+def not_executed(request: Request, why: str) -> str:
     """The decided card's line when the agent's worker refused to run the approved action; `why`
     is the refusal's code (`ExecutionRefused.why`), e.g. "Not executed: the grant expired at
     <date> (execution refused)"."""
@@ -126,7 +126,7 @@ def not_executed(request: ApprovalRequest, why: str) -> str:
     return f"Not executed: {reasons.get(why, escape(why))} (execution refused)"
 
 
-def not_resumed(request: ApprovalRequest, problem: ResumeProblem) -> str:
+def not_resumed(request: Request, problem: ResumeProblem) -> str:
     """The decided card's line while the agent has not run the decision: its resume job failed, or
     no worker has taken it, e.g. "⚠ The agent has not run it: its resume job `agent.resum` failed
     (ValueError: Invalid attribute name: resum); RQ will run it again (3 more times)"; or its
@@ -180,21 +180,21 @@ def not_told(problem: WebhookFailing | WebhookDeadLettered) -> str:
     )
 
 
-def already_decided_text(request: ApprovalRequest, plain: bool = False) -> str:
+def already_decided_text(request: Request, plain: bool = False) -> str:
     """Answer to a click or submit on a request that is no longer pending (mrkdwn, or `plain` for
     a modal's inline error, which Slack shows as plain text)."""
     text = verdict(request, plain)
     return f"This request was already {text[0].lower() + text[1:]}; your action changed nothing."
 
 
-def not_an_approver_text(request: ApprovalRequest) -> str:
+def not_an_approver_text(request: Request) -> str:
     """Answer to a click by someone the policy does not name as an approver, in an ephemeral or a
     modal's inline error. The action class (`[a-z0-9_.-]`, nothing to escape) is written as it is, not
     as a code span: inline errors and notifications show text unformatted, and so does the sandbox."""
     return f"You are not an approver for {request.action} requests, so your action changed nothing."
 
 
-def reminder_text(request: ApprovalRequest, missing: list[str]) -> str:
+def reminder_text(request: Request, missing: list[str]) -> str:
     """The thread reply that reminds the approvers still `missing` (user ids) of a pending request
     before it expires, with how many approvals it still needs."""
     deadline = f"; it expires {when(request.expires_at)}" if request.expires_at else ""
@@ -203,7 +203,7 @@ def reminder_text(request: ApprovalRequest, missing: list[str]) -> str:
     return f"⏰ Reminder for {mentions(missing)}: this request still needs {still}{deadline}."
 
 
-def escalated_note(request: ApprovalRequest) -> str:
+def escalated_note(request: Request) -> str:
     """The thread reply under the card of the level a request escalated from: where it went (the
     `request` as it is now) and who decides it there."""
     return (
@@ -212,7 +212,7 @@ def escalated_note(request: ApprovalRequest) -> str:
     )
 
 
-def timed_out_text(request: ApprovalRequest) -> str:
+def timed_out_text(request: Request) -> str:
     """Answer to a click after the request's deadline (the timeout sweep decides it any moment)."""
     return (
         f"This request timed out at {when(request.expires_at)}; the policy's timeout decides it, "
@@ -220,7 +220,7 @@ def timed_out_text(request: ApprovalRequest) -> str:
     )
 
 
-def counted_text(request: ApprovalRequest, approvals: list[Decider], repeated: bool) -> str:
+def counted_text(request: Request, approvals: list[Decider], repeated: bool) -> str:
     """Ephemeral answer to an approval that counts towards a quorum not reached yet."""
     first = "You had already approved" if repeated else "Your approval is counted"
     return f"{first}: {len(approvals)} of {request.required_approvals} approvals so far."

@@ -19,7 +19,7 @@ import logging
 from redis import Redis
 from slack_sdk.errors import SlackApiError
 
-from ..store import ApprovalRequest, CardFacts, Execution
+from ..store import CardFacts, Execution, Request
 from . import cards, delivery, texts
 from .jobs import note_executed, unnote_executed
 from .runtime import Runtime
@@ -31,7 +31,7 @@ NOTE_TTL_SECONDS = 2 * 24 * 3600  # as long as a resumed marker: a late outcome 
 EXECUTED = str(Execution.EXECUTED)
 
 
-def note_once(runtime: Runtime, request: ApprovalRequest, kind: str, text: str) -> bool:
+def note_once(runtime: Runtime, request: Request, kind: str, text: str) -> bool:
     """Post `text` (mrkdwn) as a reply under the request's card, once per request and `kind`;
     True when posted now. A request without a card gets none; a Slack error or a network error is
     logged and the note left to a later call."""
@@ -90,7 +90,7 @@ def news_kind(facts: CardFacts) -> str | None:
     return "refused" if facts.refused else None
 
 
-def escalated(runtime: Runtime, old: ApprovalRequest, new: ApprovalRequest) -> None:
+def escalated(runtime: Runtime, old: Request, new: Request) -> None:
     """The escalation notice under the card of the level `old` was at: where the request went and
     who decides it now."""
     note_once(runtime, old, f"escalated-{old.level}", texts.escalated_note(new))

@@ -27,7 +27,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
-from ..store import ApprovalRequest, Decided, Level, TimeoutResult
+from ..store import Decided, Level, Request, TimeoutResult
 from . import delivery, directory, relay, threads
 from .delivery import post_card
 from .runtime import Runtime
@@ -97,7 +97,7 @@ def _timeouts(runtime: Runtime, batch: int, until: float) -> int:
             return changed
 
 
-def _each(step: Callable[[Runtime, ApprovalRequest], Any], runtime: Runtime, request: ApprovalRequest) -> int:
+def _each(step: Callable[[Runtime, Request], Any], runtime: Runtime, request: Request) -> int:
     """Run one request's step; a failure (Slack down, a network error) is logged and retried on a
     later tick without holding up the other requests or the rest of the sweep."""
     try:
@@ -109,10 +109,10 @@ def _each(step: Callable[[Runtime, ApprovalRequest], Any], runtime: Runtime, req
     return 0
 
 
-def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
+def _time_out(runtime: Runtime, due: list[Request]) -> int:
     """Escalate the due requests whose policy says so (one by one: each asks Slack for its next
     approvers); expire the rest together. Returns how many changed state."""
-    expiring: list[tuple[ApprovalRequest, TimeoutResult]] = []
+    expiring: list[tuple[Request, TimeoutResult]] = []
     changed = 0
     for request in due:
         next_level = _next_level(request)
@@ -125,7 +125,7 @@ def _time_out(runtime: Runtime, due: list[ApprovalRequest]) -> int:
     return changed + _expire(runtime, expiring)
 
 
-def _next_level(request: ApprovalRequest) -> Level | None:
+def _next_level(request: Request) -> Level | None:
     """The level a timed-out `request` escalates to, or None when it expires (its level's
     `on_timeout` is not `escalate`, or it is the last level): what `_drain` takes in SQL."""
     levels = request.rules.levels
@@ -172,7 +172,7 @@ def _expire_due(runtime: Runtime, batch: int) -> list[Decided]:
         return []
 
 
-def _expire(runtime: Runtime, due: list[tuple[ApprovalRequest, TimeoutResult]]) -> int:
+def _expire(runtime: Runtime, due: list[tuple[Request, TimeoutResult]]) -> int:
     """Expire `(request, result)`s in one store transaction and publish them (`_expired`). If the
     batch fails, each request is tried alone, so one bad request cannot hold the others up.
     Returns how many were expired."""
@@ -237,7 +237,7 @@ def _report(runtime: Runtime, decided: list[Decided]) -> int:
     return len(decided)
 
 
-def _adopt_card(runtime: Runtime, request: ApprovalRequest) -> None:
+def _adopt_card(runtime: Runtime, request: Request) -> None:
     """Find the card of an expired `request` whose poster died before storing it, and rewrite it as
     expired (the request read again: an expiry's row holds only the decision's columns)."""
     row = runtime.store.get(request.id)
@@ -245,7 +245,7 @@ def _adopt_card(runtime: Runtime, request: ApprovalRequest) -> None:
         delivery.update_card(runtime, runtime.slack, row)
 
 
-def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
+def _escalate(runtime: Runtime, request: Request, level: Level) -> int:
     try:  # Slack busy or unreachable raises RetryLater: the next tick tries again
         approvers = directory.approvers(runtime.slack, level.users, level.usergroups)
     except SlackApiError:
@@ -274,7 +274,7 @@ def _escalate(runtime: Runtime, request: ApprovalRequest, level: Level) -> int:
     return 1
 
 
-def _remind(runtime: Runtime, request: ApprovalRequest) -> None:
+def _remind(runtime: Runtime, request: Request) -> None:
     """Post a due reminder, mentioning the approvers who may decide and have not voted, and only
     then mark it sent: one Slack is busy for stays due (its claim runs out and a later tick posts
     it); one Slack refuses for good is marked failed."""

@@ -1,6 +1,7 @@
 """Persistence: the request state machine, audit log, outbox and migrations (the database only)."""
 
 from .engine import check_schema, create_db_engine, schema_missing, upgrade
+from .facts import eligible_approvers
 from .models import (
     ApprovalRequest,
     AuditEvent,
@@ -20,12 +21,12 @@ from .models import (
     Vote,
     WebhookDeadLettered,
     WebhookFailing,
-    eligible_approvers,
     may_run,
     standing_problem,
 )
 from .queries import CardFacts
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
+from .rows import Request, RequestRow
 from .rules import EditableField, Level, Rules
 from .state import Resume, Store
 from .webhooks import WebhookAttempt
@@ -48,6 +49,8 @@ __all__ = [
     "Outcome",
     "OutcomeUnknown",
     "Refused",
+    "Request",
+    "RequestRow",
     "Resume",
     "ResumeEvent",
     "ResumeFailed",

@@ -15,7 +15,9 @@ from sqlalchemy import select, update
 
 from .models import ApprovalRequest, AuditEvent, Status, utcnow, utcnow_plus
 from .records import Records
+from .rows import Request, RequestRow
 from .sql import (
+    REQUESTS,
     audit_row,
     changed_request,
     deadline,
@@ -35,7 +37,7 @@ it is replaced by the card sweep this long after its claim."""
 class Deliveries(Records):
     """Transactions on the delivery of cards and reminders. Safe to share between threads."""
 
-    def claim_card(self, request_id: str, lease_seconds: int = CARD_LEASE_SECONDS) -> ApprovalRequest | None:
+    def claim_card(self, request_id: str, lease_seconds: int = CARD_LEASE_SECONDS) -> RequestRow | None:
         """Take the right to post a pending request's card for `lease_seconds` (database clock).
 
         None while another process holds an unexpired lease, or once the card exists. The returned
@@ -64,7 +66,7 @@ class Deliveries(Records):
                 .values(card_lease_until=utcnow_plus(seconds))
             )
 
-    def schedule_card(self, request: ApprovalRequest, seconds: int, unclaimed: bool = False) -> None:
+    def schedule_card(self, request: Request, seconds: int, unclaimed: bool = False) -> None:
         """The card of `request`'s level waits `seconds` for its time in its channel's pace: nobody
         posts it before then (the posting lease), and the level's deadline moves to that time plus
         its timeout (database clock), so a card behind a backlog never loses its reviewers' time.
@@ -91,26 +93,26 @@ class Deliveries(Records):
     def refresh_card_later(self, request_id: str, seconds: int) -> None:
         """Slack would not rewrite the card now: have the card sweep try again in `seconds`
         (database clock), and on each later tick until it succeeds (`card_refreshed`)."""
-        with self._write(one_statement=True) as session:
-            session.execute(REFRESH_LATER, {"for_request": request_id, "after_seconds": seconds})
+        with self._connection(write=True) as connection:
+            connection.execute(REFRESH_LATER, {"for_request": request_id, "after_seconds": seconds})
 
     def card_refreshed(self, request_id: str, moved_to: tuple[str, str] | None = None) -> None:
         """The card now tells the truth: nothing more is due. With `moved_to` (`(channel, ts)`), the
         old card vanished and a status message stands in for it: later rewrites edit that message,
         so a vanished card gets one status message, not one a refresh (audited `card_replaced`)."""
         moved = {"channel": moved_to[0], "card_ts": moved_to[1]} if moved_to else {}
-        with self._write(one_statement=not moved_to) as session:  # moved: its audit event at commit
-            session.execute(
-                update(ApprovalRequest)
-                .where(ApprovalRequest.id == request_id)
-                .values(card_refresh_due_at=None, **moved)
-            )
-            if moved_to:
-                self._audit(session, request_id, "card_replaced", None, channel=moved_to[0], ts=moved_to[1])
+        stmt = update(REQUESTS).where(REQUESTS.c.id == request_id).values(card_refresh_due_at=None, **moved)
+        if not moved_to:
+            with self._connection(write=True) as connection:
+                connection.execute(stmt)
+            return
+        with self._write() as session:  # its audit event at commit, in the same transaction
+            session.execute(stmt)
+            self._audit(session, request_id, "card_replaced", None, channel=moved_to[0], ts=moved_to[1])
 
     def reroute(
         self, request_id: str, channel: str, level: int, why: str, **detail: Any
-    ) -> ApprovalRequest | None:
+    ) -> RequestRow | None:
         """Send a pending request's card to `channel` instead (its original channel refused it);
         audited as `delivery_failed`. None if the request has a card already or is decided."""
         with self._write() as session:
@@ -127,8 +129,8 @@ class Deliveries(Records):
             )
 
     def attach_card(
-        self, request: ApprovalRequest, channel: str, ts: str, shown: dict[str, Any] | None = None
-    ) -> ApprovalRequest | None:
+        self, request: Request, channel: str, ts: str, shown: dict[str, Any] | None = None
+    ) -> RequestRow | None:
         """Record where the card of `request`'s escalation level is, once: the `channel` Slack
         answered (the conversation's id, which for a card sent to a user id is their DM's `D…` id
         and replaces the user id) and its `ts`; audit `card_posted`, with what reviewers are `shown`
@@ -143,9 +145,8 @@ class Deliveries(Records):
         posted = audit_row(request.id, "card_posted", None, ts=ts, **(shown or {}))
         params = {"for_request": request.id, "at_level": request.level, "new_channel": channel, "new_ts": ts}
         params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
-        with self._write(one_statement=True) as session:
-            stmt = attach(bool(timeout), bool(offsets))
-            found = changed_request(session, stmt, [posted], params=params)
+        with self._connection(write=True) as connection:
+            found = changed_request(connection, attach(bool(timeout), bool(offsets)), [posted], params=params)
         return None if found is None else found[0]
 
     def card_rewritten(self, request_id: str, ts: str, shown: dict[str, Any], why: str) -> bool:
@@ -167,7 +168,7 @@ class Deliveries(Records):
             self._audit(session, request_id, "card_updated", None, ts=ts, why=why, **shown)
         return True
 
-    def claim_reminder(self, request: ApprovalRequest, lease_seconds: int = 60) -> bool:
+    def claim_reminder(self, request: Request, lease_seconds: int = 60) -> bool:
         """Take the request's due reminder for `lease_seconds` (once, even with two sweepers): its
         due time moves that far on, so if the reminder is not posted and marked (`reminder_sent`)
         by then, a later sweep takes it again."""
@@ -175,7 +176,7 @@ class Deliveries(Records):
             where = (*self._same_reminder(request), ApprovalRequest.next_reminder_at <= utcnow())
             return update_request(session, where, next_reminder_at=utcnow_plus(lease_seconds)) is not None
 
-    def reminder_sent(self, request: ApprovalRequest, failed: str | None = None) -> bool:
+    def reminder_sent(self, request: Request, failed: str | None = None) -> bool:
         """Mark the claimed reminder posted (audit `reminded`), or given up for good with Slack's
         error `failed` (audit `reminder_failed`), and schedule the one after. False if the request
         moved on meanwhile (decided, escalated, or the reminder marked by another sweeper)."""
@@ -195,7 +196,7 @@ class Deliveries(Records):
         return row is not None
 
     @staticmethod
-    def _same_reminder(request: ApprovalRequest) -> tuple[Any, ...]:
+    def _same_reminder(request: Request) -> tuple[Any, ...]:
         """The request is still pending at the same level, with the same reminders sent."""
         return (
             ApprovalRequest.id == request.id,

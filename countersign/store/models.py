@@ -32,6 +32,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.functions import FunctionElement
 from typing_extensions import TypedDict  # pydantic validates these (typing's needs Python 3.12)
 
+from .facts import Columns, RequestFacts
 from .rules import Rules, RulesType
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
@@ -192,7 +193,7 @@ def _where(predicate: str) -> dict[str, Any]:
     return {"postgresql_where": text(predicate), "sqlite_where": text(predicate)}
 
 
-class ApprovalRequest(Base):
+class ApprovalRequest(RequestFacts, Base):
     """One approval request: the frozen payload, where its card is, and its state.
 
     `status` moves `pending → approved | rejected | expired` only through `Store` (each one
@@ -273,22 +274,6 @@ class ApprovalRequest(Base):
             postgresql_where=text("status = 'pending'"),
         ).ddl_if(dialect="postgresql"),
     )
-
-    @property
-    def eligible_approvers(self) -> list[str]:
-        """The current level's approvers who may approve (see `eligible_approvers`)."""
-        return eligible_approvers(self.approvers, self.on_behalf_of, self.rules)
-
-    @property
-    def payload_to_run(self) -> dict[str, Any]:
-        """The payload that runs if the decision lets it: the reviewer's edit, else the frozen payload."""
-        return self.approved_payload if self.approved_payload is not None else self.payload
-
-
-def eligible_approvers(approvers: list[str], on_behalf_of: str | None, rules: Rules) -> list[str]:
-    """`approvers` (Slack user ids) but the human the agent acts for (`on_behalf_of`), who may not
-    approve their own request unless the policy's `rules` set `self_approval: true`."""
-    return [user for user in approvers if user != on_behalf_of or rules.self_approval]
 
 
 class Vote(Base):
@@ -411,7 +396,7 @@ class OutboxEvent(Base):
     problem: Mapped[ResumeProblem | None] = mapped_column(NullableJSON)
 
 
-def standing_problem(request: ApprovalRequest, problem: ResumeProblem | None) -> ResumeProblem | None:
+def standing_problem(request: Columns, problem: ResumeProblem | None) -> ResumeProblem | None:
     """The `problem` noted on `request`'s resume event, unless it is an `outcome_unknown` its outcome
     has answered since: a refusal racing with the outcome's statement may note it just after that
     statement cleared the problems (PostgreSQL reads them at its start)."""

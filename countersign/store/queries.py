@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Self
 
-from sqlalchemy import Engine, func, insert, literal, select
+from sqlalchemy import Connection, Engine, func, insert, literal, select
 from sqlalchemy.orm import Session
 
 from ..exceptions import UnknownRequest
@@ -26,6 +26,7 @@ from .models import (
     utcnow,
     utcnow_plus,
 )
+from .rows import COLUMNS, Request, RequestRow, request_row
 from .sql import (
     AUDIT,
     approver_is,
@@ -52,7 +53,7 @@ first (`created_at`, then id)."""
 class CardFacts(NamedTuple):
     """A request and what its decided card says about the agent's side (`Queries.card_facts`)."""
 
-    request: ApprovalRequest
+    request: RequestRow
     problem: ResumeProblem | None
     refused: str | None
 
@@ -77,23 +78,27 @@ class Queries:
         return cls(create_db_engine(url))
 
     @contextmanager
-    def _write(self, one_statement: bool = False) -> Iterator[Session]:
+    def _write(self) -> Iterator[Session]:
         """A write transaction. The audit events it records (`_audit`) are inserted together, in
         the order recorded, by one multi-row INSERT just before it commits (none if it raises), unless
-        a statement took them along (`sql.insert_outbox`, `sql.changed_request`).
-
-        `one_statement`: the caller runs one statement, its audit events taken along: on PostgreSQL
-        it runs in autocommit, a transaction of its own without the BEGIN and COMMIT round trips.
-        Raises `RuntimeError` (after the statement) if audit events were left for the commit."""
-        autocommit = one_statement and self._one_statement is not None
-        bind = self._one_statement if autocommit else self._writer
-        with Session(bind, expire_on_commit=False) as session, session.begin():
+        a statement took them along (`sql.insert_outbox`, `sql.changed_request`)."""
+        with Session(self._writer, expire_on_commit=False) as session, session.begin():
             yield session
             audits = session.info.pop(AUDIT, None)
-            if audits and autocommit:
-                raise RuntimeError("audit events left for the commit of a one-statement write")
             if audits:
                 session.execute(insert(AuditEvent), audits)
+
+    @contextmanager
+    def _connection(self, write: bool = False) -> Iterator[Connection]:
+        """One statement on a connection, with no ORM `Session` (its transaction bookkeeping,
+        identity map and ORM execution cost more than the statement on the hot paths): on
+        PostgreSQL in autocommit, the statement its own transaction, without the BEGIN and COMMIT
+        round trips (a write's audit events ride on it: `sql.changed_request`); on SQLite a
+        transaction, `BEGIN IMMEDIATE` for a `write` (`engine.py`), whose audit events `sql.record`
+        inserts after its statement."""
+        bind = self._one_statement or (self._writer if write else self.engine)
+        with bind.begin() as connection:
+            yield connection
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
@@ -127,10 +132,11 @@ class Queries:
             raise UnknownRequest(request_id)
         return row
 
-    def get(self, request_id: str) -> ApprovalRequest | None:
-        """The request with this id, or None."""
-        with self._read() as session:
-            return session.scalars(REQUEST, {"for_request": request_id}).first()
+    def get(self, request_id: str) -> RequestRow | None:
+        """The request with this id (a plain row), or None."""
+        with self._connection() as connection:
+            found = connection.execute(REQUEST, {"for_request": request_id}).first()
+        return None if found is None else request_row(found)
 
     def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
         """The dead letter with this id, or None."""
@@ -156,11 +162,11 @@ class Queries:
         need a migration and still have to be ignored once the action runs; the card shows it only
         while nothing ran.
         """
-        with self._read() as session:
-            found = session.execute(CARD_FACTS, {"for_request": request_id}).one_or_none()
+        with self._connection() as connection:
+            found = connection.execute(CARD_FACTS, {"for_request": request_id}).one_or_none()
         if found is None:
             return None
-        request, noted, detail = found
+        request, (noted, detail) = request_row(found), found[COLUMNS:]
         return CardFacts(
             request, standing_problem(request, noted), None if detail is None else detail.get("why")
         )
@@ -234,7 +240,7 @@ class Queries:
         with self._read() as session:
             return list(session.scalars(select(Vote).where(Vote.request_id == request_id).order_by(Vote.at)))
 
-    def pending_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+    def pending_for(self, user_id: str, limit: int = 50) -> list[Request]:
         """The pending requests `user_id` (a Slack user id) may decide now, in `DEADLINE_FIRST` order,
         at most `limit`: those whose current level's `approvers` include the user. User
         groups were resolved to their members at intake and at each escalation, so a group member is
@@ -256,7 +262,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def queue_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
+    def queue_for(self, user_id: str, limit: int = 50) -> list[Request]:
         """The reviewer's queue: the pending requests whose current level's `approvers` include
         `user_id`, not timed out (database clock), without a vote of theirs at this level (a quorum
         they already gave), in `DEADLINE_FIRST` order, at most `limit`. Who may decide is
@@ -279,7 +285,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def decided_by_user(self, user_id: str, limit: int = 10) -> list[ApprovalRequest]:
+    def decided_by_user(self, user_id: str, limit: int = 10) -> list[Request]:
         """The requests `user_id` decided or voted on that are decided now, latest decision first,
         at most `limit`: the audit trail's `approved`, `rejected` and `vote` events name them as actor
         (found through the partial index `ix_audit_events_decided_by`, not a scan of the trail)."""
@@ -311,11 +317,11 @@ class Queries:
         to `up_to` (a limit needs no more), through the partial index
         `ix_approval_requests_pending_requester` (migration 0009): the count reads at most `up_to`
         index entries, whatever else is pending."""
-        with self._read() as session:
+        with self._connection() as connection:
             params = {"of_action": action, "of_requester": requester, "up_to": up_to}
-            return int(session.scalar(PENDING_COUNT, params) or 0)
+            return int(connection.scalar(PENDING_COUNT, params) or 0)
 
-    def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[ApprovalRequest]:
+    def due_for_card(self, grace_seconds: int = 5, limit: int = 100) -> list[Request]:
         """Pending requests with no card, no live posting lease, older than `grace_seconds` at their
         level: a card whose posting died with its process (the sweep posts or finds it). Found
         through the partial index `ix_approval_requests_cards_due` (migration 0005), so the sweep
@@ -334,7 +340,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def due_for_timeout(self, limit: int = 100) -> list[ApprovalRequest]:
+    def due_for_timeout(self, limit: int = 100) -> list[Request]:
         """Pending requests whose current level has timed out by the database clock, oldest first."""
         with self._read() as session:
             stmt = (
@@ -345,7 +351,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def due_for_card_refresh(self, limit: int = 100) -> list[ApprovalRequest]:
+    def due_for_card_refresh(self, limit: int = 100) -> list[Request]:
         """Requests whose card Slack would not rewrite earlier and whose retry is due (database
         clock), oldest first; found through the partial index `ix_approval_requests_card_refresh_due`
         (migration 0007)."""
@@ -358,7 +364,7 @@ class Queries:
             )
             return list(session.scalars(stmt))
 
-    def due_for_reminder(self, limit: int = 100) -> list[ApprovalRequest]:
+    def due_for_reminder(self, limit: int = 100) -> list[Request]:
         """Pending requests with a card whose next reminder is due (database clock); found through
         the partial index `ix_approval_requests_reminders_due` (migration 0005)."""
         with self._read() as session:

@@ -41,9 +41,9 @@ class Records(Queries):
     def accept(self, request_id: str, message: dict[str, Any]) -> None:
         """Keep an intake message (the `IntakeMessage` as JSON) until intake has taken it; once per
         request id (a repeated `request()` with the same key keeps the first)."""
-        with self._write(one_statement=True) as session:
-            stmt = accepted(session.get_bind().dialect.name)
-            session.execute(stmt, {"new_id": request_id, "new_message": message})
+        with self._connection(write=True) as connection:
+            stmt = accepted(connection.dialect.name)
+            connection.execute(stmt, {"new_id": request_id, "new_message": message})
 
     def intake_waiting(self, older_than_seconds: int, limit: int = 100) -> list[IntakeOutbox]:
         """Intake messages accepted more than `older_than_seconds` ago (database clock) that intake

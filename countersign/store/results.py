@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from .models import ApprovalRequest, Decider, OutboxEvent
+from .models import Decider, OutboxEvent
+from .rows import Request
 
 
 class ResumeEvent(NamedTuple):
@@ -25,7 +26,7 @@ NotExecutableWhy = Literal[
 class Decided:
     """`Store.decide` won: the request is now in `request.status`; `event` is its resume event."""
 
-    request: ApprovalRequest
+    request: Request
     event: OutboxEvent
 
 
@@ -34,7 +35,7 @@ class Counted:
     """`Store.vote` counted the vote but the quorum is not reached yet: `approvals` so far
     (`[{slack_user_id, name}]`); `repeated` when this approver had already voted."""
 
-    request: ApprovalRequest
+    request: Request
     approvals: list[Decider]
     repeated: bool = False
 
@@ -43,7 +44,7 @@ class Counted:
 class TimedOut:
     """A reviewer acted after the request's deadline: nothing changed; the policy's timeout decides."""
 
-    request: ApprovalRequest
+    request: Request
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Refused:
     """`Store.vote` refused the voter (the caller's `refuse` check, on the locked row): nothing
     changed but a `refused` audit event; `why` is its refusal code (e.g. `not_an_approver`)."""
 
-    request: ApprovalRequest
+    request: Request
     why: str
 
 
@@ -59,7 +60,7 @@ class Refused:
 class AlreadyDecided:
     """`Store.decide` lost: the request had already left `pending`; `request` shows who decided what."""
 
-    request: ApprovalRequest
+    request: Request
 
 
 @dataclass(frozen=True)

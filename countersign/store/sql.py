@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Integer,
     Table,
     and_,
@@ -30,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Session, aliased, load_only
+from sqlalchemy.orm import Session, load_only
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.elements import ColumnClause
 from sqlalchemy.sql.selectable import ExecutableReturnsRows, TextualSelect
@@ -53,6 +54,7 @@ from .models import (
     utcnow_plus,
 )
 from .results import NotExecutableWhy
+from .rows import COLUMNS, Request, RequestRow, request_row
 from .rules import Rules
 
 AUDIT = "countersign_audit"
@@ -67,16 +69,22 @@ def audit_row(request_id: str, event: str, actor: str | None, **detail: Any) -> 
     return {"request_id": request_id, "event": event, "actor": actor, "detail": detail}
 
 
-def record(session: Session, audits: Iterable[AuditRow]) -> None:
+def record(session: Session | Connection, audits: Iterable[AuditRow]) -> None:
     """Record audit events in the write transaction `session`, inserted after those recorded before
     them (ids keep the order) when it commits, or with the statement that takes them along
-    (`insert_outbox`, `changed_request`)."""
+    (`insert_outbox`, `changed_request`). On a `Connection` (a one-statement write on SQLite,
+    `Queries._connection`: PostgreSQL's take their events along) they are inserted now."""
+    if isinstance(session, Connection):
+        if rows := list(audits):
+            session.execute(insert(AuditEvent), rows)
+        return
     session.info.setdefault(AUDIT, []).extend(audits)
 
 
-def on_postgresql(session: Session) -> bool:
+def on_postgresql(session: Session | Connection) -> bool:
     """The session's database is PostgreSQL, which has data-modifying CTEs (SQLite has none)."""
-    return session.get_bind().dialect.name == "postgresql"
+    bind = session if isinstance(session, Connection) else session.get_bind()
+    return bind.dialect.name == "postgresql"
 
 
 def insert_if_new(session: Session, model: type[Base], values: dict[str, Any]) -> Insert:
@@ -137,14 +145,11 @@ REQUESTS = cast(Table, ApprovalRequest.__table__)
 """The requests' table, for Core statements that load no `ApprovalRequest` (no ORM layer)."""
 CHANGED = table("changed", *(column(each.name, each.type) for each in ApprovalRequest.__table__.c))
 """The rows `changed_request`'s CTE (named `changed`) returns, as a table declared once."""
-CHANGED_REQUEST = aliased(ApprovalRequest, CHANGED, adapt_on_names=True)
-"""The request entity over `CHANGED`: built once, where an alias of each call's CTE made SQLAlchemy
-build 45 proxy columns and an aliased entity on every call."""
 CHANGED_ID = CHANGED.c.id
 
 
 def changed_request(
-    session: Session,
+    session: Session | Connection,
     stmt: Insert | Update,
     audits: Sequence[AuditRow],
     *extra: Any,
@@ -157,10 +162,10 @@ def changed_request(
     in the one statement (data-modifying CTEs: `WITH changed AS (stmt RETURNING ...), audit AS
     (INSERT INTO audit_events SELECT ... WHERE EXISTS (SELECT FROM changed)) SELECT ... FROM
     changed`), elsewhere the audits recorded for the commit (`record`) and `also` run after it.
-    Returns `(request, *extra)` as the row is now (`extra`: labelled expressions computed as it
-    changed), or None when it changed nothing. With `row=False`, `(request id, *extra)`: the
-    statement returns the id alone and no `ApprovalRequest` is loaded (its 40-odd columns, JSON
-    ones among them, decoded into an ORM object), for a caller that only needs to know whether the
+    Returns `(request, *extra)` as the row is now (a plain `rows.RequestRow`, no ORM object;
+    `extra`: labelled expressions computed as it changed), or None when it changed nothing. With
+    `row=False`, `(request id, *extra)`: the statement returns the id alone and no row is decoded
+    (its 40-odd columns, JSON ones among them), for a caller that only needs to know whether the
     change happened.
 
     `params`: the values of `stmt`'s (and `extra`'s) bound parameters, for a statement built once
@@ -172,11 +177,12 @@ def changed_request(
     bound = dict(params or {})
     if outer.cte_audits:
         bound["audits"] = list(audits)
-    found = session.execute(outer.statement, bound or None).one_or_none()
+    result = session.execute(outer.statement, bound or None).one_or_none()
+    found = result if result is None or not row else (request_row(result), *result[COLUMNS:])
     if found is not None and not outer.cte_audits and not outer.cte_also:
-        record(session, audits)
         if also is not None:
             session.execute(also([found[0].id if row else found[0]]))
+        record(session, audits)
     return found
 
 
@@ -200,19 +206,17 @@ def _around(
 ) -> _Around:
     """The statement `changed_request` runs for `stmt` (see there); kept for statements built once."""
     if not (postgresql and (audits or also)):
-        returning = stmt.returning(ApprovalRequest if row else REQUESTS.c.id, *extra)
-        if row and isinstance(stmt, Update):  # the row comes back, also over the session's copy
-            options = {"synchronize_session": False, "populate_existing": True}
-            returning = returning.execution_options(**options)
+        returning = stmt.returning(REQUESTS if row else REQUESTS.c.id, *extra)
+        if isinstance(stmt, Update):  # an ORM one's rows need no synchronising: the row comes back
+            returning = returning.execution_options(synchronize_session=False)
         return _Around(returning, False, False)
     changed = stmt.returning(REQUESTS if row else REQUESTS.c.id, *extra).cte("changed")
     ctes = [insert(AuditEvent).from_select(AUDIT_COLUMNS, AUDITS_IF_CHANGED).cte("audit")] if audits else []
     if also is not None:
         ctes.append(also(select(CHANGED_ID)).cte("also"))
     extras: list[Any] = [literal_column(f"{CHANGED.name}.{each.name}") for each in extra]
-    outer = select(CHANGED_REQUEST if row else CHANGED_ID, *extras).add_cte(changed, *ctes)
-    # the row as changed, also over the copy the session holds (a row locked before, `Store.vote`)
-    return _Around(outer.execution_options(populate_existing=True), audits, also is not None)
+    outer = select(CHANGED if row else CHANGED_ID, *extras).add_cte(changed, *ctes)
+    return _Around(outer, audits, also is not None)
 
 
 def verdict(
@@ -248,7 +252,7 @@ CARD_SHOWN = ApprovalRequest.card_ts.is_not(None)
 
 
 def expire_due(
-    session: Session, due: list[ApprovalRequest], asked: TimeoutResult, grant_ttl: int
+    session: Session, due: Sequence[Request], asked: TimeoutResult, grant_ttl: int
 ) -> list[ApprovalRequest]:
     """One conditional UPDATE ... RETURNING expiring `due`: each still pending at the level it was
     read at and past its `expires_at` (database clock). The timeout decides `asked`, but `allow` only
@@ -371,11 +375,11 @@ def expiry_update(dialect: str) -> Update:
 
 def update_request(
     session: Session, where: tuple[Any, ...], *audits: AuditRow, **values: Any
-) -> ApprovalRequest | None:
+) -> RequestRow | None:
     """One conditional UPDATE of a request, with the audit events of the change (`changed_request`):
     the updated row, or None when `where` did not hold (someone else got there first)."""
     found = changed_request(session, update(ApprovalRequest).where(*where).values(**values), audits)
-    row: ApprovalRequest | None = None if found is None else found[0]
+    row: RequestRow | None = None if found is None else found[0]
     return row
 
 
@@ -388,7 +392,9 @@ NOTED = (
 """A problem is noted on the resume event of the request bound as `for_request`."""
 
 
-def execution_update(session: Session, stmt: Update, request_id: str, audit: AuditRow, **params: Any) -> bool:
+def execution_update(
+    session: Session | Connection, stmt: Update, request_id: str, audit: AuditRow, **params: Any
+) -> bool:
     """Run `stmt`, the agent's worker claiming or reporting an execution (a conditional UPDATE of
     the request bound as `for_request`, built once; `params` its other bound values), with its
     `audit` event: True when it changed the row. The worker has the decision, so a problem noted on
@@ -416,7 +422,7 @@ def problem_cleared(request_ids: Any) -> Update:
     )
 
 
-def resume_taken(session: Session, request_id: str) -> None:
+def resume_taken(session: Session | Connection, request_id: str) -> None:
     """The agent's worker has the request's decision (it claimed or reported the execution): clear
     the problem noted on its resume event, if any (in the caller's transaction)."""
     session.execute(problem_cleared([request_id]))
@@ -426,7 +432,7 @@ def is_pending() -> Any:
     """`status = 'pending'` with the literal in the SQL text, not a bound parameter, so that the
     partial indexes `WHERE status = 'pending'` (migration 0005) match it on both backends, also in
     a prepared statement's generic plan."""
-    return ApprovalRequest.status == literal(Status.PENDING.value, literal_execute=True)
+    return REQUESTS.c.status == literal(Status.PENDING.value, literal_execute=True)
 
 
 def approver_is(dialect: str, user_id: str) -> Any:
@@ -439,7 +445,7 @@ def approver_is(dialect: str, user_id: str) -> Any:
 
 def not_timed_out() -> Any:
     """The request has no deadline, or it has not passed (database clock)."""
-    return or_(ApprovalRequest.expires_at.is_(None), ApprovalRequest.expires_at > utcnow())
+    return or_(REQUESTS.c.expires_at.is_(None), REQUESTS.c.expires_at > utcnow())
 
 
 def no_live_card_lease() -> Any:
@@ -474,7 +480,7 @@ def clock_from(
     }
 
 
-def why_not_executable(request: ApprovalRequest | None) -> NotExecutableWhy:
+def why_not_executable(request: Request | None) -> NotExecutableWhy:
     """Why `Store.claim_execution` found nothing to claim: `outcome_unknown` when a run was claimed
     and never reported how it went (started, no outcome), `already_executed` when it was."""
     if request is None:

@@ -31,6 +31,7 @@ from .models import (
 )
 from .records import intake_done, intake_taken, outcome_unknown
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
+from .rows import COLUMNS, Request, RequestRow, request_row
 from .rules import Rules
 from .sql import (
     audit_row,
@@ -48,10 +49,10 @@ from .sql import (
 from .statements import CLAIM, LOCKED, OUTCOME, Decision, created
 from .webhooks import WebhookDeliveries, due_now
 
-Resume = Callable[[ApprovalRequest], ResumeEvent]
+Resume = Callable[[Request], ResumeEvent]
 POLICY = "policy"
 """The audit actor of a decision no reviewer made: a policy rule's, or the policy's timeout."""
-Refuse = Callable[[ApprovalRequest], dict[str, Any] | None]
+Refuse = Callable[[Request], dict[str, Any] | None]
 """Given the locked request row, the audit detail of refusing the reviewer (`{"why": code, ...}`), or None."""
 
 
@@ -59,7 +60,7 @@ class Store(Deliveries, WebhookDeliveries):
     """Transactions over the countersign database: every change of a request's state. Safe to share
     between threads."""
 
-    def create(self, values: dict[str, Any], card_lease: bool = False) -> tuple[ApprovalRequest, bool]:
+    def create(self, values: dict[str, Any], card_lease: bool = False) -> tuple[Request, bool]:
         """Insert a pending request unless its id or idempotency key exists; audit `requested`.
 
         `values` holds the `ApprovalRequest` columns except status, card and decision; the audit
@@ -80,10 +81,9 @@ class Store(Deliveries, WebhookDeliveries):
         params = {f"new_{column}": value for column, value in values.items()}
         params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
         params |= {"lease_seconds": CARD_LEASE_SECONDS}
-        with self._write(one_statement=True) as session:
-            dialect = session.get_bind().dialect.name
-            new = created(dialect, tuple(values), bool(timeout), bool(offsets), card_lease)
-            found = changed_request(session, new, [requested], also=intake_taken, params=params)
+        with self._connection(write=True) as connection:
+            new = created(connection.dialect.name, tuple(values), bool(timeout), bool(offsets), card_lease)
+            found = changed_request(connection, new, [requested], also=intake_taken, params=params)
         if found is not None:
             return found[0], True
         with self._write() as session:
@@ -139,18 +139,17 @@ class Store(Deliveries, WebhookDeliveries):
             assert decided is not None  # the row is locked and was pending
             return decided
 
-    def _locked(self, session: Session, request_id: str) -> tuple[ApprovalRequest, bool]:
+    def _locked(self, session: Session, request_id: str) -> tuple[RequestRow, bool]:
         """The request row, locked until the transaction ends (`SELECT ... FOR UPDATE` on
         PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises writers), and whether it is before
         its `expires_at` (database clock). Raises `UnknownRequest` for an unknown request id."""
         found = session.execute(LOCKED, {"for_request": request_id}).one_or_none()
         if found is None:
             raise UnknownRequest(request_id)
-        request, on_time = found
-        return request, bool(on_time)
+        return request_row(found), bool(found[COLUMNS])
 
     def _cannot_decide(
-        self, session: Session, request: ApprovalRequest, on_time: bool, actor: str, refuse: Refuse | None
+        self, session: Session, request: Request, on_time: bool, actor: str, refuse: Refuse | None
     ) -> Refused | AlreadyDecided | TimedOut | None:
         """Why reviewer `actor` may not decide the locked `request` now: `refuse(request)` says so
         (audited `refused` with its detail), it is decided already, or past its deadline; None when
@@ -177,16 +176,16 @@ class Store(Deliveries, WebhookDeliveries):
         click decided, or `POLICY`; with the `surface` and what they were `shown`, when given), and
         its resume event (`_resume_events`)."""
         stmt, params = decision.update(request_id)
-        row = session.scalars(stmt, params).one_or_none()
-        if row is None:
+        found = session.execute(stmt, params).one_or_none()
+        if found is None:
             return None
         detail = {"via": decision.via, "reason": decision.reason, "edits": decision.edits or []}
         detail |= _seen(surface, shown)
         self._audit(session, request_id, Status(decision.outcome), actor, **detail)
-        return self._resume_events(session, [row], resume, actor)[0]
+        return self._resume_events(session, [request_row(found)], resume, actor)[0]
 
     def _resume_events(
-        self, session: Session, rows: Sequence[ApprovalRequest], resume: Resume, actor: str
+        self, session: Session, rows: Sequence[Request], resume: Resume, actor: str
     ) -> list[Decided]:
         """The outbox rows `resume(row)` of just-decided `rows` (one INSERT for all, which on PostgreSQL
         also inserts the transaction's audit events), each with its `resume_published` audit event by
@@ -271,7 +270,7 @@ class Store(Deliveries, WebhookDeliveries):
             return decided
 
     def _count(
-        self, session: Session, request: ApprovalRequest, voter: Decider, vote: Outcome
+        self, session: Session, request: Request, voter: Decider, vote: Outcome
     ) -> list[Decider] | Counted:
         """Store the vote of a request that needs a quorum (a `votes` row; a request one approval
         settles needs none): the approvals counted so far, this one included, or `Counted.repeated`
@@ -289,7 +288,7 @@ class Store(Deliveries, WebhookDeliveries):
         )
         return [{"slack_user_id": v.slack_user_id, "name": v.name} for v in session.scalars(stmt)]
 
-    def expire(self, due: Sequence[tuple[ApprovalRequest, TimeoutResult]], resume: Resume) -> list[Decided]:
+    def expire(self, due: Sequence[tuple[Request, TimeoutResult]], resume: Resume) -> list[Decided]:
         """End timed-out requests as `expired`, each `(request, result)` with the policy's `result`
         (`deny` | `allow`), all in one transaction: one conditional UPDATE ... RETURNING per result
         and grant lifetime (usually one for the batch), one INSERT of their resume events and one
@@ -304,7 +303,7 @@ class Store(Deliveries, WebhookDeliveries):
         the `Decided` of the requests this call expired, in `due` order (not those something else
         got to first). Any error rolls the whole batch back.
         """
-        groups: dict[tuple[TimeoutResult, int], list[ApprovalRequest]] = {}
+        groups: dict[tuple[TimeoutResult, int], list[Request]] = {}
         for request, asked in due:
             groups.setdefault((asked, request.rules.grant_ttl_seconds), []).append(request)
         with self._write() as session:
@@ -351,9 +350,7 @@ class Store(Deliveries, WebhookDeliveries):
             self._audit(session, row.id, Outcome.EXPIRED, POLICY, **detail, **shown)
         return self._resume_events(session, rows, resume, POLICY)
 
-    def escalate(
-        self, request: ApprovalRequest, channel: str, approvers: list[str]
-    ) -> ApprovalRequest | None:
+    def escalate(self, request: Request, channel: str, approvers: list[str]) -> RequestRow | None:
         """Move a timed-out request to its next escalation level: a new channel and approvers, a
         fresh clock (the level's timeout from the database's now, started again when its card is
         posted: `attach_card`) and reminders, no card yet, and no votes (the new level's approvers
@@ -406,9 +403,9 @@ class Store(Deliveries, WebhookDeliveries):
         which only the outcome clears (`record_outcome`). On PostgreSQL a claim is one statement in
         autocommit that returns the request's id alone (`sql.execution_update`).
         """
-        with self._write(one_statement=True) as session:
+        with self._connection(write=True) as connection:
             audit = audit_row(request_id, "execution_started", actor)
-            claimed = execution_update(session, CLAIM, request_id, audit)
+            claimed = execution_update(connection, CLAIM, request_id, audit)
         if claimed:
             return None
         with self._write() as session:
@@ -431,10 +428,10 @@ class Store(Deliveries, WebhookDeliveries):
         One statement in autocommit on PostgreSQL (`sql.execution_update`).
         """
         outcome = Execution.EXECUTED if ok else Execution.FAILED
-        with self._write(one_statement=True) as session:
+        with self._connection(write=True) as connection:
             audit = audit_row(request_id, outcome, actor, detail=detail)
             return execution_update(
-                session, OUTCOME, request_id, audit, new_execution=outcome, new_detail=detail
+                connection, OUTCOME, request_id, audit, new_execution=outcome, new_detail=detail
             )
 
 

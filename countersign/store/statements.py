@@ -19,10 +19,8 @@ from sqlalchemy import Integer, Table, bindparam, case, func, literal, or_, sele
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.elements import BindParameter
-from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from .models import (
-    ApprovalRequest,
     AuditEvent,
     Decider,
     Edit,
@@ -41,24 +39,26 @@ BIND: Callable[[str], BindParameter[Any]] = bindparam
 """A named bound parameter of a value given on each call, its type the column's it is set to."""
 FOR_REQUEST: BindParameter[str] = bindparam("for_request")
 """The request id a statement is about, bound on each call."""
-REQUEST = select(ApprovalRequest).where(ApprovalRequest.id == FOR_REQUEST)
-"""`Queries.get`'s SELECT (`Session.get` builds its statement and cache key on each call)."""
+OUTBOX = cast(Table, OutboxEvent.__table__)
+AUDITS = cast(Table, AuditEvent.__table__)
+REQUEST = select(REQUESTS).where(REQUESTS.c.id == FOR_REQUEST)
+"""`Queries.get`'s SELECT, of the row (`rows.request_row`)."""
 CARD_FACTS = select(
-    ApprovalRequest,
-    select(OutboxEvent.problem).where(OutboxEvent.request_id == FOR_REQUEST).limit(1).scalar_subquery(),
-    select(AuditEvent.detail)
-    .where(AuditEvent.request_id == FOR_REQUEST, AuditEvent.event == "execution_refused")
-    .order_by(AuditEvent.id.desc())
+    REQUESTS,
+    select(OUTBOX.c.problem).where(OUTBOX.c.request_id == FOR_REQUEST).limit(1).scalar_subquery(),
+    select(AUDITS.c.detail)
+    .where(AUDITS.c.request_id == FOR_REQUEST, AUDITS.c.event == "execution_refused")
+    .order_by(AUDITS.c.id.desc())
     .limit(1)
     .scalar_subquery(),
-).where(ApprovalRequest.id == FOR_REQUEST)
-"""`Queries.card_facts`'s SELECT: the request, its resume event's problem and its latest refusal."""
+).where(REQUESTS.c.id == FOR_REQUEST)
+"""`Queries.card_facts`'s SELECT: the request's row, its resume event's problem and its latest refusal."""
 PENDING_COUNT = select(func.count()).select_from(
     select(literal(1))
     .where(
         is_pending(),
-        ApprovalRequest.action == bindparam("of_action"),
-        ApprovalRequest.requester == bindparam("of_requester"),
+        REQUESTS.c.action == bindparam("of_action"),
+        REQUESTS.c.requester == bindparam("of_requester"),
     )
     .limit(bindparam("up_to", type_=Integer))
     .subquery()
@@ -81,22 +81,19 @@ def attach(timeout: bool, reminder: bool) -> Update:
     built once each, bound as `for_request`, `at_level`, `new_channel`, `new_ts`, `timeout_seconds` and
     `reminder_seconds`: the card's place, and for a pending request the level's clock started now."""
     seconds = {name: bindparam(f"{name}_seconds", type_=Integer) for name in ("timeout", "reminder")}
-    pending = ApprovalRequest.status == Status.PENDING
+    pending = REQUESTS.c.status == Status.PENDING
     clock = clock_from(seconds["timeout"] if timeout else None, seconds["reminder"] if reminder else None)
     return (
-        update(ApprovalRequest)
+        update(REQUESTS)
         .where(
-            ApprovalRequest.id == FOR_REQUEST,
-            ApprovalRequest.card_ts.is_(None),
-            ApprovalRequest.level == bindparam("at_level"),
+            REQUESTS.c.id == FOR_REQUEST,
+            REQUESTS.c.card_ts.is_(None),
+            REQUESTS.c.level == bindparam("at_level"),
         )
         .values(
             channel=bindparam("new_channel"),
             card_ts=bindparam("new_ts"),
-            **{
-                column: case((pending, value), else_=getattr(ApprovalRequest, column))
-                for column, value in clock.items()
-            },
+            **{column: case((pending, value), else_=REQUESTS.c[column]) for column, value in clock.items()},
         )
     )
 
@@ -126,11 +123,9 @@ OUTCOME = (
 """`Store.record_outcome`'s UPDATE of the request bound as `for_request` to `new_execution` with its
 `new_detail` (`sql.execution_update`)."""
 LOCKED = (
-    select(ApprovalRequest, not_timed_out().label("on_time"))
-    .where(ApprovalRequest.id == FOR_REQUEST)
-    .with_for_update()
+    select(REQUESTS, not_timed_out().label("on_time")).where(REQUESTS.c.id == FOR_REQUEST).with_for_update()
 )
-"""`Store._locked`'s SELECT of the request bound as `for_request`, and whether it is on time."""
+"""`Store._locked`'s SELECT of the row of the request bound as `for_request`, and whether it is on time."""
 
 
 @functools.cache
@@ -147,7 +142,7 @@ def created(dialect: str, columns: Sequence[str], timeout: bool, reminder: bool,
         lease_until = utcnow_plus(bindparam("lease_seconds", type_=Integer))
         values |= {"card_lease_until": lease_until, "card_attempts": 1}
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt: Insert = insert(ApprovalRequest).values(**values, status=Status.PENDING).on_conflict_do_nothing()
+    stmt: Insert = insert(REQUESTS).values(**values, status=Status.PENDING).on_conflict_do_nothing()
     return stmt
 
 
@@ -163,7 +158,7 @@ class Decision(NamedTuple):
     approved_payload: dict[str, Any] | None = None
     edits: list[Edit] | None = None
 
-    def update(self, request_id: str) -> tuple[ExecutableReturnsRows, dict[str, Any]]:
+    def update(self, request_id: str) -> tuple[Update, dict[str, Any]]:
         """The conditional UPDATE of request `request_id` out of `pending` to this decision,
         returning the row (`decided`), and its parameters."""
         edited = self.approved_payload is not None
@@ -176,18 +171,16 @@ class Decision(NamedTuple):
 
 
 @functools.cache
-def decided(outcome: Outcome, via: Via, edited: bool) -> ExecutableReturnsRows:
+def decided(outcome: Outcome, via: Via, edited: bool) -> Update:
     """The conditional UPDATE out of `pending` of the request bound as `for_request` to `outcome`
     (`sql.verdict`), with or without an `edited` payload, built once each: bound as `new_decided_by`,
     `new_reason`, `new_edits`, `grant_seconds` and `new_payload`. A Core UPDATE (an ORM one runs
-    SQLAlchemy's bulk-update machinery) RETURNING the row, loaded as the `ApprovalRequest` the
-    session holds (the row locked before: `populate_existing` refreshes it), or none."""
+    SQLAlchemy's bulk-update machinery) RETURNING the row (`rows.request_row`), or none."""
     payload = BIND("new_payload") if edited else None
     by, reason, edits = (BIND(name) for name in ("new_decided_by", "new_reason", "new_edits"))
     values = verdict(outcome, by, via, reason, bindparam("grant_seconds", type_=Integer), payload, edits)
     pending = (REQUESTS.c.id == FOR_REQUEST, REQUESTS.c.status == Status.PENDING)
-    stmt = update(REQUESTS).where(*pending).values(**values).returning(*REQUESTS.c)
-    return select(ApprovalRequest).from_statement(stmt).execution_options(populate_existing=True)
+    return update(REQUESTS).where(*pending).values(**values).returning(REQUESTS)
 
 
 @functools.cache

@@ -30,7 +30,7 @@ from countersign.router import refreshes
 from countersign.router.jobs import INTAKE_QUEUE, json_queue, resume_job_id
 from countersign.router.reload import SETTLE_SECONDS
 from countersign.router.runtime import current
-from countersign.store import ApprovalRequest, ResumeEvent
+from countersign.store import Request, ResumeEvent
 from countersign.workers import CountersignWorker
 
 T = TypeVar("T")
@@ -106,12 +106,12 @@ def hold_channel(redis: Redis, channel: str, seconds: int = 60) -> None:
     redis.set(f"countersign:pace:{channel}", free, px=seconds * 1000)
 
 
-def empty_resume(row: ApprovalRequest) -> ResumeEvent:
+def empty_resume(row: Request) -> ResumeEvent:
     """An outbox row with an empty decision, for tests that look only at the state a vote leaves."""
     return ResumeEvent(resume_job_id(row.id), {})
 
 
-def anyone(row: ApprovalRequest) -> None:
+def anyone(row: Request) -> None:
     """A `refuse` for `Store.decide` that lets any reviewer decide, for tests of the transition alone."""
     return None
 

@@ -12,6 +12,7 @@ from sqlalchemy import event, update
 from countersign.router.jobs import resume_job_id
 from countersign.store import (
     AlreadyDecided,
+    ApprovalRequest,
     Decided,
     Decider,
     Level,
@@ -57,7 +58,7 @@ def test_a_request_created_with_its_card_lease_is_claimed_by_nobody_else(store: 
 
 def _values(row: Any) -> dict[str, Any]:
     skip = {"status", "card_ts", "created_at", "decided_at", "decided_by", "decided_via", "decision_reason"}
-    return {c.key: getattr(row, c.key) for c in row.__table__.columns if c.key not in skip}
+    return {c.key: getattr(row, c.key) for c in ApprovalRequest.__table__.columns if c.key not in skip}
 
 
 def test_a_change_and_its_audit_event_are_one_statement_on_postgresql(store: Store) -> None:
