@@ -11,10 +11,12 @@ primary-key read, no write) before the ack; the decision is written after it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from redis.exceptions import RedisError
 from slack_sdk import WebClient
 
 from ..exceptions import UnknownRequest
@@ -31,7 +33,7 @@ from ..store import (
     Via,
 )
 from ..store.stats import DETAILS_OPENED
-from . import cards, delivery, relay, texts
+from . import cards, delivery, homedue, relay, texts
 from .edits import EditCheck, check
 from .runtime import Runtime
 
@@ -41,6 +43,8 @@ its modal and the modal's submit, wherever they acted (card or Home)."""
 APPROVING_STEPS: frozenset[Step] = frozenset({"approve", "edit"})
 
 Settled = Literal["decided", "counted", "refused"]
+
+log = logging.getLogger(__name__)
 
 
 def why_refused(request: ApprovalRequest | None, user_id: str, step: Step) -> dict[str, Any] | None:
@@ -126,11 +130,38 @@ def settle(
     if isinstance(result, Counted):
         answer = texts.counted_text(request, result.approvals, result.repeated)
         delivery.tell(client, answer_in, user_id, answer)
-        delivery.update_card(runtime, client, request, result.approvals)
+        after_commit(request, [lambda: delivery.update_card(runtime, client, request, result.approvals)])
         return "counted"
-    relay.try_publish(runtime.redis, result.event)
-    delivery.update_card(runtime, client, request)
+    published = after_commit(
+        request,
+        [
+            lambda: relay.try_publish(runtime.redis, result.event),
+            lambda: homedue.mark_due(runtime.redis, request.approvers),
+            lambda: delivery.update_card(runtime, client, request, home_due=False),
+        ],
+    )
+    if not published:
+        delivery.tell(client, answer_in, user_id, texts.recorded_resume_later(request))
     return "decided"
+
+
+def after_commit(request: ApprovalRequest, effects: list[Callable[[], object]]) -> bool:
+    """Run the `effects` of a vote or decision the database has committed (resume job and bell,
+    Home tabs due, card rewrite), each on its own, so one failing (Redis gone, Slack erring) stops
+    none of the others. The action is recorded whatever they do, so a failure is logged, never
+    raised: an exception reaching the listener would tell the reviewer nothing changed. What they
+    did not do is done later from the database: the relay sweep publishes the outbox (the resume
+    job and the bell), and a decided card is rewritten when the agent's run is recorded. Returns
+    False when an effect raised or returned False (`relay.try_publish`: Redis refused)."""
+    done = True
+    for effect in effects:
+        try:
+            done = effect() is not False and done
+        except Exception as exc:
+            unexpected = not isinstance(exc, RedisError)  # a bug: its traceback
+            log.warning("request %s: after the commit, %r", request.id, exc, exc_info=unexpected)
+            done = False
+    return done
 
 
 def cast(

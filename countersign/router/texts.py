@@ -239,8 +239,20 @@ SELF_APPROVAL = (
 
 def not_recorded(error: str) -> str:
     """Answer to an action countersign acknowledged but could not record (`error`: the exception's
-    class name, e.g. `OperationalError` when the database refused)."""
+    class name, e.g. `OperationalError` when the database refused). Only for a failure before the
+    commit: after it, `review.after_commit` keeps every error from the reviewer's answer."""
     return f"countersign could not record your action ({error}), so nothing changed: please try again."
+
+
+def recorded_resume_later(request: ApprovalRequest) -> str:
+    """Answer to a decision the database committed whose after-effects (the agent's resume job, the
+    card) failed, Redis being unreachable: the decision stands, and the relay sweep publishes it
+    from the outbox once Redis answers (`review.after_commit`)."""
+    return (
+        f"Your decision is recorded: the request is {request.status}. countersign could not reach its "
+        "queue just now, so the agent will be resumed when the relay sweep publishes the decision "
+        "(seconds after the queue answers again); nothing more to do."
+    )
 
 
 def not_answered(error: str) -> str:
