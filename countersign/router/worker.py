@@ -45,6 +45,7 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 from rq.utils import now
 
+from .. import outages
 from ..config import Settings
 from ..heap import freeze_loaded
 from ..store.chain import AuditChain
@@ -60,6 +61,8 @@ SWEEP_INTERVAL_SECONDS = 1.0
 MAINTENANCE_INTERVAL_SECONDS = 60
 HEAL_EVERY_TICKS = 30  # every 30 s: lost resume and intake jobs, acked actions of dead web processes
 REFUSAL_CHARS = 2000  # of a refusal's reason kept in the audit trail and shown on the card
+RQ_RECONNECTS = outages.Throttled("could not connect to Redis instance")
+"""RQ's worker logs each reconnection attempt while Redis is gone: one line every 30 s is enough."""
 ROUTER_WORKER = "router-worker"
 """The audit actor of a resume job the router worker refused (`refuse`)."""
 
@@ -129,6 +132,7 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     runtime.check_slack()
     log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
+    logging.getLogger("rq.worker").addFilter(RQ_RECONNECTS)
     sweeper = start_sweep(runtime)
     try:
         worker = RouterWorker(
@@ -181,6 +185,7 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
     )
     deliverer = webhooks.Deliverer(runtime)
     chain = AuditChain(runtime.store.engine)
+    failures = outages.Steps(log)  # an outage: one traceback, then a short line a step now and then
     ticks = 0
     try:
         while os.getppid() == parent_pid:
@@ -201,10 +206,7 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
                 steps.append(("intake", lambda: relay.requeue_intake(runtime.store, runtime.redis)))
                 steps.append(("journal", lambda: journal.replay(runtime)))
             for name, step in steps:  # each step on its own: one failing does not stop the others
-                try:
-                    step()
-                except Exception:
-                    log.exception("sweep step %s failed; retrying", name)
+                failures.run(name, step)
             ticks += 1
             # ticks start a second apart: a tick that ran long (a backlog) is followed at once
             time.sleep(max(0.0, SWEEP_INTERVAL_SECONDS - (time.monotonic() - started)))
