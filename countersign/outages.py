@@ -121,3 +121,14 @@ class Throttled(logging.Filter):
             record.args = (*(record.args if isinstance(record.args, tuple) else ()), now - last)
         self.passed_at, self.dropped = now, 0
         return True
+
+
+RQ_RECONNECTS = Throttled("could not connect to Redis instance")
+"""RQ's workers log each reconnection attempt while Redis is gone (their dequeue loop and their pubsub
+thread, every 2 s or so); one line every `REPEAT_SECONDS` is enough."""
+
+
+def throttle_rq_reconnects() -> None:
+    """Let RQ's "could not connect to Redis instance … retrying" lines (logger `rq.worker`) through
+    once every `REPEAT_SECONDS` in this process (`RQ_RECONNECTS`; adding it twice adds it once)."""
+    logging.getLogger("rq.worker").addFilter(RQ_RECONNECTS)

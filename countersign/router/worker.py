@@ -61,8 +61,6 @@ SWEEP_INTERVAL_SECONDS = 1.0
 MAINTENANCE_INTERVAL_SECONDS = 60
 HEAL_EVERY_TICKS = 30  # every 30 s: lost resume and intake jobs, acked actions of dead web processes
 REFUSAL_CHARS = 2000  # of a refusal's reason kept in the audit trail and shown on the card
-RQ_RECONNECTS = outages.Throttled("could not connect to Redis instance")
-"""RQ's worker logs each reconnection attempt while Redis is gone: one line every 30 s is enough."""
 ROUTER_WORKER = "router-worker"
 """The audit actor of a resume job the router worker refused (`refuse`)."""
 
@@ -132,7 +130,7 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     runtime.check_slack()
     log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
-    logging.getLogger("rq.worker").addFilter(RQ_RECONNECTS)
+    outages.throttle_rq_reconnects()
     sweeper = start_sweep(runtime)
     try:
         worker = RouterWorker(
