@@ -141,19 +141,26 @@ def settle(
     if isinstance(result, Counted):
         answer = texts.counted_text(request, result.approvals, result.repeated)
         delivery.tell(client, answer_in, user_id, answer)
-        after_commit(request, [lambda: delivery.update_card(runtime, client, request, result.approvals)])
+        _rewrite_after_commit(runtime, client, request, result.approvals)
         return "counted"
-    published = after_commit(
+    if not after_commit(request, [lambda: relay.try_publish(runtime.redis, result.event)]):
+        delivery.tell(client, answer_in, user_id, texts.recorded_resume_later(request))
+    _rewrite_after_commit(runtime, client, request)
+    return "decided"
+
+
+def _rewrite_after_commit(
+    runtime: Runtime, client: WebClient, request: ApprovalRequest, approvals: list[Decider] | None = None
+) -> None:
+    """Mark the approvers' Home tabs due and rewrite the card (`approvals`: the quorum so far), each
+    on its own (`after_commit`): with Redis gone, the card is rewritten all the same."""
+    after_commit(
         request,
         [
-            lambda: relay.try_publish(runtime.redis, result.event),
             lambda: homedue.mark_due(runtime.redis, request.approvers),
-            lambda: delivery.update_card(runtime, client, request, home_due=False),
+            lambda: delivery.update_card(runtime, client, request, approvals, home_due=False),
         ],
     )
-    if not published:
-        delivery.tell(client, answer_in, user_id, texts.recorded_resume_later(request))
-    return "decided"
 
 
 def after_commit(request: ApprovalRequest, effects: list[Callable[[], object]]) -> bool:

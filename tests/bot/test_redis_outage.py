@@ -13,7 +13,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, wait_for
-from tests.helpers.builders import post_card, status
+from tests.helpers.builders import edited_card, post_card, status
 from tests.helpers.modals import open_view
 from tests.helpers.redis_server import RedisServer
 
@@ -48,6 +48,7 @@ def test_an_approval_clicked_while_redis_is_down_is_recorded_and_said_so(
         assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200
         told = wait_for(lambda: _answers(sb, "U0LEAD", "D0LEAD"), what="the reviewer's answer")
         assert status(store, request_id) == "approved"
+        assert wait_for(lambda: edited_card(sb, card["ts"]), what="the card rewritten all the same")
     assert not [text for text in told if NOTHING_CHANGED in text], told
     assert any(RECORDED in text for text in told), told
     _published_once_redis_is_back(store, redis, request_id, "120.00")
