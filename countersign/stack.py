@@ -5,7 +5,9 @@ unset, or on `REDIS_URL`'s port when it is set and nothing answers there (append
 `.run/redis/`, so its queues outlive a restart); the Slack sandbox when `SLACK_BOT_TOKEN` is
 unset (with a fresh signing secret shared by sandbox and bot, on the last run's port while it is
 free); the database migrations; then `countersign web`, `countersign worker` and
-`countersign agent-worker` on the agents' resume queues.
+`countersign agent-worker` on the agents' resume queues. It says "starting…" and prints the sandbox's
+address only once web answers `/healthz` and both workers listen on their queues, so that a click on
+the page is never refused by a web process still starting.
 It writes the Redis, database and grant secret it chose to `.run/.env`, which the commands of a second
 terminal read (`config.ENV_FILE`). One `countersign run` a directory: it holds an exclusive lock on
 `.run/lock` (`fcntl.flock`, released by the kernel when it exits, however it exits) and a second one
@@ -25,12 +27,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from redis import Redis
 from redis.exceptions import RedisError
+from rq import Queue, Worker
 
 from .config import ENV_FILE, Settings
 from .connections import migrate
@@ -38,6 +42,7 @@ from .exceptions import ConfigError, StackError
 from .files import private_dir, private_file, write_private
 from .ports import free_port, port_is_free, port_open
 from .router import reload
+from .router.jobs import INTAKE_QUEUE
 from .router.runtime import Runtime
 
 EXAMPLE_POLICY = Path("examples/policy.yml")
@@ -47,6 +52,7 @@ LOCK_FILE = RUN_DIR / "lock"  # flock'ed by the running `countersign run`; holds
 SANDBOX_PORT_FILE = RUN_DIR / "sandbox-port"  # the sandbox's last port, taken again when free
 SANDBOX_PORT = 3001  # the sandbox's port when no run has remembered one
 STARTUP_TIMEOUT_SECONDS = 10.0
+READY_TIMEOUT_SECONDS = 120.0  # web, worker and agent worker import and check for ~25 s on a busy machine
 COUNTERSIGN = (sys.executable, "-m", "countersign.cli")  # the `countersign` command, as a child process
 # written to `.run/.env`
 SHARED_SETTINGS = ("REDIS_URL", "DATABASE_URL", "COUNTERSIGN_SECRET", "COUNTERSIGN_WEBHOOK_SECRET")
@@ -216,9 +222,57 @@ def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
     stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")
     stack.start("worker", *COUNTERSIGN, "worker")
     stack.start("agent worker", *COUNTERSIGN, "agent-worker", *agent_queues)
-    print(f"countersign run: web on http://127.0.0.1:{settings.PORT}/slack/events")
+    print("countersign run: starting web, worker and agent worker…", flush=True)
+    if not _wait_ready(stack, _readiness(settings.PORT, env["REDIS_URL"], agent_queues)):
+        return  # a child ended: `stack.wait` says which
+    print(f"countersign run: ready; web on http://127.0.0.1:{settings.PORT}/slack/events")
     if page:
         print(f"countersign run: open the Slack sandbox at {page}", flush=True)
+
+
+def _readiness(port: int, redis_url: str, agent_queues: list[str]) -> dict[str, Callable[[], bool]]:
+    """What answers once each command serves: web's `/healthz` (its database and Redis), and the
+    router worker and agent worker listening on their queues (registered in Redis by RQ as they
+    start working, after their start-up checks)."""
+    redis = Redis.from_url(redis_url, socket_connect_timeout=1, socket_timeout=1)
+
+    def listening(names: list[str]) -> Callable[[], bool]:
+        return lambda: all(Worker.count(redis, Queue(name, connection=redis)) for name in names)
+
+    return {
+        "web": lambda: _healthy(f"http://127.0.0.1:{port}/healthz"),
+        "worker": listening([INTAKE_QUEUE]),
+        "agent worker": listening(agent_queues),
+    }
+
+
+def _wait_ready(stack: Stack, checks: dict[str, Callable[[], bool]]) -> bool:
+    """Poll `checks` until all hold (True); False as soon as a child has ended. Past
+    `READY_TIMEOUT_SECONDS`, say once which do not answer yet, and keep waiting."""
+    deadline, waiting, said = time.monotonic() + READY_TIMEOUT_SECONDS, dict(checks), False
+    while waiting:
+        if any(child.poll() is not None for _, child in stack.services + stack.commands):
+            return False
+        waiting = {name: check for name, check in waiting.items() if not _holds(check)}
+        if waiting and not said and time.monotonic() > deadline:
+            late = ", ".join(waiting)
+            print(f"countersign run: still starting after {READY_TIMEOUT_SECONDS:.0f} s: {late}", flush=True)
+            said = True
+        time.sleep(0.2 if waiting else 0)
+    return True
+
+
+def _holds(check: Callable[[], bool]) -> bool:
+    try:
+        return check()
+    except (OSError, RedisError):
+        return False
+
+
+def _healthy(url: str) -> bool:
+    """True when `url` answers 200 (web's `/healthz`: its database and Redis answer)."""
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return bool(response.status == 200)
 
 
 def _local_secret(name: str, new: Callable[[], str]) -> str:

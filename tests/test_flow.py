@@ -111,7 +111,8 @@ def test_double_click_decides_once_and_tells_the_second_click(
     assert sb.send_signed(click)[0] == 200  # the same button on the card as it was, pressed again
     refusal = wait_for(lambda: _trail_with(store, request_id, "refused"))[-1]
     assert refusal.detail == {"why": "already_decided", "step": "approve", "status": "approved"}
-    assert "already approved by <@U0LEAD>" in wait_for(lambda: sb.ephemerals("U0LEAD"))[0]["text"]
+    told = wait_for(lambda: sb.ephemerals("U0LEAD"))[0]["text"]
+    assert told.startswith("You had already approved this request (approved by <@U0LEAD> at ")
     assert [e.event for e in store.audit_trail(request_id)].count("approved") == 1
     assert json_queue(agent.QUEUE, redis).count == 1
 

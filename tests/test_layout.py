@@ -22,6 +22,7 @@ SHARED = {
     "files",
     "grant",
     "idempotency",
+    "outages",
     "ports",
     "schema",
     "slackhttp",

@@ -58,6 +58,10 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
     )
     assert (tmp_path / ".run/sandbox-port").read_text() == f"{port}\n"
     try:
+        lines = output.lines
+        starting = lines.index("countersign run: starting web, worker and agent worker…\n")
+        assert starting < lines.index(next(line for line in lines if "open the Slack sandbox at" in line))
+        assert _healthy(int(env["PORT"]))  # at once: the sandbox's line means web takes clicks already
         request = second_terminal(tmp_path, *README_REQUEST)  # it reads .run/.env
         request_id = request.stdout.strip()
         assert request.stderr == (
@@ -71,7 +75,6 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
         with urllib.request.urlopen(page + "/", timeout=10) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
 
-        wait_for(lambda: _healthy(int(env["PORT"])), timeout=30, what="countersign web to be healthy")
         pressed = http_json(
             f"{page}/_sandbox/click",
             {"channel": "C0FINANCE", "ts": card["ts"], "action_id": "countersign_edit", "user": "U0LEAD"},
@@ -115,7 +118,6 @@ def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: P
     try:
         request_id = second_terminal(tmp_path, *README_REQUEST).stdout.strip()
         card = wait_for(lambda: _card(page, request_id), timeout=30, what="the card")
-        wait_for(lambda: _healthy(int(env["PORT"])), timeout=30, what="countersign web to be healthy")
         pressed = http_json(
             f"{page}/_sandbox/click",
             {"channel": "C0FINANCE", "ts": card["ts"], "action_id": "countersign_approve", "user": "U0LEAD"},

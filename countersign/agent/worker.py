@@ -35,6 +35,7 @@ from typing import Any
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
+from .. import outages
 from ..config import Settings
 from ..connections import Connections
 from ..defaults import ROUTER_QUEUES
@@ -83,4 +84,5 @@ def run_agent_worker(settings: Settings, queues: list[str], burst: bool = False)
         serializer=JSONSerializer,
         maintenance_interval=MAINTENANCE_INTERVAL_SECONDS,
     )
+    outages.throttle_rq_reconnects()  # a Redis outage: one reconnection line every 30 s, not every 2 s
     worker.work(burst=burst, with_scheduler=True, logging_level=settings.COUNTERSIGN_LIBRARY_LOG_LEVEL)

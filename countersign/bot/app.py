@@ -105,7 +105,8 @@ def _after_ack(
     """Run `work(runtime, client, *args)` on the decision pool. Slack has its ack already, so if the
     work fails (the database refuses or is gone, Slack errs), the reviewer is told in Slack that
     nothing was recorded — ephemerally in `channel`, or in a DM without one — and the error is
-    logged."""
+    logged. A decision's work raises only before its commit: what follows the commit
+    (`review.after_commit`) logs its failures and answers the reviewer itself."""
     context["pool"].submit(_told_if_failed, work, context["runtime"], client, user_id, channel, *args)
 
 

@@ -11,10 +11,12 @@ primary-key read, no write) before the ack; the decision is written after it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from redis.exceptions import RedisError
 from slack_sdk import WebClient
 
 from ..exceptions import UnknownRequest
@@ -31,7 +33,7 @@ from ..store import (
     Via,
 )
 from ..store.stats import DETAILS_OPENED
-from . import cards, delivery, relay, texts
+from . import cards, delivery, homedue, relay, texts
 from .edits import EditCheck, check
 from .runtime import Runtime
 
@@ -42,16 +44,20 @@ APPROVING_STEPS: frozenset[Step] = frozenset({"approve", "edit"})
 
 Settled = Literal["decided", "counted", "refused"]
 
+log = logging.getLogger(__name__)
+
 
 def why_refused(request: Request | None, user_id: str, step: Step) -> dict[str, Any] | None:
     """The audit detail of refusing `step` to `user_id` (`{"why": code, "step": step, ...}`), or
     None when they may take it. Only approvers may act; the human the agent acts for
     (`on_behalf_of`) may not approve or edit their own request unless the policy sets
-    `self_approval: true`; a decided request takes no action; a quorum request takes no edit."""
+    `self_approval: true`; a decided request takes no action; a quorum request takes no edit. One
+    who is not an approver now but was at an earlier escalation level is refused as `earlier_level`,
+    the others as `not_an_approver`."""
     if request is None:
         why = "unknown_request"
     elif user_id not in request.approvers:
-        why = "not_an_approver"
+        why = "earlier_level" if was_approver(request, user_id) else "not_an_approver"
     elif step in APPROVING_STEPS and user_id not in request.eligible_approvers:
         why = "self_approval"
     elif request.status != Status.PENDING:
@@ -63,6 +69,13 @@ def why_refused(request: Request | None, user_id: str, step: Step) -> dict[str, 
     return {"why": why, "step": step}
 
 
+def was_approver(request: Request, user_id: str) -> bool:
+    """True when the policy named `user_id` among the users of an escalation level before the
+    request's current one (`rules.levels`; the members of a level's user groups are Slack's to say,
+    not asked here: this runs on the row a decision locks)."""
+    return any(user_id in request.rules.level(number).users for number in range(request.level))
+
+
 def queue(runtime: Runtime, user_id: str, limit: int = 50) -> list[Request]:
     """The requests `user_id` may decide now, oldest deadline first, at most `limit`: an approver of
     the current level, not timed out, without their vote at this level (`Store.queue_for`), and
@@ -72,14 +85,16 @@ def queue(runtime: Runtime, user_id: str, limit: int = 50) -> list[Request]:
     return [row for row in rows if why_refused(row, user_id, "approve") is None]
 
 
-def refusal_text(request: Request | None, why: str, plain: bool = False) -> str:
-    """What the refused reviewer is told (`plain`: for a modal's inline error, no mrkdwn)."""
+def refusal_text(request: Request | None, why: str, user_id: str, plain: bool = False) -> str:
+    """What the refused reviewer `user_id` is told (`plain`: for a modal's inline error, no mrkdwn),
+    the same words whichever surface they acted on."""
     if request is None:
         return texts.UNKNOWN_REQUEST
     answers: dict[str, Callable[[], str]] = {
         "not_an_approver": lambda: texts.not_an_approver_text(request),
+        "earlier_level": lambda: texts.escalated_away_text(request, plain),
         "self_approval": lambda: texts.SELF_APPROVAL,
-        "already_decided": lambda: texts.already_decided_text(request, plain),
+        "already_decided": lambda: texts.already_decided_text(request, plain, user_id),
         "edit_needs_single_approver": lambda: texts.NO_EDIT_UNDER_QUORUM,
     }
     return answers[why]()
@@ -94,7 +109,7 @@ def refuse(
     if detail is None:
         return None
     runtime.store.record(request_id, "refused", user_id, **detail)
-    return refusal_text(request, detail["why"], plain)
+    return refusal_text(request, detail["why"], user_id, plain)
 
 
 def settle(
@@ -113,7 +128,7 @@ def settle(
     request = result.request
     answer_in = request.channel if where == "card" else None
     if isinstance(result, Refused):
-        delivery.tell(client, answer_in, user_id, refusal_text(request, result.why))
+        delivery.tell(client, answer_in, user_id, refusal_text(request, result.why, user_id))
         return "refused"
     if isinstance(result, TimedOut):
         runtime.store.record(request.id, "refused", user_id, why="timed_out")
@@ -121,16 +136,50 @@ def settle(
         return "refused"
     if isinstance(result, AlreadyDecided):
         runtime.store.record(request.id, "refused", user_id, why="already_decided", status=request.status)
-        delivery.tell(client, answer_in, user_id, texts.already_decided_text(request))
+        delivery.tell(client, answer_in, user_id, refusal_text(request, "already_decided", user_id))
         return "refused"
     if isinstance(result, Counted):
         answer = texts.counted_text(request, result.approvals, result.repeated)
         delivery.tell(client, answer_in, user_id, answer)
-        delivery.update_card(runtime, client, request, result.approvals)
+        _rewrite_after_commit(runtime, client, request, result.approvals)
         return "counted"
-    relay.try_publish(runtime.redis, result.event)
-    delivery.update_card(runtime, client, request)
+    if not after_commit(request, [lambda: relay.try_publish(runtime.redis, result.event)]):
+        delivery.tell(client, answer_in, user_id, texts.recorded_resume_later(request))
+    _rewrite_after_commit(runtime, client, request)
     return "decided"
+
+
+def _rewrite_after_commit(
+    runtime: Runtime, client: WebClient, request: Request, approvals: list[Decider] | None = None
+) -> None:
+    """Mark the approvers' Home tabs due and rewrite the card (`approvals`: the quorum so far), each
+    on its own (`after_commit`): with Redis gone, the card is rewritten all the same."""
+    after_commit(
+        request,
+        [
+            lambda: homedue.mark_due(runtime.redis, request.approvers),
+            lambda: delivery.update_card(runtime, client, request, approvals, home_due=False),
+        ],
+    )
+
+
+def after_commit(request: Request, effects: list[Callable[[], object]]) -> bool:
+    """Run the `effects` of a vote or decision the database has committed (resume job and bell,
+    Home tabs due, card rewrite), each on its own, so one failing (Redis gone, Slack erring) stops
+    none of the others. The action is recorded whatever they do, so a failure is logged, never
+    raised: an exception reaching the listener would tell the reviewer nothing changed. What they
+    did not do is done later from the database: the relay sweep publishes the outbox (the resume
+    job and the bell), and a decided card is rewritten when the agent's run is recorded. Returns
+    False when an effect raised or returned False (`relay.try_publish`: Redis refused)."""
+    done = True
+    for effect in effects:
+        try:
+            done = effect() is not False and done
+        except Exception as exc:
+            unexpected = not isinstance(exc, RedisError)  # a bug: its traceback
+            log.warning("request %s: after the commit, %r", request.id, exc, exc_info=unexpected)
+            done = False
+    return done
 
 
 def cast(

@@ -180,11 +180,16 @@ def not_told(problem: WebhookFailing | WebhookDeadLettered) -> str:
     )
 
 
-def already_decided_text(request: Request, plain: bool = False) -> str:
+def already_decided_text(request: Request, plain: bool = False, user_id: str | None = None) -> str:
     """Answer to a click or submit on a request that is no longer pending (mrkdwn, or `plain` for
-    a modal's inline error, which Slack shows as plain text)."""
+    a modal's inline error, which Slack shows as plain text). To `user_id` among those who decided
+    it, the words a repeated vote gets (`counted_text`): "You had already approved …", whichever
+    surface they clicked on."""
     text = verdict(request, plain)
-    return f"This request was already {text[0].lower() + text[1:]}; your action changed nothing."
+    text = text[0].lower() + text[1:]
+    if user_id is not None and user_id in [p["slack_user_id"] for p in request.decided_by or []]:
+        return f"You had already {request.status} this request ({text}); your action changed nothing."
+    return f"This request was already {text}; your action changed nothing."
 
 
 def not_an_approver_text(request: Request) -> str:
@@ -192,6 +197,20 @@ def not_an_approver_text(request: Request) -> str:
     modal's inline error. The action class (`[a-z0-9_.-]`, nothing to escape) is written as it is, not
     as a code span: inline errors and notifications show text unformatted, and so does the sandbox."""
     return f"You are not an approver for {request.action} requests, so your action changed nothing."
+
+
+def escalated_away_text(request: Request, plain: bool = False) -> str:
+    """Answer to a click or submit by an approver of an earlier escalation level: where the request
+    went and who decides it now (mrkdwn mentions, or with `plain`, for a modal's inline error, the
+    channel and user ids as they are)."""
+    if plain:
+        where, who_now = request.channel, ", ".join(request.approvers) or "nobody"
+    else:
+        where, who_now = conversation(request.channel), mentions(request.approvers) or "nobody"
+    return (
+        f"This request was escalated to {who_now} in {where}, who decide it now: you were an approver "
+        "of an earlier level, so your action changed nothing."
+    )
 
 
 def reminder_text(request: Request, missing: list[str]) -> str:
@@ -239,8 +258,20 @@ SELF_APPROVAL = (
 
 def not_recorded(error: str) -> str:
     """Answer to an action countersign acknowledged but could not record (`error`: the exception's
-    class name, e.g. `OperationalError` when the database refused)."""
+    class name, e.g. `OperationalError` when the database refused). Only for a failure before the
+    commit: after it, `review.after_commit` keeps every error from the reviewer's answer."""
     return f"countersign could not record your action ({error}), so nothing changed: please try again."
+
+
+def recorded_resume_later(request: Request) -> str:
+    """Answer to a decision the database committed whose after-effects (the agent's resume job, the
+    card) failed, Redis being unreachable: the decision stands, and the relay sweep publishes it
+    from the outbox once Redis answers (`review.after_commit`)."""
+    return (
+        f"Your decision is recorded: the request is {request.status}. countersign could not reach its "
+        "queue just now, so the agent will be resumed when the relay sweep publishes the decision "
+        "(seconds after the queue answers again); nothing more to do."
+    )
 
 
 def not_answered(error: str) -> str:

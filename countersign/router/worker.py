@@ -45,6 +45,7 @@ from rq.scheduler import RQScheduler
 from rq.serializers import JSONSerializer
 from rq.utils import now
 
+from .. import outages
 from ..config import Settings
 from ..heap import freeze_loaded
 from ..store.chain import AuditChain
@@ -129,6 +130,7 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
     runtime.check_slack()
     log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
+    outages.throttle_rq_reconnects()
     sweeper = start_sweep(runtime)
     try:
         worker = RouterWorker(
@@ -181,6 +183,7 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
     )
     deliverer = webhooks.Deliverer(runtime)
     chain = AuditChain(runtime.store.engine)
+    failures = outages.Steps(log)  # an outage: one traceback, then a short line a step now and then
     ticks = 0
     try:
         while os.getppid() == parent_pid:
@@ -201,10 +204,7 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
                 steps.append(("intake", lambda: relay.requeue_intake(runtime.store, runtime.redis)))
                 steps.append(("journal", lambda: journal.replay(runtime)))
             for name, step in steps:  # each step on its own: one failing does not stop the others
-                try:
-                    step()
-                except Exception:
-                    log.exception("sweep step %s failed; retrying", name)
+                failures.run(name, step)
             ticks += 1
             # ticks start a second apart: a tick that ran long (a backlog) is followed at once
             time.sleep(max(0.0, SWEEP_INTERVAL_SECONDS - (time.monotonic() - started)))

@@ -195,3 +195,24 @@ def test_events_meant_elsewhere_are_refused_and_the_challenge_answered(
     challenge = json.dumps({"type": "url_verification", "challenge": "c0ffee", "token": "t"}).encode()
     assert post_signed(url, challenge, secret, "application/json") == (200, '{"challenge": "c0ffee"}')
     assert sb.home("U0ALICE") is None
+
+
+def test_a_repeat_click_is_told_in_the_same_words_on_the_card_and_on_home(
+    client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """U0ALICE approved on the card; a client that had not redrawn the card, and her Home tab not yet
+    refreshed, both still offer Approve: each repeat is told she had approved it already."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    _opened_home(sb, "U0ALICE", request_id)
+    stale_card_click = sb.click_payload("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
+    assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")[0] == 200
+    wait_for(lambda: status(runtime.store, request_id) == "approved", what="her decision")
+
+    assert sb.send_signed(stale_card_click)[0] == 200
+    [on_card] = wait_for(lambda: sb.ephemerals("U0ALICE"), what="the answer on the card")
+    assert sb.click_home("U0ALICE", f"decide-{request_id}", APPROVE_ACTION) == (200, "")
+    [on_home] = wait_for(lambda: sb.messages("D0ALICE"), what="the answer in her DM")
+
+    assert on_home["text"] == on_card["text"]
+    assert on_card["text"].startswith("You had already approved this request (approved by <@U0ALICE> at")

@@ -56,6 +56,16 @@ class RedisServer:
             self.process.wait()
 
     @contextmanager
+    def down(self) -> Iterator[None]:
+        """The server killed for the block (connections refused: an outage), then started again
+        on the same port, empty, as `redis-cli shutdown nosave` and a restart leave it."""
+        self.stop()
+        try:
+            yield
+        finally:
+            self.start()
+
+    @contextmanager
     def paused(self) -> Iterator[None]:
         """The server stopped with SIGSTOP for the block (it answers nothing: a hung Redis), then
         resumed with SIGCONT."""

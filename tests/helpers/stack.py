@@ -82,7 +82,7 @@ def start_stack(cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], 
     )
     output = Output(process)
     try:
-        line = wait_for(lambda: output.find("open the Slack sandbox at"), timeout=30, what="the sandbox URL")
+        line = wait_for(lambda: output.find("open the Slack sandbox at"), timeout=150, what="the sandbox URL")
         redis = Redis.from_url(env.get("REDIS_URL") or run_env(cwd)["REDIS_URL"])
         agents = Queue("refund-agent", connection=redis)
         wait_for(lambda: Worker.count(queue=agents), timeout=30, what="the agent worker")

@@ -285,6 +285,6 @@ def test_an_edit_checked_before_an_escalation_is_refused_to_the_earlier_level(
     assert row is not None
     assert (row.status, row.level, row.approvers, row.approved_payload) == ("pending", 1, ["U0BOB"], None)
     refusals = [(e.actor, e.detail) for e in store.audit_trail(request_id) if e.event == "refused"]
-    assert refusals == [("U0ALICE", {"why": "not_an_approver", "step": "edit"})]
+    assert refusals == [("U0ALICE", {"why": "earlier_level", "step": "edit"})]
     assert store.outbox_event(request_id) is None
-    assert "You are not an approver" in str(sb.ephemerals("U0ALICE"))
+    assert "escalated to <@U0BOB> in <#C0FINLEADS>" in str(sb.ephemerals("U0ALICE"))

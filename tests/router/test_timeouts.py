@@ -234,10 +234,22 @@ def test_an_approver_of_an_earlier_level_is_refused_on_the_old_card(
     timeouts.sweep(runtime)  # level 1: U0LEAD only; the old card loses its buttons
     assert sb.send_signed(stale_click)[0] == 200  # a click from a client that had not redrawn it yet
     refusal = wait_for(lambda: [e for e in store.audit_trail(request_id) if e.event == "refused"])[-1]
-    assert (refusal.actor, refusal.detail) == ("U0ALICE", {"why": "not_an_approver", "step": "approve"})
+    assert (refusal.actor, refusal.detail) == ("U0ALICE", {"why": "earlier_level", "step": "approve"})
     assert "U0ALICE" not in [v.slack_user_id for v in store.votes(request_id)]
     assert status(store, request_id) == "pending"
-    assert wait_for(lambda: sb.ephemerals("U0ALICE"))
+    [told] = wait_for(lambda: sb.ephemerals("U0ALICE"))
+    assert told["text"] == (  # where it went, not "you are not an approver"
+        "This request was escalated to <@U0LEAD> in <#C0FINLEADS>, who decide it now: you were an "
+        "approver of an earlier level, so your action changed nothing."
+    )
+    sb.click(
+        sb.messages("C0FINLEADS")[0]["channel"],
+        sb.messages("C0FINLEADS")[0]["ts"],
+        APPROVE_ACTION,
+        "U0MALLORY",
+    )
+    never = wait_for(lambda: [e for e in store.audit_trail(request_id) if e.actor == "U0MALLORY"])
+    assert never[0].detail["why"] == "not_an_approver"  # never named at any level
 
 
 def test_an_escalation_to_a_user_group_that_is_gone_denies(
