@@ -63,10 +63,9 @@ job's modules, the database pool and the Slack and Redis clients are loaded once
   (`release_slot`), but with the lane's width the job carries (`rate_limit_concurrency`) instead of
   reading it back from the lane's hash (`_release_lane`: one round trip fewer an intake job). Other
   jobs (card rewrites, an agent's own jobs) take RQ's path.
-- **One heartbeat thread a worker**, not one a job: it ticks every `job_monitoring_interval` seconds
-  and beats for whichever job runs at a tick (RQ's `maintain_heartbeats`), so no job's beat is older
-  than the interval; a job's start and end do not wake it. A beat is sent under the thread's lock,
-  so none is under way for a job once it has ended.
+- **One heartbeat thread a worker**, not one a job: it beats for whichever job runs (RQ's
+  `maintain_heartbeats` every `job_monitoring_interval` seconds of that job) and waits while none
+  does; a beat is sent under the thread's lock, so none is under way for a job once it has ended.
 
 Each of these saves Redis commands or round trips a job (`bench/pause_vs_langgraph.py --redis-profile`:
 BENCHMARKS.md, "Issue 14, second pass" and "Issue 14, fifth pass"). RQ's job records (the execution
@@ -206,14 +205,11 @@ class CountersignWorker(SimpleWorker):
         with self.connection.pipeline() as pipeline:
             self.increment_successful_job_count(pipeline=pipeline)
             self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
-            # None for a job in no lane (or taken out of it: `jobs.leave_intake_lane`); made once
-            lane = RateLimitRegistry.from_job(job) if job.has_rate_limit else None
-            _delete_succeeded(job, execution, pipeline, lane)
+            _delete_succeeded(job, execution, pipeline)
             self._send_idle(pipeline)
             pipeline.execute()
         self.executions.pop(execution.id, None)
-        if lane is not None:
-            _release_lane(lane, job)
+        _release_lane(job)
         taken = job.ended_at - job.started_at
         self.log.info("Successfully completed job %s in %ss on worker %s", job.id, taken, self.name)
 
@@ -298,31 +294,32 @@ def _ends_with_its_job(job: Job, default_result_ttl: int) -> bool:
     )
 
 
-def _delete_succeeded(
-    job: Job, execution: Execution, pipeline: Pipeline, lane: RateLimitRegistry | None
-) -> None:
+def _delete_succeeded(job: Job, execution: Execution, pipeline: Pipeline) -> None:
     """Queue on `pipeline` what RQ's `Job.delete` and `cleanup_execution` remove of a job that
     succeeded on this worker, by key: its hash, dependents, dependencies and results; its execution
     record, its entries in the started registry and the worker's executions set; its executions
-    registry (a job in a `lane`: only this execution in it, and the job out of the lane's waiting
-    set, as RQ's `Job.delete` keeps a lane's live executions)."""
+    registry (a job in a lane: only this execution in it, and the job out of the lane's waiting set,
+    as RQ's `Job.delete` keeps a lane's live executions)."""
     registry = job.execution_registry.key
     keys = [job.key, job.dependents_key, job.dependencies_key, Result.get_key(job.id), execution.key]  # type: ignore[no-untyped-call]
-    pipeline.delete(*keys, *([] if lane is not None else [registry]))
+    pipeline.delete(*keys, *([] if job.has_rate_limit else [registry]))
     pipeline.zrem(job.started_job_registry.key, execution.composite_key)
     pipeline.srem(execution.worker_executions_key, execution.composite_key)
-    if lane is not None:
+    if job.has_rate_limit:
         pipeline.zrem(registry, execution.id)
-        lane.cancel(job.id, pipeline=pipeline)
+        RateLimitRegistry.from_job(job).cancel(job.id, pipeline=pipeline)
 
 
-def _release_lane(lane: RateLimitRegistry, job: Job) -> None:
-    """RQ's `release_slot` of a job that succeeded (`handle_job_success`): free its slot in its `lane`
+def _release_lane(job: Job) -> None:
+    """RQ's `release_slot` of a job that succeeded (`handle_job_success`): free its slot in its lane
     and let the lane's next waiting jobs onto the queue, in one script. RQ reads the lane's width
     from the lane's hash (`RateLimitRegistry.concurrency`, an HGET: a round trip of its own each
     job); the job carries the width it was enqueued with (`rate_limit_concurrency`, the width that
-    enqueue wrote into that hash: `jobs.INTAKE_LANE_WIDTH`), so it is used instead. Raises
-    `RedisError`."""
+    enqueue wrote into that hash: `jobs.INTAKE_LANE_WIDTH`), so it is used instead. Does nothing for
+    a job in no lane (or taken out of it: `jobs.leave_intake_lane`). Raises `RedisError`."""
+    if not job.has_rate_limit:
+        return
+    lane = RateLimitRegistry.from_job(job)
     lane.__dict__["concurrency"] = job.rate_limit_concurrency  # the value of its cached_property
     lane.release_and_enqueue(job.id)
 
@@ -350,46 +347,51 @@ class _WorkerBoundScheduler(RQScheduler):
 
 class _JobHeartbeat:
     """The thread of a worker that renews the running job's, its execution's and the worker's
-    heartbeats (RQ's `maintain_heartbeats`) every `job_monitoring_interval` seconds while a job runs.
-    Started with the worker's first job, it ticks at that interval and beats at a tick when a job
-    runs, so a running job's last beat is never older than the interval (RQ's forking worker beats
-    every interval of the job: at most one more beat an interval here, that of a job that has just
-    started). A job's start and end only set what runs, under the lock, without waking the thread
-    (a wake-up a start and an end cost the GIL's hand-over twice a job); a beat is sent holding the
-    lock, so `running` returns with no beat under way for its job."""
+    heartbeats every `job_monitoring_interval` seconds of that job (RQ's `maintain_heartbeats`);
+    started with the first job, it waits while no job runs. A beat is sent holding the lock, so
+    `running` returns with no beat under way for its job."""
 
     def __init__(self, worker: BaseWorker) -> None:
         self._worker = worker
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
+        self._changed = threading.Condition()
         self._running: tuple[Job, Execution] | None = None
+        self._stopped = False
         self._thread: threading.Thread | None = None
 
     @contextmanager
     def running(self, job: Job, execution: Execution) -> Iterator[None]:
         """Beat for `job` while the enclosed block runs it."""
-        with self._lock:
+        with self._changed:
             self._running = (job, execution)
+            self._changed.notify()
         if self._thread is None:
             self._thread = threading.Thread(target=self._beat, name="job heartbeat", daemon=True)
             self._thread.start()
         try:
             yield
         finally:
-            with self._lock:
+            with self._changed:
                 self._running = None
+                self._changed.notify()
 
     def stop(self) -> None:
-        """End the thread (the worker is done), after a beat under way."""
-        self._stopped.set()
+        """End the thread (the worker is done), once no job runs."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
         if self._thread is not None:
             self._thread.join()
 
     def _beat(self) -> None:
-        while not self._stopped.wait(self._worker.job_monitoring_interval):
-            with self._lock:
-                if self._running is not None:
-                    self._send(*self._running)
+        with self._changed:
+            while not self._stopped:
+                running = self._running
+                if running is None:
+                    self._changed.wait()
+                    continue
+                timed_out = not self._changed.wait(self._worker.job_monitoring_interval)
+                if timed_out and self._running is running:
+                    self._send(*running)
 
     def _send(self, job: Job, execution: Execution) -> None:
         try:
