@@ -71,20 +71,27 @@ def _claimed(held: bytes, action: str, payload_sha256: str) -> tuple[str, bool]:
 def claim_key(redis: Redis, key: str, action: str, payload_sha256: str) -> str:
     """The request id for idempotency key `key` of a request of action class `action` whose payload
     hashes to `payload_sha256` (hex): a new ULID if the key is new, else the id it was claimed with.
-    Raises `IdempotencyConflict` if it was claimed for another action class or payload,
-    `RouterUnavailable` if it keeps expiring under us, and redis-py's `RedisError`s."""
+    Raises as `claim` does."""
+    return claim_or_find(redis, key, action, payload_sha256)[0]
+
+
+def claim_or_find(redis: Redis, key: str, action: str, payload_sha256: str) -> tuple[str, bool]:
+    """`claim_key`'s request id, and whether it is new: made by this call, so that nothing anywhere
+    (a job, a row) can carry it yet. Raises `IdempotencyConflict` if the key was claimed for another
+    action class or payload, `RouterUnavailable` if it keeps expiring under us, and redis-py's
+    `RedisError`s."""
     redis_key = _redis_key(key)
     request_id = str(ULID())
-    claim = _claim(request_id, action, payload_sha256)
+    value = _claim(request_id, action, payload_sha256)
     for _ in range(3):  # the key may expire between SET NX and GET
-        if redis.set(redis_key, claim, nx=True, ex=IDEMPOTENCY_TTL_SECONDS):
-            return request_id
+        if redis.set(redis_key, value, nx=True, ex=IDEMPOTENCY_TTL_SECONDS):
+            return request_id, True
         held = redis.get(redis_key)
         if held is not None:
             earlier, same = _claimed(cast(bytes, held), action, payload_sha256)
             if not same:
                 raise IdempotencyConflict(key, earlier)
-            return earlier
+            return earlier, False
     raise RouterUnavailable("idempotency key kept expiring while being claimed")
 
 

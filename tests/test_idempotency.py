@@ -12,7 +12,7 @@ from redis import Redis
 
 from countersign.defaults import IDEMPOTENCY_TTL_SECONDS
 from countersign.exceptions import IdempotencyConflict
-from countersign.idempotency import _redis_key, claim_key, is_request_id, release_key
+from countersign.idempotency import _redis_key, claim_key, claim_or_find, is_request_id, release_key
 
 SAME = hashlib.sha256(b"same").hexdigest()
 OTHER = hashlib.sha256(b"other").hexdigest()
@@ -44,3 +44,9 @@ def test_a_key_an_earlier_version_claimed_as_json_is_still_honoured(redis: Redis
     with pytest.raises(IdempotencyConflict):
         claim_key(redis, "a:r:s", "refund", OTHER)
     assert release_key(redis, "a:r:s", earlier) and redis.get(_redis_key("a:r:s")) is None
+
+
+def test_a_claim_says_whether_its_request_id_was_made_by_it(redis: Redis) -> None:
+    """`enqueue_intake` looks for an existing intake job only when the id is not new."""
+    request_id, new = claim_or_find(redis, "a:r:s", "refund", SAME)
+    assert new and claim_or_find(redis, "a:r:s", "refund", SAME) == (request_id, False)

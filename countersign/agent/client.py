@@ -24,7 +24,7 @@ from ..config import Settings, load_settings
 from ..connections import Connections
 from ..decision import Decision
 from ..exceptions import RouterUnavailable, UnknownRequest
-from ..idempotency import claim_key, is_request_id
+from ..idempotency import claim_or_find, is_request_id
 from ..router.jobs import INTAKE_QUEUE, enqueue_intake, intake_job_id, json_queue, webhook_id
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, iso, parse
 from ..store import OutboxEvent, Request, Store, standing_problem
@@ -105,10 +105,10 @@ class ApprovalClient:
         if not isinstance(request, ApprovalRequestV1):
             request = parse(ApprovalRequestV1, {**(request or {}), **fields}, self._checks)
         try:
-            request_id = claim_key(self._redis, request.key, request.action, request.payload_sha256)
+            request_id, new = claim_or_find(self._redis, request.key, request.action, request.payload_sha256)
             message = IntakeMessage(request_id=request_id, request=request).model_dump(mode="json")
             self._store.accept(request_id, message)
-            enqueue_intake(self._redis, request_id, request.action, message)
+            enqueue_intake(self._redis, request_id, request.action, message, new=new)
         except RedisError as exc:
             raise RouterUnavailable(
                 f"Redis is unreachable ({type(exc).__name__}); retry with the same key"

@@ -21,11 +21,11 @@ from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
-from redis.exceptions import WatchError
+from redis.exceptions import NoScriptError, WatchError
 from rq import Callback, Queue, RateLimit, Retry, get_current_job
-from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
 from rq.rate_limit import RateLimitRegistry
+from rq.scripts import _build_hset_args, get_unique_enqueue_script
 from rq.serializers import JSONSerializer
 from rq.utils import now
 
@@ -193,15 +193,18 @@ def leave_intake_lane(redis: Redis) -> None:
     lane.release_and_enqueue(job.id)
 
 
-def enqueue_intake(redis: Redis, request_id: str, action: str, message: dict[str, Any]) -> None:
+def enqueue_intake(
+    redis: Redis, request_id: str, action: str, message: dict[str, Any], new: bool = False
+) -> None:
     """Enqueue the intake job of `request_id` (`message`: the `IntakeMessage` as JSON) in the lane
     of its `action` (`intake_lane`), once: while the same request's job waits, is queued or runs,
-    nothing is added. (RQ refuses `unique=True` with a rate limit, so the job is looked up first;
+    nothing is added. (RQ refuses `unique=True` with a rate limit, so the job is looked up first,
+    unless the id is `new`: made just now by `idempotency.claim_or_find`, so no job can have it;
     two enqueues racing between the look-up and the enqueue cost at most one more run of the job,
     which intake makes harmless.) RQ deletes the job when it has run (`result_ttl=0`): the request
     is in the database by then. Raises redis-py's `RedisError`."""
     job_id = intake_job_id(request_id)
-    if redis.exists(Job.key_for(job_id)):
+    if not new and redis.exists(Job.key_for(job_id)):
         return
     json_queue(INTAKE_QUEUE, redis).enqueue(
         INTAKE_JOB,
@@ -241,18 +244,34 @@ def enqueue_rewrite(
     )
 
 
-def enqueue_resume(redis: Redis, event: OutboxEvent) -> None:
+def enqueue_resume(redis: Redis, event: OutboxEvent, bells: Sequence[str] = ()) -> None:
     """Enqueue an outbox event's resume job `func(decision)` on the agent's queue, once (its job id
     is unique), with `RESUME_FAILED_CALLBACK` as its `on_failure` and `RESUME_DONE_CALLBACK` as its
-    `on_success`; RQ deletes it when it finishes (`result_ttl=0`), leaving only the marker. Raises
-    redis-py's `RedisError`, and `ValueError` for a webhook event (it has no job)."""
-    queue, func = _job_target(event)
+    `on_success`; RQ deletes it when it finishes (`result_ttl=0`), leaving only the marker. The bells
+    of `bells` (decided and committed) are rung (`bell.ring`) in the same round trip. Raises
+    redis-py's `RedisError`, and `ValueError` for a webhook event (it has no job).
+
+    RQ's unique enqueue (`Queue.enqueue(unique=True)`, https://python-rq.org/docs/, "Unique Jobs")
+    is two round trips: the queue added to RQ's set of queues, then RQ's script that saves and
+    queues the job unless its hash exists (`rq.scripts.save_unique_job`). The same two commands go
+    on one pipeline here, the script by its SHA, with the bells after them; should Redis not know
+    the script (restarted, `SCRIPT FLUSH`), RQ's own call loads and runs it."""
+    queue = json_queue(_job_target(event)[0], redis)
+    job = _resume_job(queue, event)
+    job.redis_server_version = queue.get_redis_server_version()
+    job.enqueued_at = now()
+    script = get_unique_enqueue_script(redis)  # type: ignore[no-untyped-call]  # once a connection
+    fields = _build_hset_args(job)  # type: ignore[no-untyped-call]  # `Job.to_dict`, as RQ's script takes it
+    keys, args = [job.key, queue.key], [job.id, "R", -1 if job.ttl is None else job.ttl, *fields]
     try:
-        json_queue(queue, redis).enqueue(
-            func, event.body, job_id=event.job_id, unique=True, job_timeout=RESUME_TIMEOUT_SECONDS,
-            **_resume_options(event),
-        )  # fmt: skip
-    except DuplicateJobError:
+        with redis.pipeline(transaction=False) as pipeline:
+            pipeline.sadd(queue.redis_queues_keys, queue.key)
+            pipeline.evalsha(script.sha, len(keys), *keys, *args)
+            bell.ring(pipeline, bells)
+            saved = pipeline.execute()[1]
+    except NoScriptError:  # the rest of the pipeline ran: the queue is in the set, the bells rung
+        saved = script(keys=keys, args=args)
+    if not saved:
         log.debug("resume job %s was already enqueued", event.job_id)
 
 
@@ -302,35 +321,36 @@ def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
 def _write_jobs(queue: Queue, events: Sequence[OutboxEvent], pipeline: Pipeline) -> None:
     """Queue on `pipeline` the resume jobs of `events` (all on `queue`) as RQ's `enqueue_many` does
     (the queue in RQ's set of queues, each job's hash as `Job.save` writes it, its id pushed on the
-    queue), but with one `Job` a function, given each event's id, argument and description in turn
-    (public setters), rather than one `Job.create` a job (BENCHMARKS.md, "Issue 14, fifth pass"),
-    and the ids pushed in one RPUSH. The hash holds the same fields as `enqueue_resume` writes
-    (`Job.to_dict`), so RQ's workers, retries, maintenance and `rq info` read it alike."""
+    queue), but with one `Job` a function (`_resume_job`), given each event's id, argument and
+    description in turn (public setters), rather than one `Job.create` a job (BENCHMARKS.md,
+    "Issue 14, fifth pass"), and the ids pushed in one RPUSH. The hash holds the same fields as
+    `enqueue_resume` writes (`Job.to_dict`), so RQ's workers, retries, maintenance and `rq info`
+    read it alike."""
     pipeline.sadd(queue.redis_queues_keys, queue.key)
     writers: dict[str, Job] = {}  # by function
     enqueued_at = now()
     for event in events:
         func = _job_target(event)[1]
-        job = writers.get(func) or writers.setdefault(func, _resume_writer(queue, event))
+        job = writers.get(func) or writers.setdefault(func, _resume_job(queue, event))
         job.id, job.args, job.description = event.job_id, [event.body], _description(event)
         job.created_at = job.enqueued_at = enqueued_at
         job.save(pipeline=pipeline)
     pipeline.rpush(queue.key, *(event.job_id for event in events))
 
 
-def _resume_writer(queue: Queue, event: OutboxEvent) -> Job:
-    """A queued resume job of `event`'s function on `queue`, with every option `enqueue_resume` gives
-    it, to be given each job's id, argument and description (`_write_jobs`)."""
-    options = _resume_options(event)
-    del options["description"]
+def _resume_job(queue: Queue, event: OutboxEvent) -> Job:
+    """`event`'s resume job, queued on `queue`, with every option `enqueue` gives a resume job
+    (`_resume_options`), not saved."""
     return Job.create(
         _job_target(event)[1],
+        args=[event.body],
+        id=event.job_id,
         connection=queue.connection,
         serializer=queue.serializer,
         origin=queue.name,
         status=JobStatus.QUEUED,
         timeout=RESUME_TIMEOUT_SECONDS,
-        **options,
+        **_resume_options(event),
     )
 
 

@@ -64,9 +64,10 @@ def try_publish(redis: Redis, event: OutboxEvent) -> bool:
     sweep POSTs it (`webhooks.Deliverer`), and an event without a resume target (the agent waits in
     process) has nothing to publish but the ring. Either way the request's bell is rung."""
     try:
-        if event.queue is not None:
-            enqueue_resume(redis, event)
-        bell.ring(redis, [event.request_id])
+        if event.queue is None:
+            bell.ring(redis, [event.request_id])
+        else:
+            enqueue_resume(redis, event, bells=[event.request_id])  # one round trip
     except RedisError as exc:
         log.warning("resume %s not published yet (%s); the relay sweep will retry", event.job_id, exc)
         return False

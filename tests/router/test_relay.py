@@ -18,6 +18,7 @@ from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain
 from tests.helpers.builders import age, decided_card, edited_card, events, new_request, refund
+from tests.helpers.redis_server import RedisServer
 
 
 def decided_without_publishing(
@@ -57,6 +58,32 @@ def test_publishing_at_once_rings_the_bell_of_job_and_webhook_resumes_alike(
     event.webhook, event.request_id = "https://agent.example/resume", "01WEBHOOKRESUME"
     assert relay.try_publish(redis, event) is True
     assert listen(redis, "01WEBHOOKRESUME", 0.01) is True and json_queue(agent.QUEUE, redis).count == 1
+
+
+def test_a_publish_redis_did_not_answer_is_left_to_the_sweep_and_one_after_a_restart_enqueues_once(
+    client: ApprovalClient,
+    redis: Redis,
+    redis_server: RedisServer,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """The click publishes its resume job and rings its bell in one pipeline (`enqueue_resume`): with
+    Redis down it reports the event not published; on the restarted server, which knows no script,
+    RQ's call loads the unique-enqueue script, and the sweep finds the job and adds none."""
+    request_id = decided_without_publishing(client, redis, store, runtime)
+    [event] = store.unpublished()
+    redis_server.stop()
+    try:
+        assert relay.try_publish(redis, event) is False
+    finally:
+        redis_server.start()
+    assert relay.try_publish(redis, event) is True  # NOSCRIPT in the pipeline, then RQ's call
+    assert relay.sweep(store, redis) == 1 and store.unpublished() == []
+    assert json_queue(agent.QUEUE, redis).job_ids == [resume_job_id(request_id)]
+    assert listen(redis, request_id, 0.01) is True
+    drain(redis, agent.QUEUE)
+    assert len(agent.executed(redis)) == 1
 
 
 def test_relay_died_after_enqueue_before_marking_enqueues_nothing_twice(
