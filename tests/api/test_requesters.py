@@ -44,6 +44,51 @@ def _accepted(answer: httpx.Response) -> str:
     return str(answer.json()["request_id"])
 
 
+def test_one_requesters_idempotency_keys_are_invisible_to_another(
+    agent: httpx.Client, billing: httpx.Client, redis: Redis
+) -> None:
+    mine = _accepted(_post(agent, "refund-agent", "310.00"))
+    # the same key and payload from another requester: its own new request, not a replay of mine
+    guessed = _accepted(_post(billing, "billing-agent", "310.00"))
+    assert guessed != mine
+    assert billing.get(f"/v1/requests/{mine}").status_code == 404
+    # another payload under the same key: no 409 naming my request id
+    assert _accepted(_post(billing, "billing-agent", "999.00", key="pre-claimed")) != mine
+    # ...and a key the other requester took first does not block mine
+    mine_later = _accepted(_post(agent, "refund-agent", "45.00", key="pre-claimed"))
+    drain(redis)
+    for client, request_id, amount in (
+        (agent, mine, "310.00"),
+        (billing, guessed, "310.00"),
+        (agent, mine_later, "45.00"),
+    ):
+        shown = client.get(f"/v1/requests/{request_id}").json()
+        assert (shown["status"], shown["request"]["payload"]["amount"]) == ("pending", amount)
+    # within one requester the key keeps its meaning: a replay, and another payload is a conflict
+    assert _accepted(_post(agent, "refund-agent", "310.00")) == mine
+    conflict = _post(agent, "refund-agent", "311.00")
+    assert conflict.status_code == 409 and mine in conflict.json()["error"]
+
+
+def test_when_redis_forgot_the_keys_the_database_keeps_each_requesters_own(
+    agent: httpx.Client, billing: httpx.Client, redis: Redis
+) -> None:
+    mine = _accepted(_post(agent, "refund-agent", "70.00"))
+    theirs = _accepted(_post(billing, "billing-agent", "80.00"))
+    drain(redis)
+    for key in redis.scan_iter("countersign:idempotency:*"):
+        redis.delete(key)
+    again = _accepted(_post(agent, "refund-agent", "70.00"))  # a new id: Redis forgot the claim
+    _accepted(_post(billing, "billing-agent", "81.00"))  # a conflict with its own request, not mine
+    drain(redis)
+    assert agent.get(f"/v1/requests/{again}/decision").status_code == 204  # a repeat of mine: undecided
+    assert agent.get(f"/v1/requests/{mine}").json()["status"] == "pending"
+    assert billing.get(f"/v1/requests/{theirs}").json()["status"] == "pending"
+    assert _accepted(_post(agent, "refund-agent", "70.00")) == mine  # intake pointed the key back at it
+    refused = _post(billing, "billing-agent", "81.00")
+    assert refused.status_code == 409 and theirs in refused.json()["error"]
+
+
 def _approved(agent: httpx.Client, redis: Redis, sb: Sandbox) -> dict[str, Any]:
     """A decision with its grant, from a click on the card of a new request of `agent`'s."""
     request_id = _accepted(agent.post("/v1/requests", json=refund()))
