@@ -57,7 +57,7 @@ def without_outbox(redis: Redis) -> Callable[[ApprovalRequestV1], object]:
     """`request()` as it was before the intake outbox: claim the key, enqueue the intake job."""
 
     def send(req: ApprovalRequestV1) -> object:
-        request_id = claim_key(redis, req.key, req.payload_sha256)
+        request_id = claim_key(redis, req.requester, req.key, req.action, req.payload_sha256)
         message = IntakeMessage(request_id=request_id, request=req).model_dump(mode="json")
         enqueue_intake(redis, request_id, req.action, message)
         return request_id

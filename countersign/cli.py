@@ -362,7 +362,16 @@ def _show(args: argparse.Namespace) -> None:
     row = connections.store.get(state.request_id) if state.status == "pending" and not state.card else None
     if row is not None:
         shown["card"] = expected_card(connections.redis, row)
-    print(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
+    _print_sanitized(shown)
+
+
+def _print_sanitized(data: Any) -> None:
+    """Print `data` as indented JSON for a terminal, agent text in it `sanitize`d as the card
+    sanitizes it (a bidirectional override or other control character shown as U+FFFD, which JSON
+    alone leaves raw), so what an agent wrote cannot reorder or hide what the operator reads."""
+    from .router.texts import sanitize
+
+    print(sanitize(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 def _pending(args: argparse.Namespace) -> None:
@@ -389,7 +398,7 @@ def _pending(args: argparse.Namespace) -> None:
         }
         for row in rows
     ]
-    print(json.dumps(listing, indent=2, ensure_ascii=False))
+    _print_sanitized(listing)
 
 
 def _policy_check(args: argparse.Namespace) -> int:

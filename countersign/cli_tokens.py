@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from .config import load_settings
 from .connections import Connections
-from .exceptions import UnknownToken, UsageError
+from .exceptions import UnknownAction, UnknownToken, UsageError
 from .schema import ACTION_CLASS, QueueResume, check_requester, iso, one_line
 from .store.tokens import Tokens
 
@@ -69,6 +69,7 @@ def _token_create(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--actions: each action class should be {ACTION_CLASS.allowed}; got {args.actions!r}"
         )
+    _must_be_in_the_policy(actions)
     queues = sorted(set(args.resume_queue))
     for queue in queues:
         try:
@@ -84,6 +85,24 @@ def _token_create(args: argparse.Namespace) -> None:
         "the secret above is shown once (only its SHA-256 is kept)",
         file=sys.stderr,
     )
+
+
+def _must_be_in_the_policy(actions: list[str]) -> None:
+    """Raise `UsageError` for the first of `actions` that `COUNTERSIGN_POLICY` (when set) refuses as
+    unknown (`Policy.must_know`), as `countersign request` and intake would refuse its requests: a
+    token for a typo would be refused every request. No flag overrides it: add the action class to
+    the policy first (a class no agent sends yet costs nothing), then create the token."""
+    settings = load_settings()
+    if settings.COUNTERSIGN_POLICY is None:
+        return
+    from .router.policy import load_policy
+
+    policy = load_policy(settings.COUNTERSIGN_POLICY)
+    for action in actions:
+        try:
+            policy.must_know(action)
+        except UnknownAction as unknown:
+            raise UsageError(f"--actions: {unknown}") from None
 
 
 def _token_list(_args: argparse.Namespace) -> None:

@@ -1,19 +1,19 @@
 """Idempotency keys in Redis: the agent's `request()` learns at once whether its key is new.
 
-An atomic `SET NX` of the key's hash → the request id and a digest of its action class and
-payload (`_claim`), kept
-`IDEMPOTENCY_TTL_SECONDS`, decides "same request" or "conflict" before any worker runs; the
-database's unique constraint on the key stays the final guard when Redis has forgotten it, and the
-router's intake then points the key at the stored request again (`remember_key`). Same key,
-action class and payload → the same id; same key, another action class or payload →
-`IdempotencyConflict`, as Stripe's idempotency keys refuse a key reused with other parameters
-(https://docs.stripe.com/api/idempotent_requests).
-"""
+A key is its requester's: two requesters that send the same key (by chance, or one guessing the
+other's) get two requests, and neither learns the other's request id nor blocks its key. An atomic
+`SET NX` of the hash of the requester and the key → the request id and a digest of its action
+class and payload (`_claim`), kept `IDEMPOTENCY_TTL_SECONDS`, decides "same request" or "conflict"
+before any worker runs; the database's unique constraint on (requester, key) stays the final guard
+when Redis has forgotten it, and the router's intake then points the key at the stored request
+again (`remember_key`). Same requester, key, action class and payload → the same id; same
+requester and key, another action class or payload → `IdempotencyConflict`, as Stripe's idempotency
+keys, each an account's own, refuse a key reused with other parameters
+(https://docs.stripe.com/api/idempotent_requests)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import cast
 
 from redis import Redis
@@ -33,8 +33,13 @@ def is_request_id(text: str) -> bool:
     return True
 
 
-def _redis_key(key: str) -> str:
-    return "countersign:idempotency:" + hashlib.sha256(key.encode()).hexdigest()
+def _redis_key(requester: str, key: str) -> str:
+    """The Redis key of `requester`'s idempotency key `key`: SHA-256 over both, split by a NUL,
+    which a requester may not contain (`schema`: no control characters), so no two pairs share it. Claims
+    an earlier version made of the key alone are not read: they expire within
+    `IDEMPOTENCY_TTL_SECONDS`, and a repeat meanwhile is found by the database, as when Redis forgot."""
+    scoped = f"{requester}\0{key}".encode()
+    return "countersign:idempotency:" + hashlib.sha256(scoped).hexdigest()
 
 
 ID_LENGTH = 26
@@ -60,27 +65,25 @@ def _claim(request_id: str, action: str, payload_sha256: str) -> bytes:
 
 def _claimed(held: bytes, action: str, payload_sha256: str) -> tuple[str, bool]:
     """The request id a claim (`_claim`) names, and whether it was made for `action` and the payload
-    of `payload_sha256`. A claim an earlier version wrote as JSON (the payload's hash, no action
-    class) is read too, by its payload alone, until the last of those expires."""
-    if held.startswith(b"{"):
-        earlier = json.loads(held)
-        return str(earlier["request_id"]), earlier["payload_sha256"] == payload_sha256
+    of `payload_sha256`."""
     return held[:ID_LENGTH].decode(), held[ID_LENGTH:] == _digest(action, payload_sha256)
 
 
-def claim_key(redis: Redis, key: str, action: str, payload_sha256: str) -> str:
-    """The request id for idempotency key `key` of a request of action class `action` whose payload
-    hashes to `payload_sha256` (hex): a new ULID if the key is new, else the id it was claimed with.
-    Raises as `claim` does."""
-    return claim_or_find(redis, key, action, payload_sha256)[0]
+def claim_key(redis: Redis, requester: str, key: str, action: str, payload_sha256: str) -> str:
+    """The request id for `requester`'s idempotency key `key` of a request of action class `action`
+    whose payload hashes to `payload_sha256` (hex): a new ULID if the key is new to `requester`,
+    else the id it was claimed with. Raises as `claim_or_find` does."""
+    return claim_or_find(redis, requester, key, action, payload_sha256)[0]
 
 
-def claim_or_find(redis: Redis, key: str, action: str, payload_sha256: str) -> tuple[str, bool]:
+def claim_or_find(
+    redis: Redis, requester: str, key: str, action: str, payload_sha256: str
+) -> tuple[str, bool]:
     """`claim_key`'s request id, and whether it is new: made by this call, so that nothing anywhere
-    (a job, a row) can carry it yet. Raises `IdempotencyConflict` if the key was claimed for another
-    action class or payload, `RouterUnavailable` if it keeps expiring under us, and redis-py's
-    `RedisError`s."""
-    redis_key = _redis_key(key)
+    (a job, a row) can carry it yet. Raises `IdempotencyConflict` if `requester` claimed the key for
+    another action class or payload, `RouterUnavailable` if it keeps expiring under us, and
+    redis-py's `RedisError`s."""
+    redis_key = _redis_key(requester, key)
     request_id = str(ULID())
     value = _claim(request_id, action, payload_sha256)
     for _ in range(3):  # the key may expire between SET NX and GET
@@ -96,32 +99,28 @@ def claim_or_find(redis: Redis, key: str, action: str, payload_sha256: str) -> t
 
 
 # Delete the key only while it still names this request (KEYS: the key; ARGV: the request id): its
-# first 26 bytes (`_claim`), or the `request_id` of a claim written as JSON by an earlier version.
+# first 26 bytes (`_claim`).
 _RELEASE = """
 local held = redis.call('GET', KEYS[1])
-if not held then
-    return 0
-end
-local named = string.sub(held, 1, 26)
-if string.sub(held, 1, 1) == '{' then
-    named = cjson.decode(held)['request_id']
-end
-if named == ARGV[1] then
+if held and string.sub(held, 1, 26) == ARGV[1] then
     return redis.call('DEL', KEYS[1])
 end
 return 0
 """
 
 
-def release_key(redis: Redis, key: str, request_id: str) -> bool:
-    """Free idempotency key `key` if it still names `request_id` (atomic, a Lua script): intake
+def release_key(redis: Redis, requester: str, key: str, request_id: str) -> bool:
+    """Free `requester`'s idempotency key `key` if it still names `request_id` (atomic, a Lua script): intake
     refused that request, so the key saved no result and the agent may send it again, corrected or
     not (Stripe saves no result for a request that failed validation either). True if freed.
     Raises redis-py's `RedisError`."""
-    return bool(redis.register_script(_RELEASE)(keys=[_redis_key(key)], args=[request_id]))
+    return bool(redis.register_script(_RELEASE)(keys=[_redis_key(requester, key)], args=[request_id]))
 
 
-def remember_key(redis: Redis, key: str, request_id: str, action: str, payload_sha256: str) -> None:
-    """Point the idempotency key at `request_id` (of action class `action`, its payload hashing to
-    `payload_sha256`) again, after Redis forgot it, for 7 days."""
-    redis.set(_redis_key(key), _claim(request_id, action, payload_sha256), ex=IDEMPOTENCY_TTL_SECONDS)
+def remember_key(
+    redis: Redis, requester: str, key: str, request_id: str, action: str, payload_sha256: str
+) -> None:
+    """Point `requester`'s idempotency key `key` at `request_id` (of action class `action`, its
+    payload hashing to `payload_sha256`) again, after Redis forgot it, for 7 days."""
+    claim = _claim(request_id, action, payload_sha256)
+    redis.set(_redis_key(requester, key), claim, ex=IDEMPOTENCY_TTL_SECONDS)

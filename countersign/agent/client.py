@@ -105,7 +105,9 @@ class ApprovalClient:
         if not isinstance(request, ApprovalRequestV1):
             request = parse(ApprovalRequestV1, {**(request or {}), **fields}, self._checks)
         try:
-            request_id, new = claim_or_find(self._redis, request.key, request.action, request.payload_sha256)
+            request_id, new = claim_or_find(
+                self._redis, request.requester, request.key, request.action, request.payload_sha256
+            )
             message = IntakeMessage(request_id=request_id, request=request).model_dump(mode="json")
             self._store.accept(request_id, message)
             enqueue_intake(self._redis, request_id, request.action, message, new=new)

@@ -4,8 +4,8 @@ SDK's idempotency rules, audit trail and checks.
 
 The long poll (`GET /v1/requests/{id}/decision?wait=N`) reads the database, then, if undecided,
 blocks on the request's decision bell (`countersign.bell`, redis.asyncio: no worker thread is held
-while it waits) for up to `wait` seconds, capped at `MAX_WAIT_SECONDS` as RFC 7240's `wait`
-preference lets a server cap it, and reads the database again: no database polling loop. It is
+while it waits) for up to `wait` seconds, at most `MAX_WAIT_SECONDS` (a longer `wait` is refused, 422,
+rather than silently shortened), and reads the database again: no database polling loop. It is
 `ApprovalClient.wait`'s wait (`agent/waiting.py`), so a Redis restart meanwhile is waited out and the
 database read again when Redis answers (a ring lost with Redis costs nothing).
 """
@@ -35,8 +35,9 @@ from ..store.models import ApiToken, Outcome
 from .auth import Token, may_create, must_own, requester_of, runtime
 from .models import Accepted, OutcomeReport, Problem, Recorded, Verification
 
-MAX_WAIT_SECONDS = 60.0
-"""The longest one long poll blocks; a longer `wait` is served as this (the agent polls again)."""
+MAX_WAIT_SECONDS = 60
+"""The longest `wait` of one long poll, in seconds; a longer one is refused (422 naming it), as a
+negative one is: an agent that asked for more would otherwise take a 204 for "no decision in my wait"."""
 DEADLINE_GRACE_SECONDS = 1.0
 """How long past `wait` a long poll may take for its last database read before it answers 204."""
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -155,7 +156,13 @@ async def get_decision(
     request: Request,
     holder: Token,
     wait: Annotated[
-        float, Query(ge=0, allow_inf_nan=False, description="seconds to wait for the decision (at most 60)")
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT_SECONDS,
+            allow_inf_nan=False,
+            description=f"seconds to wait for the decision (at most {MAX_WAIT_SECONDS})",
+        ),
     ] = 0,
 ) -> Response:
     """The decision (200), with its grant when the payload may run, or 204 when there is none after
@@ -165,14 +172,13 @@ async def get_decision(
     hangs costs no more than `wait` + `DEADLINE_GRACE_SECONDS`."""
     state = await run_in_threadpool(_owned, request, holder, request_id)
     if state.decision is None and state.status != "dead_letter" and wait > 0:
-        seconds = min(wait, MAX_WAIT_SECONDS)
         bell = request.app.state.bell
-        steps = waiting.steps(request_id, seconds, waiting.longest_block(bell))
+        steps = waiting.steps(request_id, wait, waiting.longest_block(bell))
         with suppress(TimeoutError, RequestDeadLettered):  # WaitTimeout is a TimeoutError
             # a hung Redis would hold one step until the client's socket timeout: bound the whole wait
             await asyncio.wait_for(
                 waiting.run_async(steps, bell, _client(request).read_decision),
-                seconds + DEADLINE_GRACE_SECONDS,
+                wait + DEADLINE_GRACE_SECONDS,
             )
             state = await run_in_threadpool(_owned, request, holder, request_id)
     if state.status == "dead_letter":
@@ -213,21 +219,23 @@ def post_outcome(
 async def verify(
     decision: Annotated[dict[str, Any], Depends(_json_body("decision", "the decision"))],
     request: Request,
+    holder: Token,
 ) -> Verification:
     """Whether the decision's grant lets its payload run now: signed by this router
     (`COUNTERSIGN_SECRET`), for exactly this payload (RFC 8785 hash), not expired (database clock).
     It does not claim the single execution: report the outcome once the action ran. The body is read
     strictly (422 for a key written twice): the payload hashed here must be the one the caller
     runs, whichever of two values its own JSON reader would keep. 422 too for a body that is no
-    decision (`_must_be_a_decision`)."""
-    return await run_in_threadpool(_verify, request, decision)
+    decision (`_must_be_a_decision`), and 404 for a decision of a request that is not the token's
+    requester's, as every other route answers it: no `why` tells another requester's grant apart."""
+    return await run_in_threadpool(_verify, request, holder, decision)
 
 
-def _verify(request: Request, decision: dict[str, Any]) -> Verification:
+def _verify(request: Request, holder: ApiToken, decision: dict[str, Any]) -> Verification:
     _must_be_a_decision(decision)
+    shown = str(decision["request_id"])
+    _owned(request, holder, shown)
     rt: Runtime = runtime(request)
-    request_id = decision.get("request_id")
-    shown = request_id if isinstance(request_id, str) else None
     try:
         verify_grant(rt.settings.COUNTERSIGN_SECRET or "", decision)
     except ExecutionRefused as refused:

@@ -3,7 +3,7 @@ the card.
 
 Runs on the router worker (`countersign worker`, queue `countersign`), at most a few jobs of one
 action class queued or running at once (`jobs.intake_lane`). It is safe to run twice for
-one request: the store keeps one row per idempotency key and one card `ts` per request. A message
+one request: the store keeps one row per requester's idempotency key and one card `ts` per request. A message
 that cannot become a request is dead-lettered with its reason, never dropped (DESIGN.md,
 invariant 8). Slack busy or unreachable is not such a reason: the one Slack call made before the
 request is stored (`usergroups.users.list`, resolving the approvers) is tried again by
@@ -77,11 +77,11 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
     """Turn one intake message (`IntakeMessage` as JSON) into a stored request, then either a card
     for its approvers or, when the policy's gate allows it, an approval by policy (no card)."""
     policy = runtime.policy  # one version for the whole intake, even if the file changes meanwhile
-    key = None
+    key: tuple[str, str] | None = None  # (requester, idempotency key)
     try:
         parsed = parse(IntakeMessage, message, _checks(runtime))
         request = parsed.request
-        key = request.key
+        key = (request.requester, request.key)
         if isinstance(request.resume, WebhookResume) and not runtime.settings.COUNTERSIGN_WEBHOOK_SECRET:
             raise InvalidRequest(
                 "resume.webhook: this router has no COUNTERSIGN_WEBHOOK_SECRET to sign webhooks with; "
@@ -138,11 +138,11 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
                 f"IdempotencyConflict: key {request.key!r} was used by request {row.id} with another "
                 "action class or payload"
             )
-            remember_key(runtime.redis, request.key, row.id, row.action, row.payload_sha256)  # row's key
+            remember_key(runtime.redis, row.requester, request.key, row.id, row.action, row.payload_sha256)
             return _dead_letter(runtime, message, reason)
         runtime.store.record_duplicate(parsed.request_id, row.id)
         bell.ring(runtime.redis, [parsed.request_id])  # its waiters read again and wait on row's bell
-        remember_key(runtime.redis, request.key, row.id, row.action, row.payload_sha256)
+        remember_key(runtime.redis, row.requester, request.key, row.id, row.action, row.payload_sha256)
         log.info(
             "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id
         )
@@ -288,16 +288,17 @@ def _approve_by_policy(runtime: Runtime, row: Request, rule: str) -> Taken:
     return "auto_approved"
 
 
-def _dead_letter(runtime: Runtime, message: Any, reason: str, key: str | None = None) -> Taken:
+def _dead_letter(runtime: Runtime, message: Any, reason: str, key: tuple[str, str] | None = None) -> Taken:
     """Keep a message intake refused, with its reason, and ring its bell (an agent waiting on it
     learns at once: `ApprovalClient.wait` raises `RequestDeadLettered`); then free its idempotency
-    `key` (if it parsed), so the agent can send the request again with the same key."""
+    `key` (requester and idempotency key, if it parsed), so the agent can send the request again with
+    the same key."""
     letter_id = _letter_id(message)
     runtime.store.dead_letter(letter_id, reason, message)
     bell.ring(runtime.redis, [letter_id])
     log.error("dead-lettered intake message %s: %s", letter_id, reason)
     if key is not None:
-        release_key(runtime.redis, key, letter_id)
+        release_key(runtime.redis, *key, letter_id)
     return "dead_letter"
 
 

@@ -256,9 +256,14 @@ class Policy:
         classes, and `PolicyError` when the channel or approvers are configured nowhere (such a
         request could be seen or approved by no one) or the escalation chain is incomplete.
         """
+        self.must_know(action)
+        return self._route(action)
+
+    def must_know(self, action: str) -> None:
+        """Raise `UnknownAction` (one line naming `action` and the file's action classes) when the
+        file does not name `action` and refuses unknown action classes (`unknown_actions: refuse`)."""
         if action not in self.file.actions and self.file.unknown_actions == "refuse":
             raise UnknownAction(self._unknown(action))
-        return self._route(action)
 
     def admit(self, action: str, payload: dict[str, Any]) -> Route:
         """`route(action)`, for a request whose `payload` every card can show with its key fields

@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
     literal,
     text,
 )
@@ -186,6 +187,7 @@ RESUME_PROBLEM = "problem IS NOT NULL"  # migration 0008
 WEBHOOKS_DUE = "next_attempt_at IS NOT NULL"  # migration 0011
 PENDING = "status = 'pending'"  # migration 0009: one requester's pending requests of a class
 DECIDING = "event IN ('approved', 'rejected', 'vote')"  # migration 0014: what a reviewer decided
+REQUESTERS_KEY = "uq_approval_requests_requester_idempotency_key"  # migration 0016: a key is its requester's
 
 
 def _where(predicate: str) -> dict[str, Any]:
@@ -215,7 +217,7 @@ class ApprovalRequest(RequestFacts, Base):
     __tablename__ = "approval_requests"
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
-    idempotency_key: Mapped[str] = mapped_column(String(255), unique=True)
+    idempotency_key: Mapped[str] = mapped_column(String(255))  # unique per requester (migration 0016)
     action: Mapped[str] = mapped_column(String(64), index=True)
     payload: Mapped[dict[str, Any]]
     payload_sha256: Mapped[str] = mapped_column(String(64))
@@ -261,6 +263,7 @@ class ApprovalRequest(RequestFacts, Base):
     card_refresh_due_at: Mapped[datetime | None]
 
     __table_args__ = (
+        UniqueConstraint("requester", "idempotency_key", name=REQUESTERS_KEY),
         Index("ix_approval_requests_pending_expiry", "status", "expires_at"),
         Index("ix_approval_requests_cards_due", "level_started_at", **_where(CARDS_DUE)),
         Index("ix_approval_requests_reminders_due", "next_reminder_at", **_where(REMINDERS_DUE)),

@@ -61,13 +61,13 @@ class Store(Deliveries, WebhookDeliveries):
     between threads."""
 
     def create(self, values: dict[str, Any], card_lease: bool = False) -> tuple[Request, bool]:
-        """Insert a pending request unless its id or idempotency key exists; audit `requested`.
+        """Insert a pending request unless its id or (requester, idempotency key) exists; audit `requested`.
 
         `values` holds the `ApprovalRequest` columns except status, card and decision; the audit
         event carries the action class and `rules.review_rule` (the policy rule that decided). The
         clock (`expires_at`, first reminder) starts now by the database, from `rules` (and again at
         `attach_card`). Returns `(request, created)`: the stored row, which for `created=False` is
-        the earlier request with the same key (compare `payload_sha256`: a repeat or a conflict).
+        the earlier request with the same requester and key (compare `payload_sha256`: repeat or conflict).
         The row, its audit event and the removal of its intake message are one statement on
         PostgreSQL (`sql.changed_request`). With `card_lease`, a created request comes with its
         card's posting lease taken, as `claim_card` takes it (`CARD_LEASE_SECONDS`, `card_attempts`
@@ -87,7 +87,9 @@ class Store(Deliveries, WebhookDeliveries):
         if found is not None:
             return found[0], True
         with self._write() as session:
-            same_key = ApprovalRequest.idempotency_key == values["idempotency_key"]
+            same_key = (ApprovalRequest.requester == values["requester"]) & (
+                ApprovalRequest.idempotency_key == values["idempotency_key"]
+            )
             earlier = session.scalars(select(ApprovalRequest).where(same_key)).one()
             if earlier.id == values["id"]:  # stored by an earlier intake of the same message
                 intake_done(session, earlier.id)

@@ -430,5 +430,5 @@ def test_a_body_that_is_no_decision_gets_422_naming_what_it_lacks(agent: httpx.C
     assert wrong.startswith(
         "decision: request_id: should be a string; outcome: should be approved, rejected or expired"
     )
-    rejected = agent.post("/v1/grants/verify", json={"request_id": "01X", "outcome": "rejected"})
-    assert rejected.status_code == 200 and rejected.json()["why"] == "not_approved"  # a decision, not run
+    unknown = agent.post("/v1/grants/verify", json={"request_id": "01X", "outcome": "rejected"})
+    assert _problem(unknown, 404) == "no approval request '01X' for this token"  # a decision, of no request

@@ -40,8 +40,8 @@ def test_job_ids_use_only_what_rq_allows_and_rq_takes_them(
     redis: Redis, job_id: Callable[[str], str]
 ) -> None:
     request_id = claim_key(
-        redis, "agent:run:step", "issue_refund", "0" * 64
-    )  # a request id as the client gets one
+        redis, "agent", "agent:run:step", "issue_refund", "0" * 64
+    )  # as the client gets one
     assert RQ_JOB_ID.fullmatch(job_id(request_id)), job_id(request_id)
     queue = json_queue("job-ids", redis)
     queue.enqueue(JOB_PATHS[0], {}, job_id=job_id(request_id))  # RQ refuses an id it does not allow

@@ -317,7 +317,7 @@ def test_a_completed_approval_leaves_under_1_kb_in_redis_and_no_key_without_a_tt
     assert shapes - {"countersign:pace:C0FINANCE", "countersign:pace:C0FINANCE:<id>:0"} == {
         "countersign:decided:<id>",  # the decision's bell, an hour
         "countersign:home:due",  # shared: the approvers whose Home tab is due, an hour
-        "countersign:idempotency:*",  # the client's key (its SHA-256), 7 days
+        "countersign:idempotency:*",  # the client's key (SHA-256 of its requester and key), 7 days
         "countersign:rate:issue_refund:refund-agent",  # per action class and requester, 60 s
         "countersign:resumed:<id>",  # 2 days, read by heal; also says the outcome's thread reply is posted
         "rq:clean_groups",  # RQ's, 10 minutes
