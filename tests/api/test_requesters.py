@@ -127,5 +127,5 @@ def test_a_wait_past_the_limit_is_refused_naming_it(agent: httpx.Client, redis: 
         answer = agent.get(f"/v1/requests/{request_id}/decision", params={"wait": too_long})
         assert (answer.status_code, answer.json()) == (
             422,
-            {"error": "wait: Input should be less than or equal to 60"},
+            {"error": "wait: should be 60 or less"},
         )
