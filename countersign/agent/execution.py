@@ -53,7 +53,7 @@ def execute_approved(
     its outcome, `unknown_request`) before running anything, audited as
     `execution_refused` and shown on the card (`malformed_decision` names no request to do it
     for); re-raises what `fn` raises, after recording the failure, and, in an RQ job, with no retry
-    left (`_no_retry`: the action ran once).
+    left (`_no_retry`: the action ran once; a job calling it is not retried once it claimed).
     """
     runtime = runtime or current()
     runtime.settings.require("COUNTERSIGN_SECRET", needed_by="execute_approved in the agent's worker")
@@ -81,16 +81,24 @@ def claim_execution(decision: dict[str, Any], runtime: Connections) -> None:
     `POST /v1/requests/{id}/execution` both claim through it."""
     request_id = str(decision.get("request_id"))
     try:
-        try:
-            verify_grant(runtime.settings.COUNTERSIGN_SECRET or "", decision)
-        except ExecutionRefused as refused:
-            runtime.store.record(request_id, "execution_refused", AGENT, why=refused.why)
-            raise
-        not_executable = runtime.store.claim_execution(request_id, AGENT)
-        if not_executable is not None:
-            raise ExecutionRefused(request_id, not_executable.why)
-    finally:
-        _refresh_card(runtime, request_id)
+        _claim(runtime, request_id, decision)
+    except ExecutionRefused:
+        _refresh_card(runtime, request_id)  # the card says why the action did not run
+        raise
+    _refresh_card(runtime, request_id)  # the card says the action started, until its outcome comes
+
+
+def _claim(runtime: Connections, request_id: str, decision: dict[str, Any]) -> None:
+    """Verify the decision's grant, then claim its single execution. Raises `ExecutionRefused`,
+    audited as `execution_refused` with its `why` (by the store when the claim is refused)."""
+    try:
+        verify_grant(runtime.settings.COUNTERSIGN_SECRET or "", decision)
+    except ExecutionRefused as refused:
+        runtime.store.record(request_id, "execution_refused", AGENT, why=refused.why)
+        raise
+    not_executable = runtime.store.claim_execution(request_id, AGENT)
+    if not_executable is not None:
+        raise ExecutionRefused(request_id, not_executable.why)
 
 
 def _no_retry() -> None:
@@ -131,7 +139,8 @@ def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, An
     `execute_approved` refuses (audited, and on the card): the same decision would be refused
     again, so the job ends there, and RQ, which retries a job only when it raises, schedules no
     retry (https://python-rq.org/docs/exceptions/, "Retrying Failed Jobs"). What `fn` raises is
-    raised.
+    raised, the job then left with no retry (`execute_approved`): it is the action's `failed`
+    outcome.
     """
 
     @functools.wraps(fn)
