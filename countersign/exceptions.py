@@ -62,14 +62,29 @@ class RouterUnavailable(ServiceUnavailable):
 
 class ExecutionRefused(CountersignError):
     """An approved action may not run (again): `why` is `malformed_decision` | `unknown_request` |
-    `not_approved` | `already_executed` | `outcome_unknown` (a run started before has reported no
+    `not_approved` | `already_executed` (it ran, and reported success) | `already_failed` (it ran,
+    and raised or reported failure) | `outcome_unknown` (a run started before has reported no
     outcome: if none comes, someone must check) | `grant_expired` | `bad_signature` |
-    `payload_mismatch`. None of them lets the same decision run when it is tried again."""
+    `payload_mismatch`. None of them lets the same decision run when it is tried again;
+    `consequence` says, in words, whether the action ever started."""
 
     def __init__(self, request_id: str, why: str) -> None:
         super().__init__(f"request {request_id}: execution refused ({why})")
         self.request_id = request_id
         self.why = why
+
+    @property
+    def consequence(self) -> str:
+        """What the refusal means for the action, for a log line: whether it started before (and how
+        it went), or never ran; in each case it is not run again."""
+        return _CONSEQUENCES.get(self.why, "nothing ran, and trying again would be refused too")
+
+
+_CONSEQUENCES = {
+    "already_executed": "the action already ran and succeeded; not run again",
+    "already_failed": "the action already ran and failed; not run again",
+    "outcome_unknown": "the action started and its outcome is unknown; not run again",
+}
 
 
 class PolicyError(CountersignError, ValueError):

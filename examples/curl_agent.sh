@@ -1,12 +1,14 @@
 #!/bin/sh
 # An agent with curl alone (no Python): ask for approval over countersign's HTTP API, long-poll the
-# decision, run the refund when approved, report the outcome. README, "HTTP API".
+# decision, claim its single execution, run the refund when claimed, report the outcome. README,
+# "HTTP API".
 #
 #   COUNTERSIGN_TOKEN=$(countersign token create --requester refund-agent --actions issue_refund) \
 #     sh examples/curl_agent.sh
 #
 # COUNTERSIGN_URL (default http://127.0.0.1:3000) is `countersign web`; RUN_ID (default: the time)
-# makes the idempotency key, so running it again with the same RUN_ID gets the same request back.
+# makes the idempotency key, so running it again with the same RUN_ID gets the same request back,
+# and the claim refuses to run its refund a second time.
 set -eu
 URL=${COUNTERSIGN_URL:-http://127.0.0.1:3000}
 TOKEN=${COUNTERSIGN_TOKEN:?set COUNTERSIGN_TOKEN (countersign token create --requester refund-agent --actions issue_refund)}
@@ -44,12 +46,19 @@ if [ "$outcome" != approved ]; then
   exit 0
 fi
 
-# 3. Check the grant (signed for exactly this payload, not expired), run what was approved (the
-# decision's "payload": a reviewer may have lowered the amount), then report the outcome: it closes
-# the audit record and shows on the card.
-verdict=$(curl -sS --fail-with-body -X POST "$URL/v1/grants/verify" \
+# 3. Claim the single execution: the grant is checked (signed for exactly this payload, not expired)
+# and the approval is used up, so running this script again with the same RUN_ID is refused here
+# (409, with the reason: e.g. already_executed) instead of refunding twice. Then run what was
+# approved (the decision's "payload": a reviewer may have lowered the amount), and report the
+# outcome: it closes the audit record and shows on the card.
+claimed=$(mktemp)
+trap 'rm -f "$answer" "$claimed"' EXIT
+status=$(curl -sS -o "$claimed" -w '%{http_code}' -X POST "$URL/v1/requests/$request_id/execution" \
   -H "$AUTH" -H "Content-Type: application/json" --data-binary @"$answer")
-case $verdict in *'"valid":true'*) ;; *) echo "grant refused: $verdict" >&2; exit 1 ;; esac
+if [ "$status" != 200 ]; then
+  echo "REFUND REFUSED ($status): $(cat "$claimed")" >&2
+  exit 1
+fi
 payload=$(sed -n 's/.*"payload":\({[^}]*}\).*/\1/p' "$answer")
 echo "REFUND EXECUTED: $payload"
 curl -sS --fail-with-body -X POST "$URL/v1/requests/$request_id/outcome" \

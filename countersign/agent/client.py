@@ -42,7 +42,9 @@ class RequestState:
     `approvers`, `policy_version`) is null, `created_at` is when it was accepted or dead-lettered, and
     a field the message lacks (or all, for a message without a request object) is null; null only for
     a request known from its RQ job alone. `decision` is the resume decision
-    once decided, and `resume` its job: `{job_id, queue, func, published_at, problem}`, or for a
+    once decided, and `resume` its job: `{job_id, queue, func, confirmed_at, problem}` (`confirmed_at`:
+    when the relay's sweep made sure the job was on its queue, or null before; the job was enqueued
+    then or earlier, usually by the decision path at once, and may have run before it), or for a
     webhook `{webhook, webhook_id, attempts, next_attempt_at, delivered_at, problem}` (for a
     request that named no resume target, the first shape with `queue` and `func` null), where
     `problem` says why the agent has not run it while that is so (`ResumeFailed`,
@@ -268,6 +270,6 @@ def _resume_view(row: Request, event: OutboxEvent) -> dict[str, Any]:
         "job_id": event.job_id,
         "queue": event.queue,
         "func": event.func,
-        "published_at": iso(event.published_at),
+        "confirmed_at": iso(event.published_at),  # the sweep's mark, not the enqueue: see RequestState
         "problem": problem,
     }

@@ -12,7 +12,9 @@ has expired (database clock), or it already ran. Single use is one conditional U
 so two workers racing on the same decision run `fn` once. The outcome ("executed ✓" / "failed ✗"),
 or the refusal ("Not executed: the grant expired at …"), is recorded in the audit trail and shown
 on the card (the router worker rewrites it). No refusal can change when the same decision is tried
-again, so `approved_action` ends the resume job on one instead of raising into RQ's retries.
+again, so `approved_action` ends the resume job on one instead of raising into RQ's retries; and an
+action that started is never run again by a retry: the job that claimed it has no retry left, and
+what `fn` raised is its `failed` outcome.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import functools
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from rq import get_current_job
 
 from ..connections import Connections, current
 from ..decision import Decision
@@ -45,10 +49,11 @@ def execute_approved(
     Needs `COUNTERSIGN_SECRET`, `DATABASE_URL` and `REDIS_URL` (from the environment unless a
     `runtime` is given). Returns what `fn` returns. Raises `ExecutionRefused` (`why`:
     `malformed_decision`, `not_approved`, `bad_signature`, `payload_mismatch`, `grant_expired`,
-    `already_executed`, `outcome_unknown`: a run claimed before never reported its outcome,
-    `unknown_request`) before running anything, audited as
+    `already_executed`, `already_failed`, `outcome_unknown`: a run claimed before never reported
+    its outcome, `unknown_request`) before running anything, audited as
     `execution_refused` and shown on the card (`malformed_decision` names no request to do it
-    for); re-raises what `fn` raises, after recording the failure.
+    for); re-raises what `fn` raises, after recording the failure, and, in an RQ job, with no retry
+    left (`_no_retry`: the action ran once; a job calling it is not retried once it claimed).
     """
     runtime = runtime or current()
     runtime.settings.require("COUNTERSIGN_SECRET", needed_by="execute_approved in the agent's worker")
@@ -57,12 +62,8 @@ def execute_approved(
     if not isinstance(decision, dict):
         raise ExecutionRefused("?", "malformed_decision")
     request_id = str(decision.get("request_id"))
-    try:
-        _claim(runtime, request_id, decision)
-    except ExecutionRefused:
-        _refresh_card(runtime, request_id)  # the card says why the action did not run
-        raise
-    _refresh_card(runtime, request_id)  # the card says the action started, until its outcome comes
+    claim_execution(decision, runtime)
+    _no_retry()
     try:
         result = fn(decision["payload"])
     except Exception as exc:
@@ -70,6 +71,21 @@ def execute_approved(
         raise
     report_outcome(request_id, True, None if result is None else str(result), runtime)
     return result
+
+
+def claim_execution(decision: dict[str, Any], runtime: Connections) -> None:
+    """Verify the decision's grant, then claim its single execution (`Store.claim_execution`:
+    audited `execution_started`), and queue the card's rewrite either way (it says the action
+    started, or why it did not). Raises `ExecutionRefused`, audited as `execution_refused` with its
+    `why` (by the store when the claim is refused). `execute_approved` and the HTTP API's
+    `POST /v1/requests/{id}/execution` both claim through it."""
+    request_id = str(decision.get("request_id"))
+    try:
+        _claim(runtime, request_id, decision)
+    except ExecutionRefused:
+        _refresh_card(runtime, request_id)  # the card says why the action did not run
+        raise
+    _refresh_card(runtime, request_id)  # the card says the action started, until its outcome comes
 
 
 def _claim(runtime: Connections, request_id: str, decision: dict[str, Any]) -> None:
@@ -83,6 +99,18 @@ def _claim(runtime: Connections, request_id: str, decision: dict[str, Any]) -> N
     not_executable = runtime.store.claim_execution(request_id, AGENT)
     if not_executable is not None:
         raise ExecutionRefused(request_id, not_executable.why)
+
+
+def _no_retry() -> None:
+    """Once the execution is claimed, the RQ job running it (if any) is not retried, whatever
+    happens next: the action has started, and an action that raised is the `failed` outcome, not
+    a job to run again. RQ decides a retry on the job object its worker performs, which
+    `get_current_job` returns (`Worker.handle_job_failure` reads `retries_left`). A worker killed
+    in the action loses this: its abandoned job is retried, and that retry is refused
+    (`outcome_unknown`)."""
+    job = get_current_job()
+    if job is not None:
+        job.retries_left = 0
 
 
 def report_outcome(
@@ -111,7 +139,8 @@ def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, An
     `execute_approved` refuses (audited, and on the card): the same decision would be refused
     again, so the job ends there, and RQ, which retries a job only when it raises, schedules no
     retry (https://python-rq.org/docs/exceptions/, "Retrying Failed Jobs"). What `fn` raises is
-    raised.
+    raised, the job then left with no retry (`execute_approved`): it is the action's `failed`
+    outcome.
     """
 
     @functools.wraps(fn)
@@ -124,7 +153,7 @@ def approved_action(fn: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, An
         try:
             return execute_approved(decision, fn)
         except ExecutionRefused as refused:
-            log.warning("%s; nothing ran, and trying again would be refused too", refused)
+            log.warning("%s; %s", refused, refused.consequence)
             return None
 
     return resume

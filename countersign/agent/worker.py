@@ -21,7 +21,9 @@ cannot be got wrong.
   waits in a dequeue at most that long), so a job abandoned by a killed worker is run again within
   about two minutes (90 s of heartbeat, up to 30 s to the next maintenance, the first retry's 10 s);
 - an `ExecutionRefused` raised by a job (`execute_approved` called directly) ends it: one log line
-  instead of RQ's traceback, and no retry, which would be refused again (and audited again).
+  saying whether the action had started before (`ExecutionRefused.consequence`) instead of RQ's
+  traceback, and no retry, which would be refused again (and audited again). A job whose action
+  raised after its claim is not retried either (`execute_approved` leaves it no retry).
 
 It needs `REDIS_URL` (the queues), and for `execute_approved` in the jobs `DATABASE_URL` and
 `COUNTERSIGN_SECRET`, checked at start.
@@ -59,7 +61,7 @@ class AgentWorker(CountersignWorker):
         if not isinstance(refused, ExecutionRefused):
             return super().handle_exception(job, *exc_info)
         job.retries_left = 0  # read by RQ's handle_job_failure, called next: no retry
-        self.log.warning("job %s: %s; nothing ran, and trying again would be refused too", job.id, refused)
+        self.log.warning("job %s: %s; %s", job.id, refused, refused.consequence)
 
 
 def run_agent_worker(settings: Settings, queues: list[str], burst: bool = False) -> None:

@@ -33,6 +33,14 @@ class Recorded(BaseModel):
     recorded: bool
 
 
+class Claimed(BaseModel):
+    """`POST /v1/requests/{id}/execution`: the single execution of the request's approved payload is
+    now this caller's (audited `execution_started`): run it, then report the outcome."""
+
+    claimed: bool
+    request_id: str
+
+
 class Verification(BaseModel):
     """`POST /v1/grants/verify`: `valid` when the decision's grant is signed by this router for its
     payload and has not expired (database clock); else `why`: `not_approved`, `bad_signature`,

@@ -1,6 +1,8 @@
 """The `/v1` endpoints. Each reads or writes through the same domain functions as the Python SDK
-(`ApprovalClient.request` and `.get`, `report_outcome`, `verify_grant`), so the HTTP API keeps the
-SDK's idempotency rules, audit trail and checks.
+(`ApprovalClient.request` and `.get`, `claim_execution`, `report_outcome`, `verify_grant`), so the
+HTTP API keeps the SDK's idempotency rules, audit trail and checks: an HTTP agent claims the single
+execution of an approval (`POST /v1/requests/{id}/execution`) as the RQ agent worker's
+`execute_approved` does, by the same store function, with the same audit events and refusals.
 
 The long poll (`GET /v1/requests/{id}/decision?wait=N`) reads the database, then, if undecided,
 blocks on the request's decision bell (`countersign.bell`, redis.asyncio: no worker thread is held
@@ -25,7 +27,7 @@ from pydantic import ValidationError
 
 from ..agent import ApprovalClient, waiting
 from ..agent.client import RequestState
-from ..agent.execution import report_outcome
+from ..agent.execution import claim_execution, report_outcome
 from ..decision import Decision
 from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest
 from ..grant import verify_grant
@@ -33,7 +35,7 @@ from ..router.runtime import Runtime
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, iso, loads, one_line, parse
 from ..store.models import ApiToken, Outcome
 from .auth import Token, may_create, must_own, requester_of, runtime
-from .models import Accepted, OutcomeReport, Problem, Recorded, Verification
+from .models import Accepted, Claimed, OutcomeReport, Problem, Recorded, Verification
 
 MAX_WAIT_SECONDS = 60
 """The longest `wait` of one long poll, in seconds; a longer one is refused (422 naming it), as a
@@ -200,7 +202,8 @@ def post_outcome(
     holder: Token,
 ) -> Recorded:
     """Record how the approved action went, once (audited, shown on the card), as
-    `report_outcome` does. 409 when it was already recorded or the request is not approved."""
+    `report_outcome` does: after a claim (`POST …/execution`), or for an action run without one.
+    409 when it was already recorded or the request is not approved."""
     try:
         report = OutcomeReport.model_validate(data)
     except ValidationError as exc:
@@ -209,6 +212,35 @@ def post_outcome(
     if not report_outcome(request_id, report.ok, report.detail, runtime(request)):
         raise HTTPException(409, "the outcome is already recorded, or the request is not approved")
     return Recorded(recorded=True)
+
+
+@router.post(
+    "/requests/{request_id}/execution",
+    response_model=Claimed,
+    openapi_extra=_body("Decision", "the decision as GET …/decision gives it"),
+)
+def post_execution(
+    request_id: str,
+    decision: Annotated[dict[str, Any], Depends(_json_body("decision", "the decision"))],
+    request: Request,
+    holder: Token,
+) -> Claimed:
+    """Claim the single execution of the approved payload before running it, as the RQ agent worker
+    does (`claim_execution`): the grant checked (signed by this router for exactly this payload, not
+    expired by the database clock), then one conditional UPDATE, so of two claims exactly one
+    succeeds (audited `execution_started`, the card says it started). 409 with the reason otherwise
+    (audited `execution_refused`, `why` as `ExecutionRefused`'s: e.g. `already_executed`,
+    `already_failed`, `outcome_unknown`, `grant_expired`, `payload_mismatch`): run nothing. 422 for
+    a body that is no decision, or another request's."""
+    _must_be_a_decision(decision)
+    if decision["request_id"] != request_id:
+        raise HTTPException(422, f"decision: request_id is {decision['request_id']!r}, not {request_id!r}")
+    _owned(request, holder, request_id)
+    try:
+        claim_execution(decision, runtime(request))
+    except ExecutionRefused as refused:
+        raise HTTPException(409, f"{refused}: {refused.consequence}") from None
+    return Claimed(claimed=True, request_id=request_id)
 
 
 @router.post(
@@ -223,7 +255,8 @@ async def verify(
 ) -> Verification:
     """Whether the decision's grant lets its payload run now: signed by this router
     (`COUNTERSIGN_SECRET`), for exactly this payload (RFC 8785 hash), not expired (database clock).
-    It does not claim the single execution: report the outcome once the action ran. The body is read
+    It does not claim the single execution: claim it (`POST /v1/requests/{id}/execution`) before
+    running the action, and report the outcome once the action ran. The body is read
     strictly (422 for a key written twice): the payload hashed here must be the one the caller
     runs, whichever of two values its own JSON reader would keep. 422 too for a body that is no
     decision (`_must_be_a_decision`), and 404 for a decision of a request that is not the token's

@@ -68,11 +68,13 @@ FROM expired CROSS JOIN LATERAL (VALUES
     ELSE jsonb_build_object('job_id', {JOB_ID}, 'queue', expired.resume_queue) END)
 ) AS a(n, event, detail)
 WHERE expired.timeout_result = 'deny'
+  AND (a.n = 1 OR expired.resume_queue IS NOT NULL OR COALESCE(expired.resume_webhook, '') <> '')
 ORDER BY a.n, expired.id
 """
 """The audit events of the expiries that deny, as `Store._expired` (`expired`, by `policy`) and
-`Store._resume_events` (`resume_published`, its job id and its queue, or its webhook if it has one)
-record them: all the `expired` first, each request's before its `resume_published`."""
+`Store._resume_events` (`resume_published`, its job id and its queue, or its webhook if it has one;
+none for a request without a resume target) record them: all the `expired` first, each request's
+before its `resume_published`."""
 
 
 def expire_all_due_pg(session: Session, limit: int) -> tuple[list[Decided], list[str]]:

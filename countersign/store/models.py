@@ -366,8 +366,10 @@ ResumeProblem = ResumeFailed | ResumeNotTaken | WebhookFailing | WebhookDeadLett
 class OutboxEvent(Base):
     """A resume event written in the same transaction as the decision, published after commit.
 
-    `job_id` is unique, so a request can never have two resume events; `published_at` is set once
-    the RQ job is on the agent's queue. `problem` says why the agent has not run it while that is
+    `job_id` is unique, so a request can never have two resume events; `published_at` is set by the
+    relay's sweep once it has made sure the RQ job is on the agent's queue (the job was enqueued then
+    or before, usually by the decision path at once, and may have run already: `show` calls it
+    `confirmed_at`). `problem` says why the agent has not run it while that is
     so (`ResumeFailed` or `ResumeNotTaken`, each also an audit event of that name), and is cleared
     when the agent's worker claims or reports the execution, or the job finishes (audited
     `resume_taken`).

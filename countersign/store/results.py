@@ -18,7 +18,12 @@ class ResumeEvent(NamedTuple):
 
 
 NotExecutableWhy = Literal[
-    "unknown_request", "not_approved", "already_executed", "outcome_unknown", "grant_expired"
+    "unknown_request",
+    "not_approved",
+    "already_executed",
+    "already_failed",
+    "outcome_unknown",
+    "grant_expired",
 ]
 
 

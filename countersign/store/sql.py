@@ -482,11 +482,14 @@ def clock_from(
 
 def why_not_executable(request: Request | None) -> NotExecutableWhy:
     """Why `Store.claim_execution` found nothing to claim: `outcome_unknown` when a run was claimed
-    and never reported how it went (started, no outcome), `already_executed` when it was."""
+    and never reported how it went (started, no outcome), `already_failed` when it reported a
+    failure (or raised), `already_executed` when it succeeded."""
     if request is None:
         return "unknown_request"
     if request.approved_payload is None:
         return "not_approved"
+    if request.execution is None:
+        return "grant_expired"
     if request.execution == Execution.STARTED:
         return "outcome_unknown"
-    return "already_executed" if request.execution is not None else "grant_expired"
+    return "already_failed" if request.execution == Execution.FAILED else "already_executed"

@@ -191,16 +191,18 @@ class Store(Deliveries, WebhookDeliveries):
     ) -> list[Decided]:
         """The outbox rows `resume(row)` of just-decided `rows` (one INSERT for all, which on PostgreSQL
         also inserts the transaction's audit events), each with its `resume_published` audit event by
-        `actor`: written in the decision's transaction, so it
-        precedes whatever the agent's worker records (the relay then delivers the row to its queue
-        at least once; `OutboxEvent.published_at` says when)."""
+        `actor` when the request names a resume target (a queue or a webhook; a request without one
+        is taken by long poll or in process, and its row only rings its bell): written in the
+        decision's transaction, so it precedes whatever the agent's worker records (the relay then
+        delivers the row to its queue at least once)."""
         if not rows:
             return []
         values = []
         for row in rows:
             job_id, body = resume(row)
             target = {"webhook": row.resume_webhook} if row.resume_webhook else {"queue": row.resume_queue}
-            self._audit(session, row.id, "resume_published", actor, job_id=job_id, **target)
+            if row.resume_webhook or row.resume_queue:
+                self._audit(session, row.id, "resume_published", actor, job_id=job_id, **target)
             values.append(
                 {
                     "request_id": row.id,
@@ -397,8 +399,8 @@ class Store(Deliveries, WebhookDeliveries):
         One conditional UPDATE (`execution IS NULL AND grant_expires_at > now`), so of two workers
         racing on one decision exactly one gets None back (claimed: it runs the action); audits
         `execution_started`. Otherwise returns `NotExecutable` (`why`: `unknown_request` |
-        `not_approved` | `already_executed` | `outcome_unknown` | `grant_expired`), audited as
-        `execution_refused`. Either way the agent has its decision: a problem noted on the resume
+        `not_approved` | `already_executed` | `already_failed` | `outcome_unknown` | `grant_expired`),
+        audited as `execution_refused`. Either way the agent has its decision: a problem noted on the resume
         event (`OutboxEvent.problem`) is cleared; but `outcome_unknown` (a run claimed before has
         reported no outcome: its worker died or was stopped in it, or it still runs) notes that
         problem instead (`OutcomeUnknown`, with the run's `started_at`, also in the audit detail),

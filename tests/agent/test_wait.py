@@ -433,6 +433,8 @@ def test_a_decision_without_a_resume_target_enqueues_no_job_and_the_sweep_marks_
     assert relay.sweep(store, redis) == 0  # no job waiting
     event = store.outbox_event(request_id)
     assert event is not None and event.published_at is not None and event.queue is None
+    # nothing was published for an agent to resume, and the audit trail does not say there was
+    assert [e.event for e in store.audit_trail(request_id)][-2:] == ["vote", "approved"]
     assert relay.heal(store, redis, window_seconds=3600) == 0  # no job was lost: there was none
     assert [key for key in redis.keys("rq:queue:*") if key != b"rq:queue:countersign"] == []
     assert waiting.wait(request_id, timeout=1).outcome == "approved"

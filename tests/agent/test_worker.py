@@ -23,7 +23,7 @@ from countersign.router import relay
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import Store
+from countersign.store import NotExecutable, Store
 from tests.helpers import agent, anyone, countersign, drain, stop, wait_for
 from tests.helpers.builders import decided_card, edited_card, new_request
 
@@ -106,6 +106,39 @@ def test_a_job_whose_execution_is_refused_ends_in_one_log_line_without_a_retry(
     assert job.id not in json_queue(QUEUE, redis).scheduled_job_registry  # no retry
     refused = [e.detail["why"] for e in store.audit_trail(row.id) if e.event == "execution_refused"]
     assert refused == ["grant_expired"] and agent.executed(redis) == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_an_action_that_raised_is_its_failed_outcome_and_its_job_is_not_retried(
+    env: dict[str, str], redis: Redis, store: Store, runtime: Runtime
+) -> None:
+    """A resume job whose approved action raised after its claim (`approved_action`, a charge the
+    bank declined) has its `failed` outcome; RQ does not run it again, though the job has retries
+    left (a retry would only be refused, and audited as if something had stopped the action)."""
+    row = new_request(store)
+    decided = store.decide(
+        row.id, "approved", [{"slack_user_id": "U0LEAD", "name": "lee"}], via="slack",
+        resume=runtime.resume_event, grant_ttl=600, refuse=anyone,
+    )  # fmt: skip
+    job = json_queue(QUEUE, redis).enqueue(
+        agent.FAILING_FUNC,
+        decided.event.body,
+        retry=Retry(max=2, interval=1),  # type: ignore[union-attr]
+    )
+    worker = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "agent-worker", "--burst", QUEUE],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert worker.returncode == 0, worker.stderr
+    assert job.get_status(refresh=True) == "failed"
+    assert job.id not in json_queue(QUEUE, redis).scheduled_job_registry  # no retry
+    trail = [(e.event, e.detail) for e in store.audit_trail(row.id)]
+    assert trail[-2:] == [("execution_started", {}), ("failed", {"detail": "RuntimeError: card declined"})]
+    assert store.claim_execution(row.id, "agent") == NotExecutable("already_failed")  # not "executed"
 
 
 def test_the_agent_worker_needs_the_secret_its_jobs_verify_grants_with(tmp_path: Path) -> None:
@@ -257,6 +290,9 @@ def test_an_action_whose_worker_was_killed_in_it_is_shown_as_of_unknown_outcome_
     )
     assert again.returncode == 0, again.stderr
     assert redis.get(agent.HANGING_KEY) is None  # not run again
+    said = again.stdout + again.stderr
+    assert "the action started and its outcome is unknown; not run again" in said, said
+    assert "nothing ran" not in said
     stored = runtime.store.get(request_id)
     assert stored is not None and stored.execution == "started"
     started_at = client.get(request_id).resume["problem"]["started_at"]  # type: ignore[index]

@@ -342,11 +342,17 @@ def test_the_openapi_document_lists_the_api_and_slack_is_served_beside_it(web: s
         "/v1/requests",
         "/v1/requests/{request_id}",
         "/v1/requests/{request_id}/decision",
+        "/v1/requests/{request_id}/execution",
         "/v1/requests/{request_id}/outcome",
         "/v1/grants/verify",
     }
+    claim = document["paths"]["/v1/requests/{request_id}/execution"]["post"]
+    assert claim["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Decision"
+    }
+    assert "409" in claim["responses"]
     schemas = document["components"]["schemas"]
-    assert {"ApprovalRequestV1", "Decision", "Problem", "OutcomeReport"} <= set(schemas)
+    assert {"ApprovalRequestV1", "Decision", "Problem", "OutcomeReport", "Claimed"} <= set(schemas)
     assert "payload" in schemas["ApprovalRequestV1"]["properties"]
     action = schemas["ApprovalRequestV1"]["properties"]["action"]  # the pattern, and in words
     assert (action["pattern"], action["description"]) == (

@@ -1,7 +1,8 @@
 """`examples/curl_agent.sh` against a live `countersign run` (real web, router worker, sandbox):
 curl alone creates a request, long-polls while a reviewer approves it in the sandbox (outliving the
-web worker killed under it), verifies the grant, and reports the outcome, which closes the audit
-record."""
+web worker killed under it), claims the execution (the grant checked), and reports the outcome,
+which closes the audit record; run again with the same RUN_ID, its claim is refused and nothing runs
+twice."""
 
 from __future__ import annotations
 
@@ -23,14 +24,15 @@ def test_the_curl_agent_creates_long_polls_and_reports_the_outcome(tmp_path: Pat
         token = second_terminal(
             tmp_path, "token", "create", "--requester", "refund-agent", "--actions", "issue_refund"
         ).stdout.strip()
+        agent_env = {
+            "PATH": os.environ["PATH"],
+            "COUNTERSIGN_URL": f"http://127.0.0.1:{env['PORT']}",
+            "COUNTERSIGN_TOKEN": token,
+            "RUN_ID": "curl-1",
+        }
         agent = subprocess.Popen(
             ["sh", str(ROOT / "examples/curl_agent.sh")],
-            env={
-                "PATH": os.environ["PATH"],
-                "COUNTERSIGN_URL": f"http://127.0.0.1:{env['PORT']}",
-                "COUNTERSIGN_TOKEN": token,
-                "RUN_ID": "curl-1",
-            },
+            env=agent_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -47,15 +49,30 @@ def test_the_curl_agent_creates_long_polls_and_reports_the_outcome(tmp_path: Pat
         stdout, stderr = agent.communicate(timeout=60)
         assert agent.returncode == 0, stderr
         request_id = stderr.split()[1].rstrip(":")
+        # Run again with the same RUN_ID, within the grant's TTL: the same request and decision, but
+        # the approval was used up by the first run's claim, so nothing is refunded a second time.
+        again = subprocess.run(
+            ["sh", str(ROOT / "examples/curl_agent.sh")],
+            env=agent_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         shown = json.loads(second_terminal(tmp_path, "show", request_id).stdout)
     finally:
         stop_stack(process, output)
+    assert again.returncode == 1 and "REFUND EXECUTED" not in again.stdout, again.stdout
+    assert f"request {request_id}: waiting for a reviewer" in again.stderr
+    assert "REFUND REFUSED (409)" in again.stderr and "execution refused (already_executed)" in again.stderr
     assert 'REFUND EXECUTED: {"amount":"120.00","currency":"USD","customer":"ACME"}' in stdout
     assert '{"recorded":true}' in stdout
     assert shown["status"] == "approved" and shown["request"]["requester"] == "refund-agent"
-    executed = shown["audit"][-1]
-    assert (executed["event"], executed["actor"]) == ("executed", "agent")
-    assert executed["detail"] == {"detail": "refunded by curl_agent.sh"}
+    trail = [(event["event"], event["detail"]) for event in shown["audit"]]
+    assert trail[-3:] == [
+        ("execution_started", {}),
+        ("executed", {"detail": "refunded by curl_agent.sh"}),
+        ("execution_refused", {"why": "already_executed"}),
+    ]
 
 
 def _kill_the_web_worker(stack: int, port: int) -> None:

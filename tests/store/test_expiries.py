@@ -87,7 +87,8 @@ def test_sql_and_python_write_the_same_deny(
     body, audits, event = written(store, batch.id)
     python_body, python_audits, python_event = written(store, python.id)
     assert body == python_body and audits == python_audits
-    assert [a[0] for a in audits] == ["expired", "resume_published"]
+    targeted = columns.get("resume_webhook") or columns.get("resume_queue", "q")
+    assert [a[0] for a in audits] == (["expired", "resume_published"] if targeted else ["expired"])
     for key in ("queue", "func", "webhook"):
         assert event[key] == python_event[key]
     assert (event["next_attempt_at"] is None) == (python_event["next_attempt_at"] is None)
@@ -120,6 +121,24 @@ def test_a_batch_of_deny_and_allow_signs_only_the_allow(store: Store, runtime: R
         trail = [e.event for e in store.audit_trail(request.id)]
         assert trail == ["requested", "expired", "resume_published"]
     assert store.expire_due(10, runtime.resume_event) == []  # nothing twice
+
+
+def test_an_expiry_of_a_request_without_a_resume_target_claims_no_resume_published(
+    store: Store, runtime: Runtime
+) -> None:
+    """A request taken by long poll or in process (no queue, no webhook) has nothing to publish: its
+    expiry, whether it denies (on PostgreSQL, built in SQL) or allows (in Python), audits `expired`
+    alone, though its outbox row is written (it rings the request's bell)."""
+    allowed = new_request(
+        store, rules=ALLOW, card_ts="1700000000.000100", resume_queue=None, resume_func=None
+    )
+    denied = new_request(store, resume_queue=None, resume_func=None)
+    for request in (allowed, denied):
+        age(store, request.id, expires_at=-1)
+    assert {one.request.id for one in store.expire_due(10, runtime.resume_event)} == {allowed.id, denied.id}
+    for request in (allowed, denied):
+        assert [e.event for e in store.audit_trail(request.id)] == ["requested", "expired"]
+        assert store.outbox_event(request.id) is not None
 
 
 @pytest.mark.parametrize("plan", ["hash join", "nested loop"])
