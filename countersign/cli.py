@@ -236,7 +236,9 @@ def _parser() -> argparse.ArgumentParser:
 
     pending = commands.add_parser("pending", help="print the requests waiting for one approver as JSON")
     pending.add_argument("--approver", required=True, help="the reviewer's Slack user id, e.g. U0123ABC")
-    pending.add_argument("--limit", type=int, default=50, help="at most this many, newest first (default 50)")
+    pending.add_argument(
+        "--limit", type=int, default=50, help="at most this many, soonest deadline first (default 50)"
+    )
     pending.set_defaults(handler=_pending)
 
     policy = commands.add_parser("policy", help="policy file").add_subparsers(
@@ -343,7 +345,8 @@ def _show(args: argparse.Namespace) -> None:
 
 def _pending(args: argparse.Namespace) -> None:
     """Print `[{request_id, action, summary, channel, card_ts, level, required_approvals,
-    created_at, expires_at}]`, newest first; times are ISO 8601 UTC (`expires_at` null: no deadline)."""
+    created_at, expires_at}]`, soonest deadline first, as App Home and `/countersign pending` list them
+    (`store.queries.DEADLINE_FIRST`); times are ISO 8601 UTC (`expires_at` null: no deadline)."""
     from .schema import iso
     from .store import Store
 

@@ -38,6 +38,16 @@ from .sql import (
 )
 from .statements import CARD_FACTS, PENDING_COUNT, REQUEST
 
+DEADLINE_FIRST = (
+    ApprovalRequest.expires_at.is_(None),
+    ApprovalRequest.expires_at,
+    ApprovalRequest.created_at,
+    ApprovalRequest.id,
+)
+"""The one order of a reviewer's pending requests, wherever they are listed (App Home, `/countersign
+pending`, `countersign pending`): the soonest deadline first, those without one last, then the oldest
+first (`created_at`, then id)."""
+
 
 class CardFacts(NamedTuple):
     """A request and what its decided card says about the agent's side (`Queries.card_facts`)."""
@@ -225,8 +235,8 @@ class Queries:
             return list(session.scalars(select(Vote).where(Vote.request_id == request_id).order_by(Vote.at)))
 
     def pending_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
-        """The pending requests `user_id` (a Slack user id) may decide now, newest first (`created_at`,
-        then id), at most `limit`: those whose current level's `approvers` include the user. User
+        """The pending requests `user_id` (a Slack user id) may decide now, in `DEADLINE_FIRST` order,
+        at most `limit`: those whose current level's `approvers` include the user. User
         groups were resolved to their members at intake and at each escalation, so a group member is
         listed, and a request that escalated is listed for its new approvers only.
 
@@ -241,7 +251,7 @@ class Queries:
                     is_pending(),
                     approver_is(session.get_bind().dialect.name, user_id),
                 )
-                .order_by(ApprovalRequest.created_at.desc(), ApprovalRequest.id.desc())
+                .order_by(*DEADLINE_FIRST)
                 .limit(limit)
             )
             return list(session.scalars(stmt))
@@ -249,9 +259,9 @@ class Queries:
     def queue_for(self, user_id: str, limit: int = 50) -> list[ApprovalRequest]:
         """The reviewer's queue: the pending requests whose current level's `approvers` include
         `user_id`, not timed out (database clock), without a vote of theirs at this level (a quorum
-        they already gave), oldest deadline first (no deadline last, then oldest first), at most
-        `limit`. Who may decide is `router.review`'s to say (self-approval, the request's state):
-        `review.queue` filters these rows with it."""
+        they already gave), in `DEADLINE_FIRST` order, at most `limit`. Who may decide is
+        `router.review`'s to say (self-approval, the request's state): `review.queue` filters these
+        rows with it."""
         with self._read() as session:
             voted = select(Vote.request_id).where(
                 Vote.request_id == ApprovalRequest.id, Vote.slack_user_id == user_id
@@ -264,12 +274,7 @@ class Queries:
                     not_timed_out(),
                     ~voted.exists(),
                 )
-                .order_by(
-                    ApprovalRequest.expires_at.is_(None),
-                    ApprovalRequest.expires_at,
-                    ApprovalRequest.created_at,
-                    ApprovalRequest.id,
-                )
+                .order_by(*DEADLINE_FIRST)
                 .limit(limit)
             )
             return list(session.scalars(stmt))

@@ -18,6 +18,7 @@ import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient
+from countersign.cli import main
 from countersign.router import review, timeouts
 from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION
 from countersign.router.runtime import Runtime
@@ -209,14 +210,36 @@ def test_pending_for_lists_what_a_reviewer_may_decide_now(
     def listed(user_id: str, limit: int = 50) -> list[str]:
         return [row.id for row in store.pending_for(user_id, limit)]
 
-    # newest first; U0ALICE is named on the refund and a member of S0FINANCE (pay_vendor)
-    assert listed("U0ALICE") == [refund_id, vendor] and listed("U0ALICE", limit=1) == [refund_id]
+    # soonest deadline first (pay_vendor's 1h, the refund's 4h); U0ALICE is named on the refund and a
+    # member of S0FINANCE (pay_vendor)
+    assert listed("U0ALICE") == [vendor, refund_id] and listed("U0ALICE", limit=1) == [vendor]
     assert listed("U0BOB") == [vendor] and listed("U0MALLORY") == []
     assert listed("U0LEAD") == [refund_id]  # the newer wipe_database request is decided
     age(store, refund_id, expires_at=-1)
     timeouts.sweep(runtime)  # the refund escalates to S0FINLEADS: now U0BOB's, no longer U0ALICE's
-    assert listed("U0ALICE") == [vendor] and listed("U0BOB") == [refund_id, vendor]
+    assert listed("U0ALICE") == [vendor] and listed("U0BOB") == [vendor, refund_id]  # 1h, then 24h
     assert listed("U0LEAD") == []
+
+
+def test_the_cli_pending_list_is_in_the_order_of_app_home_and_the_slash_command(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Trial finding: `countersign pending` (`Store.pending_for`) listed newest first while App Home
+    and `/countersign pending` (`review.queue`) list the soonest deadline first."""
+    steps = {client.request(refund(step=step)): step for step in ("later", "soonest", "middle")}
+    drain(redis)  # intake: each is pending for U0LEAD and U0ALICE
+    for request_id, due_in in zip(steps, (3 * 3600, 600, 3600), strict=True):
+        age(store, request_id, expires_at=due_in)
+    assert [steps[row.id] for row in review.queue(runtime, "U0ALICE")] == ["soonest", "middle", "later"]
+    capsys.readouterr()
+    assert main(["pending", "--approver", "U0ALICE"]) == 0
+    listed = [steps[row["request_id"]] for row in json.loads(capsys.readouterr().out)]
+    assert listed == ["soonest", "middle", "later"]
 
 
 EDIT_THEN_ESCALATE = """\
