@@ -376,14 +376,17 @@ def _print_sanitized(data: Any) -> None:
 
 def _pending(args: argparse.Namespace) -> None:
     """Print `[{request_id, action, summary, channel, card_ts, level, required_approvals,
-    created_at, expires_at}]`, soonest deadline first, as App Home and `/countersign pending` list them
-    (`store.queries.DEADLINE_FIRST`); times are ISO 8601 UTC (`expires_at` null: no deadline)."""
+    created_at, expires_at}]`: the requests the approver may decide now, the very list of App Home
+    and `/countersign pending` (`router.review.queue`: not their own request, not one they voted on
+    or that timed out), soonest deadline first; times are ISO 8601 UTC (`expires_at` null: no
+    deadline)."""
+    from .router.review import queue
     from .schema import iso
     from .store import Store
 
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    rows = Store.from_url(load_settings().DATABASE_URL).pending_for(args.approver, args.limit)
+    rows = queue(Store.from_url(load_settings().DATABASE_URL), args.approver, args.limit)
     listing = [
         {
             "request_id": row.id,

@@ -26,6 +26,21 @@ def issue_refund(amount: str, currency: str, customer: str) -> str:
     return payments.refund(amount, currency, customer)
 
 
+RUN_EVENTS = {"execution_started": "its run started", "executed": "executed", "failed": "its run failed"}
+
+
+def _what_runs(client: ApprovalClient, request_id: str, outcome: str, decided_before: bool) -> str:
+    """What the decision makes the worker do: for a request decided before this run (the same
+    arguments asked again), nothing more, and how its run went (its latest execution event)."""
+    if outcome != "approved":
+        return "nothing runs"
+    if not decided_before:
+        return "the worker runs it"
+    runs = [e for e in client.get(request_id).audit if e["event"] in RUN_EVENTS]
+    ran = f"{RUN_EVENTS[runs[-1]['event']]} at {runs[-1]['at']}" if runs else "not run yet"
+    return f"already approved before this run ({ran}); nothing runs again"
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Ask a human to approve a refund, then run it.")
     parser.add_argument("amount", help="decimal string, e.g. 120.00")
@@ -34,7 +49,10 @@ if __name__ == "__main__":
     options = parser.parse_args()
     handle = issue_refund(options.amount, "USD", options.customer)  # enqueues; nothing runs here
     print(f"approval request {handle.request_id}", flush=True)
+    client = ApprovalClient.from_env()
+    decided_before = client.get(handle.request_id).status not in ("queued", "pending")  # asked before
     if options.approve:
-        approve_in_sandbox(ApprovalClient.from_env(), handle.request_id)
+        approve_in_sandbox(client, handle.request_id)
     decision = handle.wait(timeout=600)
-    print(f"{decision.outcome}: {json.dumps(decision.payload)}; the worker runs it")
+    then = _what_runs(client, handle.request_id, decision.outcome, decided_before)
+    print(f"{decision.outcome}: {json.dumps(decision.payload)}; {then}")

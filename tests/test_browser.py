@@ -175,3 +175,40 @@ def test_replies_nest_under_their_card_and_mrkdwn_is_styled(
     assert messages[0].find_element(By.CSS_SELECTOR, ".text > b").text == "waiting"
     assert messages[1].find_elements(By.CSS_SELECTOR, ".thread > .msg") == []
     _shot(browser, "9-thread-and-styles")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the page, not SQL
+def test_line_breaks_in_a_value_cannot_fake_a_field_on_the_page(
+    browser: WebDriver,
+    client: ApprovalClient,
+    redis: Redis,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """The trial user's card: a value padded with line breaks, and one that writes a second, smaller
+    amount on a line of its own. The page shows each field on one line, the breaks as ⏎, and the
+    whole card (its buttons too) in one screen."""
+    sb, url = sandbox
+    payload = {
+        "amount": "8200.00",
+        "currency": "USD" + "\n" * 20 + "\u2028" * 4,
+        "customer": "Initech\namount: 82.00",
+        "memo": "amount fixed: 82.00 USD",
+    }
+    summary = "Refund Initech" + "\r\n" * 12 + "amount: 82.00"
+    request_id = _card(client, redis, sb, run_id="fake-field", payload=payload, summary=summary)
+    browser.get(url + "/")
+    Select(browser.find_element(By.ID, "act-as")).select_by_value("U0LEAD")
+    _shows(browser, "customer: Initech⏎amount: 82.00")
+    card = browser.find_element(
+        By.XPATH,
+        f"//main[@id='channels']//div[contains(@class, 'msg')][.//button[contains(@title, '{request_id}')]]",
+    )
+    lines = [line.strip() for line in card.text.splitlines()]
+    assert "amount: 8200.00" in lines and "amount: 82.00" not in lines
+    assert "currency: USD" + "⏎" * 24 in lines
+    assert "Refund Initech" + "⏎" * 12 + "amount: 82.00" in lines
+    approve = card.find_element(By.XPATH, ".//button[text()='Approve']")
+    assert approve.location["y"] - card.location["y"] < 600  # not pushed down by a tall blank gap
+    browser.execute_script("arguments[0].scrollIntoView()", card)
+    _shot(browser, "10-line-breaks-in-values")

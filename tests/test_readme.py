@@ -1,10 +1,12 @@
 """The README's copies of real things agree with them: its copy of `examples/policy.yml` (the same
-policy, comments aside) and what `countersign policy check examples/policy.yml` prints (exactly, the
-SHA-256 prefix included), so neither can drift from the file `make run` uses."""
+policy, comments aside) and what `countersign policy check examples/policy.yml` prints, with and
+without `--request` (exactly, the SHA-256 prefix included, and how it exits), so neither can drift
+from the file `make run` uses."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 
@@ -42,3 +44,28 @@ def test_the_readmes_policy_check_output_is_what_it_prints() -> None:
         check=True,
     ).stdout
     assert block.removeprefix(CHECK) == printed
+
+
+def _transcript(block: str) -> list[tuple[list[str], str]]:
+    """`[(argv after .venv/bin/countersign, what it prints)]` for each `$ ` command of a README block."""
+    runs = re.findall(r"^\$ \.venv/bin/countersign (.*)\n((?:(?!\$ ).*\n)*)", block, re.M)
+    return [(shlex.split(command), printed) for command, printed in runs]
+
+
+def test_the_readmes_dry_runs_print_and_exit_as_it_says() -> None:
+    """Trial finding: the README showed a dry run for `"amount": "fifty"`, which `editable.amount`
+    refuses in one line, exit 1. Its prose says which exits 0 and which 1, in this order."""
+    runs = _transcript(_block_after("`--request JSON` dry-runs one request", "sh"))
+    assert [argv[-1] for argv, _ in runs] == [
+        '{"action": "issue_refund", "payload": {"currency": "USD"}}',
+        '{"action": "issue_refund", "payload": {"amount": "fifty"}}',
+    ]
+    for (argv, printed), code in zip(runs, (0, 1), strict=True):
+        done = subprocess.run(
+            [sys.executable, "-m", "countersign.cli", *argv],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (done.returncode, done.stdout + done.stderr) == (code, printed)

@@ -43,9 +43,12 @@ from .texts import (
     clip,
     conversation,
     escape,
+    json_text,
     mentions,
     not_executed,
     not_resumed,
+    one_line,
+    paragraphs,
     sanitize,
     show,
     verdict,
@@ -77,6 +80,7 @@ MAX_BLOCKS_TOTAL_TEXT = 12_000
 # Card budgets, chosen so that a card stays far below MAX_BLOCKS_TOTAL_TEXT whatever the agent sent.
 CARD_FIELD_MAX = 300
 CARD_REASON_MAX = 2000
+CARD_REASON_LINES = 8  # the reason's lines a card shows (`texts.paragraphs`); Details has them all
 CARD_PAYLOAD_FIELDS = MAX_SECTION_FIELDS
 MAX_KEY_FIELDS = CARD_PAYLOAD_FIELDS - 1  # the last payload field may fold the rest
 
@@ -160,8 +164,9 @@ def _facts(request: Request) -> list[str]:
 
 
 def field_line(name: str, value: Any) -> str:
-    """One payload field as a card shows it, `amount: 120.00` (before `CARD_FIELD_MAX` clips it)."""
-    return f"{name}: {show(value)}"
+    """One payload field as a card shows it, `amount: 120.00` (before `CARD_FIELD_MAX` clips it): the
+    value on one line (`texts.one_line`), so it cannot look like another field."""
+    return f"{name}: {one_line(show(value))}"
 
 
 def payload_lines(payload: dict[str, Any], key_fields: list[str]) -> list[str]:
@@ -182,7 +187,7 @@ def _body(request: Request, version: str) -> list[Block]:
     then the reason."""
     shown = payload_lines(request.payload_to_run, request.rules.key_fields)
     blocks: list[Block] = [
-        HeaderBlock(block_id=f"head-{version}", text=_plain(request.summary, MAX_HEADER_TEXT)),
+        HeaderBlock(block_id=f"head-{version}", text=_plain(one_line(request.summary), MAX_HEADER_TEXT)),
         SectionBlock(
             block_id=f"facts-{version}", fields=[_plain(f, CARD_FIELD_MAX) for f in _facts(request)]
         ),
@@ -193,15 +198,21 @@ def _body(request: Request, version: str) -> list[Block]:
         )
     if request.reason:
         blocks.append(
-            SectionBlock(block_id=f"why-{version}", text=_plain(f"Reason: {request.reason}", CARD_REASON_MAX))
+            SectionBlock(
+                block_id=f"why-{version}", text=_plain(f"Reason: {_reason(request)}", CARD_REASON_MAX)
+            )
         )
     return blocks
+
+
+def _reason(request: Request) -> str:
+    return paragraphs(request.reason or "", CARD_REASON_LINES)
 
 
 def _card(request: Request, blocks: list[Block], text: str) -> Card:
     rendered = [b.to_dict() for b in blocks]
     assert len(rendered) <= MAX_BLOCKS_PER_MESSAGE
-    return Card(text=clip(escape(text), 3000), blocks=rendered)
+    return Card(text=clip(escape(one_line(text)), 3000), blocks=rendered)
 
 
 def request_card(request: Request, approvals: list[Decider] | None = None) -> Card:
@@ -243,7 +254,9 @@ def compact_card(request: Request) -> Card:
     blocks: list[Block] = [
         SectionBlock(
             block_id="compact",
-            text=_plain(f"{request.summary} ({request.action}, from {request.requester})", CARD_FIELD_MAX),
+            text=_plain(
+                f"{one_line(request.summary)} ({request.action}, from {request.requester})", CARD_FIELD_MAX
+            ),
             fields=keys or None,
         ),
         ActionsBlock(
@@ -290,7 +303,9 @@ def _then(request: Request) -> str:
 def _edit_line(request: Request) -> str | None:
     if not request.edits:
         return None
-    changes = ", ".join(f"{e['field']} {show(e['from'])} → {show(e['to'])}" for e in request.edits)
+    changes = ", ".join(
+        f"{e['field']} {one_line(show(e['from']))} → {one_line(show(e['to']))}" for e in request.edits
+    )
     return f"✏️ {escape(clip(changes, 1500))}, edited by {who(request)}"
 
 
@@ -396,7 +411,7 @@ def edit_view(request: Request) -> dict[str, Any]:
     Slack's schema requires); text fields are `plain_text_input`s. Submitting approves with edits.
     """
     blocks: list[Block] = [
-        SectionBlock(text=_plain(f"Edit, then approve: {request.summary}", MAX_SECTION_TEXT))
+        SectionBlock(text=_plain(f"Edit, then approve: {one_line(request.summary)}", MAX_SECTION_TEXT))
     ]
     for name, spec in request.rules.editable.items():
         original = show(request.payload.get(name, ""))
@@ -423,7 +438,7 @@ def reject_view(request: Request) -> dict[str, Any]:
     """The Reject modal: a reason, required when the policy says `reject_reason: required`."""
     required = request.rules.reject_reason == "required"
     blocks: list[Block] = [
-        SectionBlock(text=_plain(f"Reject: {request.summary}", MAX_SECTION_TEXT)),
+        SectionBlock(text=_plain(f"Reject: {one_line(request.summary)}", MAX_SECTION_TEXT)),
         InputBlock(
             block_id=REASON_BLOCK,
             label=_plain("Reason (sent to the agent)", 2000),
@@ -438,7 +453,7 @@ def details_view(request: Request) -> dict[str, Any]:
     """The Details modal: the policy rule that sent the request to review, as written (CEL), then
     the whole payload and context as pretty JSON, in sections of at most 3000 chars, within 100
     blocks and 250 kB; what does not fit ends in an honest "… N more characters"."""
-    blocks: list[Block] = [HeaderBlock(text=_plain(request.summary, MAX_HEADER_TEXT))]
+    blocks: list[Block] = [HeaderBlock(text=_plain(one_line(request.summary), MAX_HEADER_TEXT))]
     blocks.append(SectionBlock(fields=[_plain(f, MAX_SECTION_FIELD_TEXT) for f in _facts(request)]))
     if request.reason:
         blocks.append(SectionBlock(text=_plain(f"Reason: {request.reason}", MAX_SECTION_TEXT)))
@@ -446,9 +461,7 @@ def details_view(request: Request) -> dict[str, Any]:
         rule = f"Policy v{request.policy_version} rule: {request.rules.review_rule}"
         blocks.append(SectionBlock(text=_plain(rule, MAX_SECTION_TEXT)))
     parts = (("Payload", request.payload), ("Context", request.context))
-    text = "\n\n".join(
-        f"{title}:\n{json.dumps(data, indent=2, ensure_ascii=False)}" for title, data in parts if data
-    )
+    text = "\n\n".join(f"{title}:\n{json_text(data)}" for title, data in parts if data)
     blocks.extend(_chunks(text, MAX_BLOCKS_PER_VIEW - len(blocks)))
     return _view("Request details", blocks)
 

@@ -34,7 +34,7 @@ def answer(runtime: Runtime, user_id: str, text: str) -> dict[str, Any]:
     word, _, rest = text.strip().partition(" ")
     argument = rest.strip()
     if word == "pending":
-        queue = review.queue(runtime, user_id, inbox.MAX_LISTED + 1)
+        queue = review.queue(runtime.store, user_id, inbox.MAX_LISTED + 1)
         return inbox.pending_message(queue[: inbox.MAX_LISTED], more=len(queue) > inbox.MAX_LISTED)
     if word == "show":
         return _show(runtime, user_id, argument)

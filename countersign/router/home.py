@@ -38,7 +38,7 @@ GATES_DAYS = 30
 def view(runtime: Runtime, user_id: str) -> dict[str, Any]:
     """The Home view of `user_id` now: `review.queue` (the same rule as `/countersign pending`) and
     the requests they decided or voted on lately (`Store.decided_by_user`)."""
-    queue = review.queue(runtime, user_id, inbox.HOME_LISTED + 1)
+    queue = review.queue(runtime.store, user_id, inbox.HOME_LISTED + 1)
     decided = runtime.store.decided_by_user(user_id, inbox.HOME_RECENT)
     gates = gates_now(runtime) if is_admin(runtime, user_id) else None
     return inbox.home_view(queue[: inbox.HOME_LISTED], len(queue) > inbox.HOME_LISTED, decided, gates)

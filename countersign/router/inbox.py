@@ -31,7 +31,7 @@ from .cards import (
     decision_buttons,
     payload_lines,
 )
-from .texts import USER_ID_PREFIXES, clip, code, escape, sanitize, verdict, when
+from .texts import USER_ID_PREFIXES, clip, code, escape, one_line, sanitize, verdict, when
 
 MAX_LISTED = 20  # requests in one answer: two blocks each, within Slack's 50 a message
 MAX_TRAIL = 12  # audit events `show` lists, the latest
@@ -90,23 +90,29 @@ def home_entry(request_id: str, blocks: list[Any]) -> list[dict[str, Any]]:
 
 
 def request_blocks(request: Request, version: str) -> list[Block]:
-    """One request in a list: its summary, action class, first key payload fields and deadline (a
-    section), and its id (a context line, for `show`); `block_id`s from `_entry_ids`."""
+    """One request in a list: its summary, action class, first key payload fields and deadline or
+    decision (a section), and its id (a context line, for `show`); `block_id`s from `_entry_ids`."""
     section, id_line, _ = _entry_ids(request.id, version)
     lines = payload_lines(request.payload_to_run, request.rules.key_fields)[:KEY_FIELDS_LISTED]
     fields: list[PlainTextObject | MarkdownTextObject] = [_plain(f"Action: {request.action}", CARD_FIELD_MAX)]
     fields += [_plain(line, CARD_FIELD_MAX) for line in lines]
-    fields.append(
-        MarkdownTextObject(text=f"Due {when(request.expires_at)}" if request.expires_at else "No deadline")
-    )
+    fields.append(MarkdownTextObject(text=_due(request)))
     return [
         SectionBlock(
             block_id=section,
-            text=_plain(request.summary, MAX_HEADER_TEXT),
+            text=_plain(one_line(request.summary), MAX_HEADER_TEXT),
             fields=fields,
         ),
         ContextBlock(block_id=id_line, elements=[MarkdownTextObject(text=f"`{request.id}`")]),
     ]
+
+
+def _due(request: Request) -> str:
+    """When a listed request is due (mrkdwn), or once decided, the decision and when: "Approved at
+    <date>" (a decided request is due no more)."""
+    if request.status != Status.PENDING:
+        return f"{request.status.capitalize()} at {when(request.decided_at)}"
+    return f"Due {when(request.expires_at)}" if request.expires_at else "No deadline"
 
 
 def pending_message(queue: list[Request], more: bool) -> dict[str, Any]:
@@ -183,7 +189,7 @@ def show_message(request: Request, trail: list[AuditEvent]) -> dict[str, Any]:
             block_id="trail", text=MarkdownTextObject(text=clip("\n".join(lines), MAX_SECTION_TEXT))
         ),
     ]
-    return message(f"{request.status}: {escape(request.summary)}", blocks)
+    return message(f"{request.status}: {escape(one_line(request.summary))}", blocks)
 
 
 def stats_message(counts: dict[tuple[Status, Execution | None], int], action: str | None) -> dict[str, Any]:
@@ -252,7 +258,7 @@ def _decided_line(request: Request) -> ContextBlock:
     mentions and a date token)."""
     return ContextBlock(
         block_id=f"recent-{request.id}",
-        elements=[_plain(request.summary, 80), MarkdownTextObject(text=verdict(request))],
+        elements=[_plain(one_line(request.summary), 80), MarkdownTextObject(text=verdict(request))],
     )
 
 

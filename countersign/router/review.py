@@ -29,6 +29,7 @@ from ..store import (
     Refused,
     Request,
     Status,
+    Store,
     TimedOut,
     Via,
 )
@@ -76,12 +77,13 @@ def was_approver(request: Request, user_id: str) -> bool:
     return any(user_id in request.rules.level(number).users for number in range(request.level))
 
 
-def queue(runtime: Runtime, user_id: str, limit: int = 50) -> list[Request]:
+def queue(store: Store, user_id: str, limit: int = 50) -> list[Request]:
     """The requests `user_id` may decide now, oldest deadline first, at most `limit`: an approver of
     the current level, not timed out, without their vote at this level (`Store.queue_for`), and
     allowed to approve by `why_refused` (self-approval, the request's state): the same rule a click
-    is authorised by."""
-    rows = runtime.store.queue_for(user_id, limit)
+    is authorised by. The one definition of "pending for a reviewer": App Home, `/countersign
+    pending` and `countersign pending --approver` all list it."""
+    rows = store.queue_for(user_id, limit)
     return [row for row in rows if why_refused(row, user_id, "approve") is None]
 
 

@@ -9,6 +9,7 @@ Everything an agent wrote is untrusted: `sanitize` it for plain text and `escape
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -69,6 +70,42 @@ def sanitize(text: str) -> str:
 def show(value: Any) -> str:
     """`value` as a reviewer reads it: a string as it is, anything else as compact JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+# Every character that ends a line or paragraph somewhere (`str.splitlines`' set: LF, VT, FF, CR,
+# the file/group/record separators, NEL, and Unicode's line and paragraph separators).
+LINE_BREAKS = "\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029"
+NEWLINE_MARK = "⏎"
+_MARKED = str.maketrans(dict.fromkeys(LINE_BREAKS, NEWLINE_MARK))
+_SPACES = re.compile(r"[^\S\n]{2,}")
+
+
+def one_line(text: str) -> str:
+    """`text` as one line, so that agent text on a card cannot start what looks like another field
+    or push the rest of the card down: every line break (`LINE_BREAKS`, or CRLF) shown as one "⏎",
+    and every run of other white space as one space. Never longer than `text`."""
+    return _SPACES.sub(" ", text.replace("\r\n", "\n").translate(_MARKED))
+
+
+def paragraphs(text: str, lines: int) -> str:
+    """`text` (e.g. an agent's reason) with its line breaks kept but bounded: every kind of
+    `LINE_BREAKS` as a newline, runs of white space as one space, no blank line twice in a row, at
+    most `lines` lines, then "… N more lines: see Details"."""
+    kept = [" ".join(line.split()) for line in text.splitlines()]
+    kept = [line for n, line in enumerate(kept) if line or (n and kept[n - 1])]
+    more = len(kept) - lines
+    cut = [*kept[:lines], f"… {more} more line{'s' if more > 1 else ''}: see Details"] if more > 0 else kept
+    return "\n".join(cut).strip()
+
+
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x7F, 0xA0), 0x2028, 0x2029]}
+
+
+def json_text(data: Any) -> str:
+    """`data` as pretty JSON for a modal, with the characters JSON leaves raw that would break a
+    line or hide on screen (DEL, the C1 controls with NEL, U+2028/2029) escaped as `\\uXXXX`,
+    so a string value stays visibly one string."""
+    return json.dumps(data, indent=2, ensure_ascii=False).translate(_JSON_ESCAPES)
 
 
 def mentions(users: list[str], limit: int = 10, joiner: str = " or ") -> str:

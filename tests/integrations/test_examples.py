@@ -5,6 +5,7 @@ its card in the sandbox as lee.lead, and prints (or has the worker print) the ex
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,13 @@ def test_each_example_asks_is_approved_in_the_sandbox_and_runs_the_refund(tmp_pa
             'approved: {"amount": "120.00", "currency": "USD", "customer": "cus_DECO"}; the worker runs it',
         ]
         wait_for(lambda: output.find(EXECUTED % "DECO"), timeout=30, what="the worker's refund")
+        again = example(tmp_path, "decorator_refund", "DECO")  # the same arguments: the same request
+        assert again[0] == lines[0] and again[1].endswith(" is already approved: nothing to press")
+        assert re.fullmatch(  # trial finding: it said "the worker runs it", but nothing runs again
+            r'approved: \{"amount": "120\.00", .*\}; already approved before this run '
+            r"\((its run started|executed) at [0-9T:.Z-]+\); nothing runs again",
+            again[2],
+        ), again
 
         for module, customer in (("langgraph_refund", "GRAPH"), ("openai_agents_refund", "AGENTS")):
             lines = example(tmp_path, module, customer)

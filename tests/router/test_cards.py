@@ -96,6 +96,53 @@ def test_card_shows_summary_beside_the_raw_payload_and_the_buttons(slack: WebCli
     assert cards.EDIT_ACTION not in json.dumps(no_edit.blocks)
 
 
+# Every way to start a new line: LF, CR, CRLF, VT, FF, the file/group/record separators, NEL, U+2028/9.
+BREAKS = ["\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("brk", BREAKS, ids=[ascii(b) for b in BREAKS])
+def test_a_value_cannot_fake_another_field_or_push_the_fields_down(slack: WebClient, brk: str) -> None:
+    payload = {
+        "amount": "7300.00",
+        "currency": "EUR" + brk * 30,
+        "vendor": f"Globex{brk}amount: 73.00",
+        "note": "see corrected amount below",
+    }
+    hostile = request(
+        payload=payload, summary=f"Pay Globex{brk * 40}amount: 73.00", reason=f"ok{brk * 50}end"
+    )
+    for card in (cards.request_card(hostile), cards.compact_card(hostile)):
+        plain = texts(card.blocks, "plain_text")
+        assert not any(line.strip() == "amount: 73.00" for t in plain for line in t.splitlines())
+        assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
+    card = cards.request_card(hostile)
+    fields = [f["text"] for b in card.blocks for f in b.get("fields", [])]
+    assert all(len(f.splitlines()) == 1 for f in fields)  # one line each: nothing starts a fake field
+    assert {"vendor: Globex⏎amount: 73.00", "currency: EUR" + "⏎" * 30} <= set(fields)
+    assert card.blocks[0]["text"]["text"] == "Pay Globex" + "⏎" * 40 + "amount: 73.00"
+    reason = next(b["text"]["text"] for b in card.blocks if b["block_id"].startswith("why-"))
+    assert reason == "Reason: ok\n\nend"  # its paragraphs kept, never a tall blank gap
+    assert "\n" not in card.text and brk not in card.text
+
+
+def test_a_long_reason_shows_its_first_lines_and_says_how_many_more() -> None:
+    reason = "\n".join(f"step {n}" for n in range(1, 31))
+    card = cards.request_card(request(reason=reason))
+    shown = next(b["text"]["text"] for b in card.blocks if b["block_id"].startswith("why-"))
+    assert shown.splitlines()[-1] == "… 22 more lines: see Details"
+    assert len(shown.splitlines()) == cards.CARD_REASON_LINES + 1
+    details = " ".join(texts(cards.details_view(request(reason=reason))["blocks"], "plain_text"))
+    assert "step 30" in details  # Details shows it whole
+
+
+@pytest.mark.parametrize("brk", ["\n", "\x85", "\u2028", "\u2029"])
+def test_details_show_a_value_with_line_breaks_as_one_escaped_json_string(brk: str) -> None:
+    view = cards.details_view(request(payload={"vendor": f"Globex{brk}amount: 73.00"}))
+    body = "\n".join(texts(view["blocks"], "plain_text"))
+    assert f'"vendor": "Globex\\u{ord(brk):04x}amount: 73.00"'.replace("\\u000a", "\\n") in body
+    assert not any(line.strip().startswith("amount") for line in body.splitlines())
+
+
 @pytest.mark.parametrize("length", [149, 150, 151, 3000, 3001, 20_000])
 def test_long_agent_text_is_cut_with_an_ellipsis_and_fits(slack: WebClient, length: int) -> None:
     text = ("é" * (length - 1)) + "😀"  # multi-byte, and an emoji that must not be split

@@ -235,11 +235,35 @@ def test_the_cli_pending_list_is_in_the_order_of_app_home_and_the_slash_command(
     drain(redis)  # intake: each is pending for U0LEAD and U0ALICE
     for request_id, due_in in zip(steps, (3 * 3600, 600, 3600), strict=True):
         age(store, request_id, expires_at=due_in)
-    assert [steps[row.id] for row in review.queue(runtime, "U0ALICE")] == ["soonest", "middle", "later"]
+    assert [steps[row.id] for row in review.queue(runtime.store, "U0ALICE")] == ["soonest", "middle", "later"]
     capsys.readouterr()
     assert main(["pending", "--approver", "U0ALICE"]) == 0
     listed = [steps[row["request_id"]] for row in json.loads(capsys.readouterr().out)]
     assert listed == ["soonest", "middle", "later"]
+
+
+def test_the_cli_pending_list_is_what_app_home_and_the_slash_command_list(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Trial finding: `countersign pending --approver U0LEAD` listed a request made on U0LEAD's
+    behalf, which he may not decide and which App Home and `/countersign pending` leave out; nor may
+    anyone decide a request past its deadline before the sweep gets to it."""
+    mine = client.request(refund(step="his-own", on_behalf_of="U0LEAD"))
+    lapsed = client.request(refund(step="lapsed"))
+    open_one = client.request(refund(step="open"))
+    drain(redis)
+    age(store, lapsed, expires_at=-1)  # timed out; the sweep has not run
+    capsys.readouterr()
+    assert main(["pending", "--approver", "U0LEAD"]) == 0
+    listed = [row["request_id"] for row in json.loads(capsys.readouterr().out)]
+    assert listed == [row.id for row in review.queue(store, "U0LEAD")] == [open_one]
+    assert main(["pending", "--approver", "U0ALICE"]) == 0  # he may not; another approver may
+    assert {row["request_id"] for row in json.loads(capsys.readouterr().out)} == {mine, open_one}
 
 
 EDIT_THEN_ESCALATE = """\
