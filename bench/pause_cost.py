@@ -24,7 +24,7 @@ On a scratch PostgreSQL database, with a private redis-server and the Slack sand
    for chat.update (Tier 3), so it reports how many were rewritten by then and the rewrites' pace
    per minute over the round (at least 30 s); then reads the processes' resident memory (`--profile
    FILE` records the first round's sweep with py-spy, wall clock: `--idle` samples included);
-7. times `Store.pending_for(reviewer, 50)` (p50 over `--repeats`) for a typical reviewer and for
+7. times `Store.queue_for(reviewer, 50)` (p50 over `--repeats`) for a typical reviewer and for
    `U0HEAVY`, with the partial GIN index of migration 0005 and after dropping it;
 8. reads the processes' resident memory once more (flat = no per-request state in a process).
 
@@ -444,15 +444,15 @@ def _expire(
 
 
 def _listing(engine: Engine, store: Store, repeats: int) -> list[tuple[str, object]]:
-    """p50 ms of `pending_for(user, 50)`, typical and heavy reviewer, with the GIN index and without."""
+    """p50 ms of `queue_for(user, 50)`, typical and heavy reviewer, with the GIN index and without."""
     rows: list[tuple[str, object]] = []
     for label in ("with the GIN index", "without it (dropped)"):
         if label.startswith("without"):
             with engine.begin() as connection:
                 connection.execute(text("DROP INDEX ix_approval_requests_pending_approvers"))
         for user in (TYPICAL, HEAVY):
-            found = store.pending_for(user, 50)
-            times = [_seconds(lambda user=user: store.pending_for(user, 50)) for _ in range(repeats)]
+            found = store.queue_for(user, 50)
+            times = [_seconds(lambda user=user: store.queue_for(user, 50)) for _ in range(repeats)]
             rows.append(
                 (
                     f"list {user}'s pending ({len(found)} rows), {label}, ms p50",

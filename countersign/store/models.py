@@ -269,7 +269,7 @@ class ApprovalRequest(RequestFacts, Base):
         Index("ix_approval_requests_reminders_due", "next_reminder_at", **_where(REMINDERS_DUE)),
         Index("ix_approval_requests_card_refresh_due", "card_refresh_due_at", **_where(CARD_REFRESH_DUE)),
         Index("ix_approval_requests_pending_requester", "action", "requester", **_where(PENDING)),
-        Index(  # PostgreSQL only (migration 0005): whose approvals are pending (`Store.pending_for`)
+        Index(  # PostgreSQL only (migration 0005): whose approvals are pending (`Store.queue_for`)
             "ix_approval_requests_pending_approvers",
             "approvers",
             postgresql_using="gin",

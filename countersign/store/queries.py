@@ -240,34 +240,17 @@ class Queries:
         with self._read() as session:
             return list(session.scalars(select(Vote).where(Vote.request_id == request_id).order_by(Vote.at)))
 
-    def pending_for(self, user_id: str, limit: int = 50) -> list[Request]:
-        """The pending requests `user_id` (a Slack user id) may decide now, in `DEADLINE_FIRST` order,
-        at most `limit`: those whose current level's `approvers` include the user. User
-        groups were resolved to their members at intake and at each escalation, so a group member is
-        listed, and a request that escalated is listed for its new approvers only.
-
-        PostgreSQL answers with a JSONB containment (`approvers @> '["U…"]'`) over the partial GIN
-        index `ix_approval_requests_pending_approvers` (migration 0005). SQLite scans the pending rows
-        (`json_each`): it is the one-machine option.
-        """
-        with self._read() as session:
-            stmt = (
-                select(ApprovalRequest)
-                .where(
-                    is_pending(),
-                    approver_is(session.get_bind().dialect.name, user_id),
-                )
-                .order_by(*DEADLINE_FIRST)
-                .limit(limit)
-            )
-            return list(session.scalars(stmt))
-
     def queue_for(self, user_id: str, limit: int = 50) -> list[Request]:
         """The reviewer's queue: the pending requests whose current level's `approvers` include
         `user_id`, not timed out (database clock), without a vote of theirs at this level (a quorum
         they already gave), in `DEADLINE_FIRST` order, at most `limit`. Who may decide is
         `router.review`'s to say (self-approval, the request's state): `review.queue` filters these
-        rows with it."""
+        rows with it, for App Home, `/countersign pending` and `countersign pending` alike. User groups
+        were resolved to their members at intake and at each escalation, so a group member is listed,
+        and a request that escalated is listed for its new approvers only. PostgreSQL answers with a
+        JSONB containment (`approvers @> '["U…"]'`) over the partial GIN index
+        `ix_approval_requests_pending_approvers` (migration 0005); SQLite scans the pending rows
+        (`json_each`): it is the one-machine option."""
         with self._read() as session:
             voted = select(Vote.request_id).where(
                 Vote.request_id == ApprovalRequest.id, Vote.slack_user_id == user_id

@@ -1,6 +1,6 @@
 """Review under the policy (`engine_policy`), end to end: which requests need a human (the gates at
 intake: auto_approve, review_when, always_review), who may approve (users and user groups), how votes
-settle a quorum, and what each reviewer may decide now (`pending_for`).
+settle a quorum, and what each reviewer may decide now (`queue_for`).
 
 Time is controlled, not waited for: a test moves a request's deadline into the past (as if the
 clock had run on), then runs the sweep the router worker runs every second.
@@ -193,7 +193,7 @@ def test_a_reject_during_a_quorum_rejects(
     assert store.get(request_id).decision_reason == "too much"  # type: ignore[union-attr]
 
 
-def test_pending_for_lists_what_a_reviewer_may_decide_now(
+def test_queue_for_lists_what_a_reviewer_may_decide_now(
     engine_policy: Path,
     client: ApprovalClient,
     redis: Redis,
@@ -208,7 +208,7 @@ def test_pending_for_lists_what_a_reviewer_may_decide_now(
     store.vote(decided, {"slack_user_id": "U0LEAD", "name": "lee.lead"}, "rejected", empty_resume)
 
     def listed(user_id: str, limit: int = 50) -> list[str]:
-        return [row.id for row in store.pending_for(user_id, limit)]
+        return [row.id for row in store.queue_for(user_id, limit)]
 
     # soonest deadline first (pay_vendor's 1h, the refund's 4h); U0ALICE is named on the refund and a
     # member of S0FINANCE (pay_vendor)
@@ -229,7 +229,7 @@ def test_the_cli_pending_list_is_in_the_order_of_app_home_and_the_slash_command(
     runtime: Runtime,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Trial finding: `countersign pending` (`Store.pending_for`) listed newest first while App Home
+    """Trial finding: `countersign pending` listed newest first while App Home
     and `/countersign pending` (`review.queue`) list the soonest deadline first."""
     steps = {client.request(refund(step=step)): step for step in ("later", "soonest", "middle")}
     drain(redis)  # intake: each is pending for U0LEAD and U0ALICE
