@@ -41,7 +41,7 @@ def test_a_sqlite_database_and_its_wal_files_are_private(tmp_path: Path, open_um
             "countersign.db-shm": 0o600,
         }
     engine.dispose()
-    assert Store.from_url(f"sqlite:///{path}").pending_for("U0LEAD", 1) == []  # and it works
+    assert Store.from_url(f"sqlite:///{path}").queue_for("U0LEAD", 1) == []  # and it works
 
 
 def test_an_existing_database_open_to_others_is_made_private_with_a_warning(
