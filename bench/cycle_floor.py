@@ -7,7 +7,8 @@ Issue 14 asks for a cycle's CPU, all processes, within 2 x LangGraph's and for a
 commands a cycle. A cycle on this architecture cannot cost less than the parts it is built of, each
 measured here with nothing of countersign's own logic in it:
 
-- **two no-op RQ jobs** on countersign's worker classes (`RouterWorker` for the intake queue,
+- **two no-op RQ jobs** on countersign's worker classes (`RouterWorker` for the intake queue, as
+  `bench.noop.NoopRouterWorker`, which lets the no-op through the router's refusal of other jobs;
   `AgentWorker` for the agent's queue; both `workers.CountersignWorker`), enqueued (`Queue.enqueue`)
   with the job ids, `result_ttl=0` and (for the resume job) `unique=True` countersign gives them, so
   they take the worker's lean success path, and run to the end: enqueue to finish, each queue drained
@@ -74,6 +75,7 @@ from bench.common import (
     start_redis,
     wait_until,
 )
+from bench.noop import NOOP, NoopRouterWorker
 from countersign import ApprovalClient, connections
 from countersign.agent.worker import AgentWorker
 from countersign.bot import payload
@@ -86,7 +88,6 @@ from countersign.router.worker import RouterWorker
 from countersign.sandbox.identity import API_APP_ID, TEAM_DOMAIN
 from countersign.sandbox.interactivity import block_actions_payload, encode_payload
 
-NOOP = "bench.noop.noop"
 SIGNING_SECRET = "bench-floor"
 UNHANDLED_ACTION = "countersign_bench_floor"  # no listener: Bolt answers 404 after the checks
 UNLIMITED_SANDBOX = f"""
@@ -142,7 +143,7 @@ def rq_jobs(runtime: Runtime, count: int, redis_pid: int) -> Spent:
         intake = json_queue(INTAKE_QUEUE, redis)
         for _ in range(count):
             intake.enqueue(NOOP, job_id=intake_job_id(uuid.uuid4().hex), result_ttl=0)
-        pvl.drain(redis, INTAKE_QUEUE, RouterWorker)
+        pvl.drain(redis, INTAKE_QUEUE, NoopRouterWorker)
         agent = json_queue(pvl.AGENT_QUEUE, redis)
         for _ in range(count):
             agent.enqueue(NOOP, job_id=resume_job_id(uuid.uuid4().hex), result_ttl=0, unique=True)

@@ -10,7 +10,8 @@ let go at once (SIGCONT), and the figure is their drain of the full queue, from 
 has run (every card's `ts` stored). Timed from the first send instead (before the seventh pass), the
 one sender capped the intake figure at its own rate. The baseline runs the same number of no-op jobs
 through the same RQ worker class (`countersign.router.worker.RouterWorker`, the class `countersign
-worker` runs: no fork per job, and countersign's own bookkeeping, `countersign/workers.py`), JSON
+worker` runs: no fork per job, and countersign's own bookkeeping, `countersign/workers.py`; as
+`bench.noop.NoopRouterWorker`, which lets the no-op through the router's refusal of other jobs), JSON
 serializer and worker count, in the same run (issue 14: the baseline ran RQ's forking `Worker`, then
 RQ's `SimpleWorker`, while the router's class changed under it). Each request has an action class
 and a channel of its own, so Slack's pace of about one message a second per channel (which
@@ -252,11 +253,11 @@ def _noop_seconds(
     args: argparse.Namespace, redis: Redis, env: dict[str, str], tmp: Path, redis_pid: int
 ) -> Phase:
     """`args.workers` RQ workers running `args.requests` no-op jobs: `rq worker` with the router
-    worker's class (`RouterWorker`) and serializer (JSON)."""
+    worker's class (`RouterWorker`, as `bench.noop.NoopRouterWorker`) and serializer (JSON)."""
     queue = json_queue("baseline", redis)
     argv = [
         *PYTHON_M, "rq.cli", "worker", "--url", env["REDIS_URL"],
-        "-w", "countersign.router.worker.RouterWorker", "-S", "rq.serializers.JSONSerializer",
+        "-w", "bench.noop.NoopRouterWorker", "-S", "rq.serializers.JSONSerializer",
     ]  # fmt: skip
     workers = run_workers(args.workers, [*argv, "baseline"], env, tmp / "baseline.log")
     try:
