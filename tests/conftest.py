@@ -28,10 +28,11 @@ from countersign.agent import ApprovalClient
 from countersign.router import directory
 from countersign.router import runtime as runtime_module
 from countersign.router.runtime import Runtime
-from countersign.sandbox import Sandbox, serve
+from countersign.sandbox import Sandbox
 from countersign.sandbox.limits import METHOD_CALLS_PER_MINUTE
 from countersign.store import Store, create_db_engine, upgrade
 from countersign.store.models import Base
+from tests.helpers.faults import ServedSandbox
 from tests.helpers.redis_server import RedisServer
 
 POLICY = """\
@@ -135,12 +136,19 @@ def policy_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sandbox() -> Iterator[tuple[Sandbox, str]]:
+def sandbox_server() -> Iterator[ServedSandbox]:
+    """The Slack sandbox served over HTTP, which a test may take down for a while (`ServedSandbox.down`)."""
+    served = ServedSandbox(
+        Sandbox(signing_secret=secrets.token_hex(16), method_limits=METHOD_CALLS_PER_MINUTE)
+    )
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def sandbox(sandbox_server: ServedSandbox) -> tuple[Sandbox, str]:
     """The Slack sandbox over HTTP: `(sandbox, base_url)`; its Web API is at `base_url + '/api/'`."""
-    sb = Sandbox(signing_secret=secrets.token_hex(16), method_limits=METHOD_CALLS_PER_MINUTE)
-    server = serve(sb)
-    yield sb, server.url
-    server.shutdown()
+    return sandbox_server.sb, sandbox_server.url
 
 
 @pytest.fixture

@@ -47,6 +47,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal, NamedTuple
 
+from redis.exceptions import RedisError
 from rq import Retry
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -70,6 +71,7 @@ REFRESH_BACKOFF_SECONDS = 30  # a decided card Slack would not rewrite is tried 
 VANISHED = {"message_not_found", "cant_update_message"}
 BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
+NO_ANSWER = (SlackClientError, OSError)  # Slack did not answer (a network error, a timeout) or refused
 
 
 Posted = Literal["posted", "found", "duplicate"]
@@ -129,13 +131,13 @@ def post_card(runtime: Runtime, row: Request, leased: bool = False, reserved: Sl
     except SlackApiError as exc:  # refused for good this time: back off, and say so in the audit trail
         _back_off(runtime, claimed, str(exc.response.get("error")), BACKOFF_SECONDS, MAX_BACKOFF_SECONDS)
         raise
-    except (SlackClientError, OSError) as exc:  # no answer (network, timeout): Slack may be back soon
+    except NO_ANSWER as exc:  # no answer (network, timeout): Slack may be back soon
         why = texts.clip(" ".join(f"{type(exc).__name__}: {exc}".split()), 200)
         _back_off(runtime, claimed, why, NO_ANSWER_BACKOFF_SECONDS, MAX_NO_ANSWER_BACKOFF_SECONDS)
         raise
     attached = runtime.store.attach_card(claimed, card.channel, card.ts, card.shown)
     if reserved is None:
-        homedue.mark_due(runtime.redis, claimed.approvers)  # their Home lists it
+        _mark_home_due(runtime, claimed)  # their Home lists it
     log.info("request %s: card %s at %s in %s", row.id, outcome, card.ts, card.channel)
     if attached is not None and attached.status != Status.PENDING:  # decided while it was posted
         refresh(runtime, attached.id)
@@ -283,10 +285,11 @@ def update_card(
     decided card that is gone or no longer ours to edit is replaced by one status message, which
     later rewrites edit. A decided request whose card was posted by a process that died before
     storing its `ts` has the card looked up and adopted first (`_adopt`). Any other error is
-    logged. The approvers' App Home tabs are marked due (`homedue`) unless `home_due` is False (a
-    rewrite with news the Home does not show: `refresh`)."""
+    logged. The approvers' App Home tabs are marked due first (`_mark_home_due`: Redis gone is
+    logged, and the card rewritten all the same) unless `home_due` is False (a rewrite with news
+    the Home does not show: `refresh`). Redis or Slack failing raises nothing."""
     if home_due:
-        homedue.mark_due(runtime.redis, request.approvers)
+        _mark_home_due(runtime, request)
     decided = request.status != Status.PENDING
     if request.card_ts is None and decided and request.card_attempts > 0:
         request = _adopt(runtime, request) or request
@@ -310,6 +313,16 @@ def update_card(
         _audit_version(runtime, request.id, request.card_ts, _stored(response, card.message()), "counted")
     if request.card_refresh_due_at is not None:
         runtime.store.card_refreshed(request.id)
+
+
+def _mark_home_due(runtime: Runtime, request: Request) -> None:
+    """Mark the approvers' App Home tabs due (`homedue.mark_due`). Redis refusing (down, a timeout)
+    is logged, not raised: the Slack write that goes with it (a card posted, rewritten) matters
+    more, and a Home tab missed now shows the change at its next publish (opened, or a later change)."""
+    try:
+        homedue.mark_due(runtime.redis, request.approvers)
+    except (RedisError, OSError) as exc:
+        log.warning("request %s: approvers' Home tabs not marked due (%r)", request.id, exc)
 
 
 def _audit_version(runtime: Runtime, request_id: str, ts: str, shown: cards.Shown, why: str) -> None:
@@ -408,7 +421,7 @@ def mark_escalated(runtime: Runtime, old: Request, to_channel: str) -> None:
     """Rewrite the card of the level `old` was at to say where the request went (no buttons). When
     Slack will not rewrite it now (429, 5xx, a timeout), the rewrite becomes a router job
     (`jobs.enqueue_rewrite`) that tries again at Slack's pace; a refusal for good is logged."""
-    homedue.mark_due(runtime.redis, old.approvers)  # no longer theirs to decide
+    _mark_home_due(runtime, old)  # no longer theirs to decide
     if old.card_ts is None:
         return
     message = cards.escalated_card(old, to_channel).message()
@@ -459,11 +472,13 @@ def remind(client: WebClient, request: Request, missing: list[str]) -> None:
 
 def tell(client: WebClient, channel: str | None, user_id: str, text: str) -> None:
     """Post an ephemeral message to `user_id` in `channel`, or without a channel (a modal's submit
-    has none) a direct message from the app; a Slack error is logged, not raised."""
+    has none) a direct message from the app. Best effort: Slack refusing or not answering (a
+    network error, a timeout: `NO_ANSWER`) is logged, not raised, since the answer follows an
+    action already recorded."""
     try:
         if channel is None:
             client.chat_postMessage(channel=user_id, text=text)
         else:
             client.chat_postEphemeral(channel=conversation(client, channel), user=user_id, text=text)
-    except SlackApiError as exc:
-        log.warning("ephemeral answer not delivered (%s)", exc.response.get("error"))
+    except NO_ANSWER as exc:
+        log.warning("answer to %s not delivered (%s)", user_id, _error(exc))

@@ -34,7 +34,7 @@ from ..store import (
     Via,
 )
 from ..store.stats import DETAILS_OPENED
-from . import cards, delivery, homedue, relay, texts
+from . import cards, delivery, relay, texts
 from .edits import EditCheck, check
 from .runtime import Runtime
 
@@ -143,45 +143,29 @@ def settle(
     if isinstance(result, Counted):
         answer = texts.counted_text(request, result.approvals, result.repeated)
         delivery.tell(client, answer_in, user_id, answer)
-        _rewrite_after_commit(runtime, client, request, result.approvals)
+        after_commit(request, lambda: delivery.update_card(runtime, client, request, result.approvals))
         return "counted"
-    if not after_commit(request, [lambda: relay.try_publish(runtime.redis, result.event)]):
+    if not after_commit(request, lambda: relay.try_publish(runtime.redis, result.event)):
         delivery.tell(client, answer_in, user_id, texts.recorded_resume_later(request))
-    _rewrite_after_commit(runtime, client, request)
+    after_commit(request, lambda: delivery.update_card(runtime, client, request))
     return "decided"
 
 
-def _rewrite_after_commit(
-    runtime: Runtime, client: WebClient, request: Request, approvals: list[Decider] | None = None
-) -> None:
-    """Mark the approvers' Home tabs due and rewrite the card (`approvals`: the quorum so far), each
-    on its own (`after_commit`): with Redis gone, the card is rewritten all the same."""
-    after_commit(
-        request,
-        [
-            lambda: homedue.mark_due(runtime.redis, request.approvers),
-            lambda: delivery.update_card(runtime, client, request, approvals, home_due=False),
-        ],
-    )
-
-
-def after_commit(request: Request, effects: list[Callable[[], object]]) -> bool:
-    """Run the `effects` of a vote or decision the database has committed (resume job and bell,
-    Home tabs due, card rewrite), each on its own, so one failing (Redis gone, Slack erring) stops
-    none of the others. The action is recorded whatever they do, so a failure is logged, never
-    raised: an exception reaching the listener would tell the reviewer nothing changed. What they
-    did not do is done later from the database: the relay sweep publishes the outbox (the resume
-    job and the bell), and a decided card is rewritten when the agent's run is recorded. Returns
-    False when an effect raised or returned False (`relay.try_publish`: Redis refused)."""
-    done = True
-    for effect in effects:
-        try:
-            done = effect() is not False and done
-        except Exception as exc:
-            unexpected = not isinstance(exc, RedisError)  # a bug: its traceback
-            log.warning("request %s: after the commit, %r", request.id, exc, exc_info=unexpected)
-            done = False
-    return done
+def after_commit(request: Request, effect: Callable[[], object]) -> bool:
+    """Run one `effect` of a vote or decision the database has committed (the resume job and bell:
+    `relay.try_publish`; the card rewrite with the Home tabs marked due: `delivery.update_card`), on
+    its own, so one failing (Redis gone, Slack erring) stops none of the others. The action is
+    recorded whatever they do, so a failure is logged, never raised: an exception reaching the
+    listener would tell the reviewer nothing changed. What they did not do is done later from the
+    database: the relay sweep publishes the outbox (the resume job and the bell), and a decided card
+    is rewritten when the agent's run is recorded. Returns False when the effect raised or returned
+    False (`relay.try_publish`: Redis refused)."""
+    try:
+        return effect() is not False
+    except Exception as exc:
+        unexpected = not isinstance(exc, RedisError)  # a bug: its traceback
+        log.warning("request %s: after the commit, %r", request.id, exc, exc_info=unexpected)
+        return False
 
 
 def cast(

@@ -1,19 +1,24 @@
 """A reviewer's action while Redis is down: the database commits the decision, so the reviewer is
 told it is recorded (never that nothing changed), and the relay sweep publishes the agent's resume
-from the outbox once Redis answers again, on every surface (card, modal, Home tab)."""
+from the outbox once Redis answers again, on every surface (card, modal, Home tab); with Slack
+unreachable too, the card sweep rewrites the card once Slack answers."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient
-from countersign.router import relay
-from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION
+from countersign.router import relay, timeouts
+from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION, EDIT_ACTION
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, wait_for
-from tests.helpers.builders import edited_card, post_card, status
+from tests.helpers.builders import age, card_at, edited_card, has_buttons, post_card, refresh_due, status
+from tests.helpers.faults import ServedSandbox
 from tests.helpers.modals import open_view
 from tests.helpers.redis_server import RedisServer
 
@@ -94,3 +99,31 @@ def test_an_approval_from_home_while_redis_is_down_is_recorded_and_said_so(
     assert not [text for text in told if NOTHING_CHANGED in text], told
     assert any(RECORDED in text for text in told), told
     _published_once_redis_is_back(runtime.store, redis, request_id, "120.00")
+
+
+def test_an_approval_while_redis_and_slack_are_down_is_recorded_and_its_card_fixed_later(
+    client: ApprovalClient,
+    redis: Redis,
+    runtime: Runtime,
+    redis_server: RedisServer,
+    sandbox_server: ServedSandbox,
+    bot: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Neither the answer nor the card reaches Slack (connections refused): the vote stands, nothing
+    raises after the commit (the reviewer is never told nothing changed), and the card's rewrite is
+    left to the card sweep, which makes it once Slack answers; the relay publishes the resume."""
+    sb, store = sandbox_server.sb, runtime.store
+    request_id, card = post_card(client, redis, sb, resume=RESUME)
+    open_view(sb, card, DETAILS_ACTION, "U0LEAD", None)  # Bolt has checked its token (auth.test) by now
+    with redis_server.down(), sandbox_server.down(), caplog.at_level(logging.WARNING):
+        assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200
+        wait_for(lambda: refresh_due(store, request_id), what="the card's rewrite left to the sweep")
+        assert status(store, request_id) == "approved"
+    assert not [m for m in caplog.messages if "failed after the ack" in m], caplog.messages
+    assert has_buttons(card_at(sb, card["ts"])) and _answers(sb, "U0LEAD", "D0LEAD") == []
+    _published_once_redis_is_back(store, redis, request_id, "120.00")
+    age(store, request_id, card_refresh_due_at=-1)
+    timeouts.sweep(runtime)
+    assert not has_buttons(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
+    assert "Approved by <@U0LEAD>" in str(card_at(sb, card["ts"])["blocks"])

@@ -8,7 +8,9 @@ card; and reading back what became of them.
 - `new_request`: a pending request written straight to the store (no policy, no card);
 - `request`: an `ApprovalRequest` built in memory and never stored, for rendering and edit checks;
 - `resume`: the outbox row a decision writes, as the router writes it;
-- `age`: move a stored request's deadlines, as if the clock had run on.
+- `age`: move a stored request's deadlines, as if the clock had run on;
+- `card_at`, `has_buttons`, `refresh_due`: a card as the sandbox shows it, and whether its rewrite
+  is still owed.
 """
 
 from __future__ import annotations
@@ -101,6 +103,22 @@ def events(store: Store, request_id: str) -> list[str]:
 def edited_card(sb: Sandbox, ts: str) -> dict[str, Any] | None:
     """The card with this `ts` once it has been rewritten, else None."""
     return next((m for m in sb.messages() if m["ts"] == ts and m["edited"]), None)
+
+
+def card_at(sb: Sandbox, ts: str, channel: str = "C0FINANCE") -> dict[str, Any]:
+    """The message at `ts` in `channel` as the sandbox shows it now."""
+    return next(m for m in sb.messages(channel) if m["ts"] == ts)
+
+
+def has_buttons(message: dict[str, Any]) -> bool:
+    """True while the card still offers its buttons (a decided card has none)."""
+    return any(block.get("type") == "actions" for block in message["blocks"])
+
+
+def refresh_due(store: Store, request_id: str) -> bool:
+    """True while the card sweep holds a rewrite of the request's card (`card_refresh_due_at`)."""
+    row = store.get(request_id)
+    return row is not None and row.card_refresh_due_at is not None
 
 
 def resume(row: Any) -> ResumeEvent:

@@ -21,15 +21,8 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, Store
 from tests.helpers import drain, empty_resume, run_scheduled, wait_for
-from tests.helpers.builders import age, post_card, refund, status
-
-
-def has_buttons(message: dict[str, Any]) -> bool:
-    return any(block.get("type") == "actions" for block in message["blocks"])
-
-
-def card_of(sb: Sandbox, ts: str) -> dict[str, Any]:
-    return next(m for m in sb.messages("C0FINANCE") if m["ts"] == ts)
+from tests.helpers.builders import age, card_at, has_buttons, post_card, refresh_due, refund, status
+from tests.helpers.redis_server import RedisServer
 
 
 def scheduled(redis: Redis) -> list[str]:
@@ -50,11 +43,6 @@ def _detail(store: Store, request_id: str, name: str, nth: int = 0) -> dict[str,
     )
 
 
-def refresh_due(store: Store, request_id: str) -> bool:
-    row = store.get(request_id)
-    return row is not None and row.card_refresh_due_at is not None
-
-
 def test_a_card_slack_rate_limits_after_an_approval_is_rewritten_by_the_sweep(
     client: ApprovalClient,
     redis: Redis,
@@ -68,13 +56,13 @@ def test_a_card_slack_rate_limits_after_an_approval_is_rewritten_by_the_sweep(
     sb.inject("chat.update", status=429, retry_after=7)
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
     wait_for(lambda: refresh_due(store, request_id), what="the rewrite to be deferred")
-    assert status(store, request_id) == "approved" and has_buttons(card_of(sb, card["ts"]))
+    assert status(store, request_id) == "approved" and has_buttons(card_at(sb, card["ts"]))
     timeouts.sweep(runtime)
-    assert has_buttons(card_of(sb, card["ts"]))  # Slack said wait 7 s: not yet
+    assert has_buttons(card_at(sb, card["ts"]))  # Slack said wait 7 s: not yet
     age(store, request_id, card_refresh_due_at=-1)
     timeouts.sweep(runtime)
-    assert not has_buttons(card_of(sb, card["ts"])) and not refresh_due(store, request_id)
-    assert "Approved by <@U0LEAD>" in json.dumps(card_of(sb, card["ts"])["blocks"])
+    assert not has_buttons(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
+    assert "Approved by <@U0LEAD>" in json.dumps(card_at(sb, card["ts"])["blocks"])
 
 
 def test_news_while_slack_puts_a_rewrite_off_waits_for_the_stored_retry_and_is_on_the_card_then(
@@ -97,14 +85,14 @@ def test_news_while_slack_puts_a_rewrite_off_waits_for_the_stored_retry_and_is_o
     updates = len(sb.calls("chat.update"))
     report_outcome(request_id, True, "refunded", runtime)
     drain(redis)  # the refresh the outcome asked for
-    assert len(sb.calls("chat.update")) == updates and has_buttons(card_of(sb, card["ts"]))
+    assert len(sb.calls("chat.update")) == updates and has_buttons(card_at(sb, card["ts"]))
     assert store.get(request_id).card_refresh_due_at == due  # type: ignore[union-attr]
     age(store, request_id, card_refresh_due_at=-1)
     request_refresh(redis, request_id)  # due now: still the sweep's
     drain(redis)
-    assert len(sb.calls("chat.update")) == updates and has_buttons(card_of(sb, card["ts"]))
+    assert len(sb.calls("chat.update")) == updates and has_buttons(card_at(sb, card["ts"]))
     timeouts.sweep(runtime)
-    shown = json.dumps(card_of(sb, card["ts"])["blocks"], ensure_ascii=False)
+    shown = json.dumps(card_at(sb, card["ts"])["blocks"], ensure_ascii=False)
     assert "Approved by <@U0LEAD>" in shown and "Executed ✓" in shown and not refresh_due(store, request_id)
 
 
@@ -116,11 +104,31 @@ def test_a_card_slack_fails_to_rewrite_after_an_expiry_is_rewritten_by_the_sweep
     age(store, request_id, expires_at=-1)
     sb.inject("chat.update", status=503, times=2)  # the client's own retry meets the second one
     timeouts.sweep(runtime)
-    assert status(store, request_id) == "expired" and has_buttons(card_of(sb, card["ts"]))
+    assert status(store, request_id) == "expired" and has_buttons(card_at(sb, card["ts"]))
     assert refresh_due(store, request_id)
     age(store, request_id, card_refresh_due_at=-1)
     timeouts.sweep(runtime)
-    assert not has_buttons(card_of(sb, card["ts"])) and not refresh_due(store, request_id)
+    assert not has_buttons(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
+
+
+def test_a_card_expired_while_redis_is_down_is_rewritten_all_the_same(
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    redis_server: RedisServer,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """The card sweep rewrites an expired card (`delivery.update_card`) although it cannot mark the
+    approvers' Home tabs due: Redis refusing that is logged, never the end of the rewrite."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb)
+    age(store, request_id, expires_at=-1)
+    with redis_server.down():
+        timeouts.sweep(runtime)
+        assert status(store, request_id) == "expired"
+        assert not has_buttons(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
+    assert "Expired" in json.dumps(card_at(sb, card["ts"])["blocks"])
 
 
 def test_a_vanished_card_gets_one_status_message_which_later_rewrites_edit(
@@ -157,15 +165,15 @@ def test_an_escalated_card_slack_rate_limits_is_rewritten_by_a_job_at_slacks_pac
     timeouts.sweep(runtime)
     after = time.time()
     assert store.get(request_id).channel == "C0FINLEADS"  # type: ignore[union-attr]
-    assert has_buttons(card_of(sb, card["ts"]))  # the old card is not rewritten yet
+    assert has_buttons(card_at(sb, card["ts"]))  # the old card is not rewritten yet
     [job_id] = scheduled(redis)
     at = scheduled_at(redis, job_id)
     assert before + 8 <= at <= after + 10  # Slack's Retry-After (9 s; RQ keeps whole seconds)
     sb.inject("chat.update", status=503, times=2)  # busy again: the job tries again later
     run_scheduled(redis, job_id)
-    assert has_buttons(card_of(sb, card["ts"])) and scheduled(redis) == [job_id]
+    assert has_buttons(card_at(sb, card["ts"])) and scheduled(redis) == [job_id]
     run_scheduled(redis, job_id)
-    old = card_of(sb, card["ts"])
+    old = card_at(sb, card["ts"])
     assert not has_buttons(old) and "escalated to <#C0FINLEADS>" in json.dumps(old["blocks"])
     assert scheduled(redis) == []
 
@@ -187,10 +195,10 @@ def test_a_card_whose_poster_died_before_storing_it_is_found_and_rewritten_once_
             update(ApprovalRequest).where(ApprovalRequest.id == request_id).values(card_ts=None)
         )
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
-    wait_for(lambda: not has_buttons(card_of(sb, card["ts"])), what="the adopted card to be rewritten")
+    wait_for(lambda: not has_buttons(card_at(sb, card["ts"])), what="the adopted card to be rewritten")
     row = store.get(request_id)
     assert row is not None and (row.status, row.card_ts) == ("approved", card["ts"])
-    assert "Approved by <@U0LEAD>" in json.dumps(card_of(sb, card["ts"])["blocks"])
+    assert "Approved by <@U0LEAD>" in json.dumps(card_at(sb, card["ts"])["blocks"])
     assert len(sb.messages("C0FINANCE")) == 1  # adopted, not posted again
     posted = [e.detail for e in store.audit_trail(request_id) if e.event == "card_posted"]
     assert len(posted) == 2  # the worker's own, and the adoption's, both of the card as Slack keeps it
@@ -236,7 +244,7 @@ def test_every_version_of_a_pending_card_is_in_the_trail_and_matches_the_votes_m
     request_id, card = post_card(client, redis, sb, payload={"amount": "25000.00", "currency": "USD"})
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
     counted = _detail(store, request_id, "card_updated")
-    now = card_of(sb, card["ts"])
+    now = card_at(sb, card["ts"])
     assert "1 of 2 approvals" in json.dumps(now["blocks"]) and counted["why"] == "counted"
     assert {"text": counted["text"], "blocks_sha256": counted["blocks_sha256"]} == cards.shown(
         now["text"], now["blocks"]
@@ -263,7 +271,7 @@ def test_an_escalated_cards_rewrite_is_a_version_in_the_trail(
     request_id, card = post_card(client, redis, sb)
     age(store, request_id, expires_at=-1)
     timeouts.sweep(runtime)
-    old = card_of(sb, card["ts"])
+    old = card_at(sb, card["ts"])
     assert not has_buttons(old)
     escalated = _detail(store, request_id, "card_updated")
     assert (escalated["ts"], escalated["why"]) == (card["ts"], "escalated")

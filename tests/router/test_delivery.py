@@ -29,6 +29,7 @@ from countersign.store import Store
 from countersign.workers import CountersignWorker
 from tests.helpers import builders, drain, empty_resume, hold_channel, run_scheduled, wait_for
 from tests.helpers.builders import refund
+from tests.helpers.faults import ServedSandbox
 
 
 def reserved(redis: Redis, request_id: str) -> int:
@@ -465,3 +466,15 @@ def test_the_audit_trail_keeps_what_the_posted_card_showed_reviewers(
         "text": card["text"],
         "blocks_sha256": payload_sha256({"blocks": card["blocks"]}),  # the chain seals it with the decision
     }
+
+
+def test_an_answer_slack_cannot_be_reached_for_is_logged_not_raised(
+    runtime: Runtime, sandbox_server: ServedSandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`delivery.tell` follows an action already recorded: a refused connection (an `OSError`)
+    must not reach the listener, which would tell the reviewer nothing changed."""
+    with sandbox_server.down(), caplog.at_level(logging.WARNING, logger="countersign.router.delivery"):
+        delivery.tell(runtime.slack, "C0FINANCE", "U0LEAD", "recorded")
+        delivery.tell(runtime.slack, None, "U0LEAD", "recorded")
+    assert len([m for m in caplog.messages if "answer to U0LEAD not delivered" in m]) == 2
+    assert sandbox_server.sb.ephemerals("U0LEAD") == []

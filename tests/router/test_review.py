@@ -25,8 +25,9 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, empty_resume, wait_for
-from tests.helpers.builders import age, events, post_card, refund, status
+from tests.helpers.builders import age, card_at, events, has_buttons, post_card, refund, status
 from tests.helpers.modals import open_view
+from tests.helpers.redis_server import RedisServer
 
 
 def test_small_refund_is_approved_by_policy_without_a_card(
@@ -147,6 +148,25 @@ def test_two_of_two_quorum_with_concurrent_votes(
     row = store.get(request_id)
     assert row is not None and [d["slack_user_id"] for d in row.decided_by or []] == ["U0LEAD", "U0ALICE"]
     wait_for(lambda: "Approved by <@U0LEAD>, <@U0ALICE>" in str(sb.messages("C0FINANCE")[0]["blocks"]))
+
+
+def test_a_quorum_vote_while_redis_is_down_is_counted_on_the_card(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    redis_server: RedisServer,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """The card shows the count although the approvers' Home tabs cannot be marked due."""
+    sb, _ = sandbox
+    request_id, card = post_card(client, redis, sb, payload={"amount": "25000.00", "currency": "USD"})
+    with redis_server.down():
+        assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200
+        counted = "1 of 2 approvals (<@U0LEAD>)"
+        wait_for(lambda: counted in str(card_at(sb, card["ts"])["blocks"]), what="the count on the card")
+        assert status(store, request_id) == "pending" and has_buttons(card_at(sb, card["ts"]))
 
 
 def test_votes_racing_for_a_quorum_are_neither_lost_nor_double_counted(
