@@ -15,9 +15,10 @@ from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REASON_BLOCK, 
 from countersign.router.jobs import request_refresh
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import Outcome, Store
+from countersign.store import Outcome
 from tests.helpers import wait_for
-from tests.helpers.builders import age, edited_card, new_request, post_card, status
+from tests.helpers.builders import age, audited, edited_card, new_request, post_card, status
+from tests.helpers.modals import opened_home
 from tests.helpers.signed import post_signed
 
 LEAD = {"slack_user_id": "U0LEAD", "name": "lee"}
@@ -25,25 +26,6 @@ LEAD = {"slack_user_id": "U0LEAD", "name": "lee"}
 
 def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _opened_home(sb: Sandbox, user: str, *expected: str) -> dict[str, Any]:
-    """Open `user`'s Home tab; wait until the published view lists every id in `expected`."""
-    assert sb.open_home(user) == (200, "")
-
-    def published() -> dict[str, Any] | None:
-        view = sb.home(user)
-        shown = _text(view)
-        return view if view is not None and all(i in shown for i in expected) else None
-
-    return wait_for(published, what=f"{user}'s Home listing {expected}")
-
-
-def _event(store: Store, request_id: str, name: str) -> dict[str, Any]:
-    return wait_for(
-        lambda: next((e.detail for e in store.audit_trail(request_id) if e.event == name), None),
-        what=f"the {name} audit event",
-    )
 
 
 def test_opening_home_publishes_the_queue_oldest_deadline_first(
@@ -58,14 +40,14 @@ def test_opening_home_publishes_the_queue_oldest_deadline_first(
     age(runtime.store, later, expires_at=7200)
     age(runtime.store, sooner, expires_at=600)
 
-    view = _opened_home(sb, "U0ALICE", later, sooner)
+    view = opened_home(sb, "U0ALICE", later, sooner)
     shown = _text(view)
     assert view["type"] == "home" and own not in shown and decided not in shown
     assert shown.index(sooner) < shown.index(later)
     assert "Waiting for you: 2 · Decided by you recently: 0" in shown
     buttons = next(b for b in view["blocks"] if b["block_id"] == f"decide-{sooner}")["elements"]
     assert [b["action_id"] for b in buttons][:2] == [APPROVE_ACTION, REJECT_ACTION]
-    lead = _opened_home(sb, "U0LEAD", own)
+    lead = opened_home(sb, "U0LEAD", own)
     assert "Decided by you recently: 1" in _text(lead)
     line = next(b for b in lead["blocks"] if b["block_id"] == f"recent-{decided}")
     summary, said = line["elements"]
@@ -78,12 +60,12 @@ def test_approve_from_home_is_the_cards_decision_audited_where_it_was_made(
 ) -> None:
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
-    _opened_home(sb, "U0ALICE", request_id)
+    opened_home(sb, "U0ALICE", request_id)
 
     assert sb.click_home("U0ALICE", f"decide-{request_id}", APPROVE_ACTION) == (200, "")
 
-    assert _event(runtime.store, request_id, "approved")["where"] == "home"
-    assert _event(runtime.store, request_id, "vote")["where"] == "home"
+    assert audited(runtime.store, request_id, "approved")["where"] == "home"
+    assert audited(runtime.store, request_id, "vote")["where"] == "home"
     assert wait_for(lambda: edited_card(sb, card["ts"]), what="the card rewritten")
     assert status(runtime.store, request_id) == "approved"
     assert runtime.redis.zscore(homedue.DUE_KEY, "U0ALICE") is not None  # their Home is due a refresh
@@ -96,7 +78,7 @@ def test_a_click_on_a_stale_home_is_answered_in_the_reviewers_dm(
     a click there that changes nothing (already decided on the card) is told in the app's DM."""
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
-    _opened_home(sb, "U0ALICE", request_id)
+    opened_home(sb, "U0ALICE", request_id)
     assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")[0] == 200
     wait_for(lambda: status(runtime.store, request_id) == "approved", what="the card's decision")
 
@@ -104,7 +86,7 @@ def test_a_click_on_a_stale_home_is_answered_in_the_reviewers_dm(
 
     dm = wait_for(lambda: sb.messages("D0ALICE"), what="the answer in U0ALICE's DM with the app")
     assert "already approved by <@U0LEAD>" in dm[0]["text"]
-    assert _event(runtime.store, request_id, "refused")["why"] == "already_decided"
+    assert audited(runtime.store, request_id, "refused")["why"] == "already_decided"
     assert sb.ephemerals("U0ALICE") == []
 
 
@@ -114,14 +96,14 @@ def test_reject_and_edit_from_home_go_through_the_modals(
     sb, _ = sandbox
     rejected, _ = post_card(client, redis, sb, run_id="rejected")
     edited = new_request(runtime.store, approvers=["U0ALICE"], rules=runtime.store.get(rejected).rules).id  # type: ignore[union-attr]
-    _opened_home(sb, "U0ALICE", rejected, edited)
+    opened_home(sb, "U0ALICE", rejected, edited)
 
     assert sb.click_home("U0ALICE", f"decide-{rejected}", REJECT_ACTION)[0] == 200
     modal = wait_for(lambda: next((v for v in sb.views("U0ALICE") if REASON_BLOCK in _text(v["view"])), None))
     carried = json.loads(modal["view"]["private_metadata"])
     assert (carried["id"], carried["where"], carried["shown"]["view"]) == (rejected, "home", "home")
     assert sb.submit_view(modal["id"], "U0ALICE", {REASON_BLOCK: "wrong customer"})[0] == 200
-    assert _event(runtime.store, rejected, "rejected")["where"] == "home"
+    assert audited(runtime.store, rejected, "rejected")["where"] == "home"
 
     assert sb.click_home("U0ALICE", f"decide-{edited}", EDIT_ACTION)[0] == 200
     form = wait_for(
@@ -129,7 +111,7 @@ def test_reject_and_edit_from_home_go_through_the_modals(
     )
     block = next(b["block_id"] for b in form["view"]["blocks"] if b["type"] == "input")
     assert sb.submit_view(form["id"], "U0ALICE", {block: "4.00"})[0] == 200
-    decided = _event(runtime.store, edited, "approved")
+    decided = audited(runtime.store, edited, "approved")
     assert decided["where"] == "home" and decided["edits"] == [
         {"field": "amount", "from": "5.00", "to": "4.00"}
     ]
@@ -139,7 +121,7 @@ def test_a_change_reaches_the_home_through_the_sweep(
     client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
     sb, _ = sandbox
-    _opened_home(sb, "U0ALICE")
+    opened_home(sb, "U0ALICE")
     request_id, _ = post_card(client, redis, sb)  # its card marks the approvers' Home tabs due
 
     wait_for(lambda: home.publish_due(runtime) and request_id in _text(sb.home("U0ALICE")), what="the sweep")
@@ -204,7 +186,7 @@ def test_a_repeat_click_is_told_in_the_same_words_on_the_card_and_on_home(
     refreshed, both still offer Approve: each repeat is told she had approved it already."""
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
-    _opened_home(sb, "U0ALICE", request_id)
+    opened_home(sb, "U0ALICE", request_id)
     stale_card_click = sb.click_payload("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
     assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")[0] == 200
     wait_for(lambda: status(runtime.store, request_id) == "approved", what="her decision")

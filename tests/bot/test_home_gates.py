@@ -16,8 +16,9 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Outcome, Via
 from tests.conftest import POLICY
-from tests.helpers import anyone, wait_for
+from tests.helpers import anyone
 from tests.helpers.builders import new_request, resume
+from tests.helpers.modals import opened_home
 
 LEAD = {"slack_user_id": "U0LEAD", "name": "lee"}
 REFUNDS = (
@@ -46,8 +47,7 @@ def _history(runtime: Runtime) -> None:
 
 def _home(sb: Sandbox, user: str) -> str:
     """Open `user`'s Home tab and wait for the published view, as JSON text."""
-    assert sb.open_home(user) == (200, "")
-    return json.dumps(wait_for(lambda: sb.home(user), what=f"{user}'s Home"), ensure_ascii=False)
+    return json.dumps(opened_home(sb, user), ensure_ascii=False)
 
 
 def _gates(view: dict[str, Any]) -> str:

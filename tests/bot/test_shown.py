@@ -19,18 +19,12 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import wait_for
-from tests.helpers.builders import new_request, post_card
-
-
-def _event(store: Store, request_id: str, name: str) -> dict[str, Any]:
-    return wait_for(
-        lambda: next((e.detail for e in store.audit_trail(request_id) if e.event == name), None),
-        what=f"the {name} audit event",
-    )
+from tests.helpers.builders import audited, new_request, post_card
+from tests.helpers.modals import opened_home
 
 
 def _posted(store: Store, request_id: str) -> dict[str, Any]:
-    posted = _event(store, request_id, "card_posted")
+    posted = audited(store, request_id, "card_posted")
     return {"text": posted["text"], "blocks_sha256": posted["blocks_sha256"]}
 
 
@@ -49,19 +43,10 @@ def test_a_click_on_the_card_audits_the_card_it_was_made_on(
 
     assert sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD") == (200, "")
 
-    shown = _event(runtime.store, request_id, "approved")["shown"]
+    shown = audited(runtime.store, request_id, "approved")["shown"]
     assert shown == _posted(runtime.store, request_id) == cards.shown(card["text"], card["blocks"])
-    assert _event(runtime.store, request_id, "vote")["shown"] == shown
+    assert audited(runtime.store, request_id, "vote")["shown"] == shown
     assert "Refund ACME" in str(shown["text"])
-
-
-def _home_listing(sb: Sandbox, user: str, *request_ids: str) -> dict[str, Any]:
-    """The Home view the sandbox holds as published for `user`, once it lists every request."""
-    assert sb.open_home(user) == (200, "")
-    return wait_for(
-        lambda: (v := sb.home(user)) and all(r in json.dumps(v) for r in request_ids) and v,
-        what=f"the Home listing {request_ids}",
-    )
 
 
 def _entry(view: dict[str, Any], request_id: str) -> list[dict[str, Any]]:
@@ -74,14 +59,14 @@ def test_a_click_on_the_home_tab_audits_that_request_s_entry_alone(
 ) -> None:
     sb, _ = sandbox
     request_id, _ = post_card(client, redis, sb)
-    alone = _entry(_home_listing(sb, "U0ALICE", request_id), request_id)
+    alone = _entry(opened_home(sb, "U0ALICE", request_id), request_id)
     rules = runtime.store.get(request_id).rules  # type: ignore[union-attr]
     other_id = new_request(runtime.store, approvers=["U0ALICE"], rules=rules, summary="Refund GLOBEX").id
-    view = _home_listing(sb, "U0ALICE", request_id, other_id)
+    view = opened_home(sb, "U0ALICE", request_id, other_id)
 
     assert sb.click_home("U0ALICE", f"decide-{request_id}", APPROVE_ACTION) == (200, "")
 
-    decided = _event(runtime.store, request_id, "approved")
+    decided = audited(runtime.store, request_id, "approved")
     shown = decided["shown"]
     assert decided["where"] == "home" and shown["view"] == "home"
     assert "Refund ACME" in str(shown["text"]) and "amount: 120.00" in str(shown["text"])
@@ -90,7 +75,7 @@ def test_a_click_on_the_home_tab_audits_that_request_s_entry_alone(
     assert len(alone) == 3 and _entry(view, request_id) == alone
     assert shown["blocks_sha256"] == cards.shown(None, alone)["blocks_sha256"]
     assert shown["blocks_sha256"] != cards.shown(None, view["blocks"])["blocks_sha256"]
-    assert _event(runtime.store, request_id, "vote")["shown"] == shown
+    assert audited(runtime.store, request_id, "vote")["shown"] == shown
 
 
 def test_a_reject_opened_from_home_audits_the_home_entry_clicked(
@@ -98,13 +83,13 @@ def test_a_reject_opened_from_home_audits_the_home_entry_clicked(
 ) -> None:
     sb, _ = sandbox
     request_id, _ = post_card(client, redis, sb)
-    entry = _entry(_home_listing(sb, "U0ALICE", request_id), request_id)
+    entry = _entry(opened_home(sb, "U0ALICE", request_id), request_id)
 
     assert sb.click_home("U0ALICE", f"decide-{request_id}", REJECT_ACTION)[0] == 200
     modal = _modal(sb, "U0ALICE", REASON_BLOCK)
     assert sb.submit_view(modal["id"], "U0ALICE", {REASON_BLOCK: "wrong customer"})[0] == 200
 
-    decided = _event(runtime.store, request_id, "rejected")
+    decided = audited(runtime.store, request_id, "rejected")
     assert decided["where"] == "home"
     assert decided["shown"]["blocks_sha256"] == cards.shown(None, entry)["blocks_sha256"]
     assert "Refund ACME" in str(decided["shown"]["text"]) and decided["shown"]["view"] == "home"
@@ -121,7 +106,7 @@ def test_an_edit_submit_audits_the_card_it_was_opened_from(
     block = next(b["block_id"] for b in form["view"]["blocks"] if b["type"] == "input")
     assert sb.submit_view(form["id"], "U0LEAD", {block: "100.00"})[0] == 200
 
-    decided = _event(runtime.store, request_id, "approved")
+    decided = audited(runtime.store, request_id, "approved")
     assert decided["edits"] and decided["where"] == "card"
     assert decided["shown"] == _posted(runtime.store, request_id) == cards.shown(card["text"], card["blocks"])
 
@@ -137,7 +122,7 @@ def test_a_reject_submit_audits_the_card_it_was_opened_from(
     assert sb.submit_view(modal["id"], "U0ALICE", {REASON_BLOCK: "wrong customer"})[0] == 200
 
     for name in ("rejected", "vote"):
-        assert _event(runtime.store, request_id, name)["shown"] == _posted(runtime.store, request_id)
+        assert audited(runtime.store, request_id, name)["shown"] == _posted(runtime.store, request_id)
 
 
 def test_a_long_card_text_is_cut_to_fit_the_modal_metadata_its_hash_whole() -> None:

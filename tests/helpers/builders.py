@@ -10,7 +10,8 @@ card; and reading back what became of them.
 - `resume`: the outbox row a decision writes, as the router writes it;
 - `age`: move a stored request's deadlines, as if the clock had run on;
 - `card_at`, `has_buttons`, `refresh_due`: a card as the sandbox shows it, and whether its rewrite
-  is still owed.
+  is still owed;
+- `audited`: an audit event's detail, once written.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, ResumeEvent, Rules, Store
 from countersign.store.models import utcnow_plus
 
-from . import agent, drain
+from . import agent, drain, wait_for
 
 
 def refund(**overrides: Any) -> dict[str, Any]:
@@ -103,6 +104,14 @@ def events(store: Store, request_id: str) -> list[str]:
 def edited_card(sb: Sandbox, ts: str) -> dict[str, Any] | None:
     """The card with this `ts` once it has been rewritten, else None."""
     return next((m for m in sb.messages() if m["ts"] == ts and m["edited"]), None)
+
+
+def audited(store: Store, request_id: str, name: str, nth: int = 0) -> dict[str, Any]:
+    """The detail of the request's `nth` audit event called `name`, once there (waited for)."""
+    return wait_for(
+        lambda: ([e.detail for e in store.audit_trail(request_id) if e.event == name][nth:] or [None])[0],
+        what=f"audit event {name} #{nth}",
+    )
 
 
 def card_at(sb: Sandbox, ts: str, channel: str = "C0FINANCE") -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Driving countersign's modals through the sandbox as a reviewer (or a crafted client) would."""
+"""Driving countersign's modals and App Home tab through the sandbox as a reviewer (or a crafted
+client) would."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ from typing import Any
 from countersign.sandbox import Sandbox
 
 from . import wait_for
+
+
+def opened_home(sb: Sandbox, user: str, *expected: str) -> dict[str, Any]:
+    """Open `user`'s Home tab; wait until the published view lists every id in `expected`."""
+    assert sb.open_home(user) == (200, "")
+
+    def published() -> dict[str, Any] | None:
+        view = sb.home(user)
+        shown = json.dumps(view, ensure_ascii=False)
+        return view if view is not None and all(i in shown for i in expected) else None
+
+    return wait_for(published, what=f"{user}'s Home listing {expected}")
 
 
 def open_view(

@@ -8,7 +8,6 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from redis import Redis
 from sqlalchemy import update
@@ -21,7 +20,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, Store
 from tests.helpers import drain, empty_resume, run_scheduled, wait_for
-from tests.helpers.builders import age, card_at, has_buttons, post_card, refresh_due, refund, status
+from tests.helpers.builders import age, audited, card_at, has_buttons, post_card, refresh_due, refund, status
 from tests.helpers.redis_server import RedisServer
 
 
@@ -33,14 +32,6 @@ def scheduled(redis: Redis) -> list[str]:
 def scheduled_at(redis: Redis, job_id: str) -> float:
     """The unix time at which RQ runs the scheduled job `job_id`."""
     return float(redis.zscore(json_queue("countersign", redis).scheduled_job_registry.key, job_id))
-
-
-def _detail(store: Store, request_id: str, name: str, nth: int = 0) -> dict[str, Any]:
-    """The detail of the request's `nth` audit event called `name`, once there."""
-    return wait_for(
-        lambda: ([e.detail for e in store.audit_trail(request_id) if e.event == name][nth:] or [None])[0],
-        what=f"audit event {name} #{nth}",
-    )
 
 
 def test_a_card_slack_rate_limits_after_an_approval_is_rewritten_by_the_sweep(
@@ -204,7 +195,7 @@ def test_a_card_whose_poster_died_before_storing_it_is_found_and_rewritten_once_
     assert len(posted) == 2  # the worker's own, and the adoption's, both of the card as Slack keeps it
     seen = cards.shown(card["text"], card["blocks"])
     assert all((d["ts"], d["text"], d["blocks_sha256"]) == (card["ts"], *seen.values()) for d in posted)
-    assert _detail(store, request_id, "approved")["shown"] == seen
+    assert audited(store, request_id, "approved")["shown"] == seen
 
 
 def test_a_request_decided_while_its_card_was_being_posted_gets_its_card_rewritten(
@@ -243,18 +234,18 @@ def test_every_version_of_a_pending_card_is_in_the_trail_and_matches_the_votes_m
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb, payload={"amount": "25000.00", "currency": "USD"})
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
-    counted = _detail(store, request_id, "card_updated")
+    counted = audited(store, request_id, "card_updated")
     now = card_at(sb, card["ts"])
     assert "1 of 2 approvals" in json.dumps(now["blocks"]) and counted["why"] == "counted"
     assert {"text": counted["text"], "blocks_sha256": counted["blocks_sha256"]} == cards.shown(
         now["text"], now["blocks"]
     )
-    assert _detail(store, request_id, "vote")["shown"] == cards.shown(card["text"], card["blocks"])
+    assert audited(store, request_id, "vote")["shown"] == cards.shown(card["text"], card["blocks"])
 
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")  # a repeat: nothing new is shown
     wait_for(lambda: "You had already approved" in str(sb.ephemerals("U0LEAD")))
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
-    second = _detail(store, request_id, "vote", nth=1)["shown"]
+    second = audited(store, request_id, "vote", nth=1)["shown"]
     assert second == {"text": counted["text"], "blocks_sha256": counted["blocks_sha256"]}
     assert [e.event for e in store.audit_trail(request_id)].count("card_updated") == 1
 
@@ -273,6 +264,6 @@ def test_an_escalated_cards_rewrite_is_a_version_in_the_trail(
     timeouts.sweep(runtime)
     old = card_at(sb, card["ts"])
     assert not has_buttons(old)
-    escalated = _detail(store, request_id, "card_updated")
+    escalated = audited(store, request_id, "card_updated")
     assert (escalated["ts"], escalated["why"]) == (card["ts"], "escalated")
     assert escalated["blocks_sha256"] == cards.shown(old["text"], old["blocks"])["blocks_sha256"]
