@@ -158,8 +158,8 @@ def after_commit(request: Request, effect: Callable[[], object]) -> bool:
     recorded whatever they do, so a failure is logged, never raised: an exception reaching the
     listener would tell the reviewer nothing changed. What they did not do is done later from the
     database: the relay sweep publishes the outbox (the resume job and the bell), and a decided card
-    is rewritten when the agent's run is recorded. Returns False when the effect raised or returned
-    False (`relay.try_publish`: Redis refused)."""
+    Slack did not rewrite is rewritten by the card sweep, or when the agent's run is recorded.
+    Returns False when the effect raised or returned False (`relay.try_publish`: Redis refused)."""
     try:
         return effect() is not False
     except Exception as exc:
