@@ -92,10 +92,10 @@ def test_a_payload_copied_from_show_with_grant_matches_its_grant(
     assert relay.try_publish(runtime.redis, decided.event)  # type: ignore[union-attr]  # as a click does
     shown = _cli("show", request_id, "--with-grant", env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    _escaped_only(shown.stdout)
     decision = json.loads(shown.stdout)["decision"]
-    assert decision["outcome"] == "approved" and decision["payload"] == payload
     verify_grant(env["COUNTERSIGN_SECRET"], decision)  # raises ExecutionRefused when it does not match
+    assert decision["outcome"] == "approved" and decision["payload"] == payload
+    _escaped_only(shown.stdout)
     assert main(["wait", request_id, "--timeout", "10", "--with-grant"]) == 0
     printed = capsys.readouterr().out
     _escaped_only(printed)
