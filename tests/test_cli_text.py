@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from countersign.cli import main
 from countersign.grant import verify_grant
 from countersign.router import relay
 from countersign.router.runtime import Runtime
+from countersign.router.texts import json_text, sanitize
 from tests.helpers import README_REQUEST, anyone, drain
 from tests.helpers.builders import refund
 
@@ -55,6 +57,21 @@ def _escaped_only(printed: str) -> None:
     """`printed` has every escape of `SPOOF` and none of its characters raw."""
     assert all(escape in printed for escape in ESCAPES), printed
     assert not RAW & set(printed)
+
+
+def test_json_text_escapes_every_character_sanitize_replaces_and_parses_back_exact() -> None:
+    """One table: every character `sanitize` will not show is escaped by `json_text`, losslessly,
+    and so are the line breaks JSON leaves raw (NEL, U+2028, U+2029); nothing else changes."""
+    text = "".join(map(chr, range(0x3000)))
+    data = {"text": text, "at": datetime(2026, 12, 3, tzinfo=UTC)}
+    for indent in (2, None):
+        printed = json_text(data, indent)
+        assert json.loads(printed) == {**data, "at": "2026-12-03 00:00:00+00:00"}
+        unsafe = {c for c in text if sanitize(c) != c} | set("\x85\u2028\u2029")
+        assert set("\x1b\x7f\x9b\u061c\u200f\u202e\u2066") <= unsafe and not unsafe & set(printed)
+        assert all(f"\\u{ord(c):04x}" in printed for c in unsafe if c >= " ")
+        assert set(text) - unsafe - set("\t\n\r") <= set(printed)  # the rest raw, JSON's escapes aside
+        assert indent or "\n" not in printed
 
 
 def test_pending_and_show_print_agent_text_escaped_and_exact(
