@@ -269,15 +269,6 @@ def _parser() -> argparse.ArgumentParser:
     policy = commands.add_parser("policy", help="policy file").add_subparsers(
         required=True, metavar="COMMAND"
     )
-    check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
-    check.add_argument("file", type=Path)
-    check.add_argument(
-        "new", type=Path, nargs="?", help="a new version of FILE: may it replace FILE, and what it weakens"
-    )
-    check.add_argument(
-        "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
-    )
-    check.set_defaults(handler=_policy_check)
     cli_policy.add_parsers(policy)
 
     cli_tokens.add_parsers(commands)
@@ -407,31 +398,6 @@ def _pending(args: argparse.Namespace) -> None:
         for row in rows
     ]
     _print_json(listing)
-
-
-def _policy_check(args: argparse.Namespace) -> int:
-    """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
-    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown), and on
-    stderr the reload's warning when NEW changes FILE but keeps its `version`."""
-    from .router.dryrun import dry_run
-    from .router.policy import load_policy
-    from .router.texts import sanitize
-
-    request = None if args.request is None else cli_args.json_arg("--request", args.request)
-    try:
-        policy = load_policy(args.file)
-        if args.new is not None:
-            from .router.policydiff import successor, version_not_bumped
-
-            old, policy = policy, load_policy(args.new)
-            print(sanitize(successor(old, policy)))
-            if (unbumped := version_not_bumped(old, policy)) is not None:
-                print(f"countersign: warning: {sanitize(unbumped)}", file=sys.stderr)
-        print(sanitize(policy.summary() if request is None else dry_run(policy, request)))
-    except PolicyError as exc:
-        print(f"countersign: policy error: {sanitize(str(exc))}", file=sys.stderr)
-        return 1
-    return 0
 
 
 def _db_upgrade(_args: argparse.Namespace) -> None:
