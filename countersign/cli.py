@@ -9,7 +9,6 @@ request still undecided.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -148,8 +147,12 @@ def _reader_gone() -> int:
 
 
 def _fail(exc: BaseException, status: int) -> int:
+    """Print `countersign: error: <message>` on stderr, `sanitize`d (it may quote what an agent
+    wrote), and return `status`."""
+    from .router.texts import sanitize
+
     message = exc.args[0] if isinstance(exc, LookupError) and exc.args else str(exc)
-    print(f"countersign: error: {message}", file=sys.stderr)
+    print(f"countersign: error: {sanitize(message)}", file=sys.stderr)
     return status
 
 
@@ -266,15 +269,6 @@ def _parser() -> argparse.ArgumentParser:
     policy = commands.add_parser("policy", help="policy file").add_subparsers(
         required=True, metavar="COMMAND"
     )
-    check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
-    check.add_argument("file", type=Path)
-    check.add_argument(
-        "new", type=Path, nargs="?", help="a new version of FILE: may it replace FILE, and what it weakens"
-    )
-    check.add_argument(
-        "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
-    )
-    check.set_defaults(handler=_policy_check)
     cli_policy.add_parsers(policy)
 
     cli_tokens.add_parsers(commands)
@@ -336,9 +330,10 @@ def _wait(args: argparse.Namespace) -> None:
 
 
 def _print_decision(decision: dict[str, Any], command: str, with_grant: bool) -> None:
-    """Print a decision (`Decision.to_json()`) as JSON, its grant's signature hidden unless `with_grant`."""
+    """Print a decision (`Decision.to_json()`) as JSON (`_print_json`), its grant's signature hidden
+    unless `with_grant`."""
     _hide_signature(decision, command, with_grant)
-    print(json.dumps(decision, indent=2, ensure_ascii=False))
+    _print_json(decision)
 
 
 def _hide_signature(decision: dict[str, Any] | None, command: str, with_grant: bool) -> None:
@@ -362,16 +357,17 @@ def _show(args: argparse.Namespace) -> None:
     row = connections.store.get(state.request_id) if state.status == "pending" and not state.card else None
     if row is not None:
         shown["card"] = expected_card(connections.redis, row)
-    _print_sanitized(shown)
+    _print_json(shown)
 
 
-def _print_sanitized(data: Any) -> None:
-    """Print `data` as indented JSON for a terminal, agent text in it `sanitize`d as the card
-    sanitizes it (a bidirectional override or other control character shown as U+FFFD, which JSON
-    alone leaves raw), so what an agent wrote cannot reorder or hide what the operator reads."""
-    from .router.texts import sanitize
+def _print_json(data: Any) -> None:
+    """Print `data` as indented JSON for a terminal (`texts.json_text`): a bidirectional override
+    or other control character an agent wrote is escaped as `\\uXXXX`, never raw, so it cannot
+    reorder or hide what the operator reads, and the JSON parses back to exactly `data` (a payload
+    copied from it still matches its grant)."""
+    from .router.texts import json_text
 
-    print(sanitize(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+    print(json_text(data))
 
 
 def _pending(args: argparse.Namespace) -> None:
@@ -401,31 +397,7 @@ def _pending(args: argparse.Namespace) -> None:
         }
         for row in rows
     ]
-    _print_sanitized(listing)
-
-
-def _policy_check(args: argparse.Namespace) -> int:
-    """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
-    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown), and on
-    stderr the reload's warning when NEW changes FILE but keeps its `version`."""
-    from .router.dryrun import dry_run
-    from .router.policy import load_policy
-
-    request = None if args.request is None else cli_args.json_arg("--request", args.request)
-    try:
-        policy = load_policy(args.file)
-        if args.new is not None:
-            from .router.policydiff import successor, version_not_bumped
-
-            old, policy = policy, load_policy(args.new)
-            print(successor(old, policy))
-            if (unbumped := version_not_bumped(old, policy)) is not None:
-                print(f"countersign: warning: {unbumped}", file=sys.stderr)
-        print(policy.summary() if request is None else dry_run(policy, request))
-    except PolicyError as exc:
-        print(f"countersign: policy error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    _print_json(listing)
 
 
 def _db_upgrade(_args: argparse.Namespace) -> None:

@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from . import cli_args
 from .config import load_settings
 from .exceptions import UsageError
+from .router.texts import json_text
 from .schema import iso
 from .store import check_schema, create_db_engine
 from .store.chain import AuditChain, Head
@@ -141,8 +142,8 @@ def _export(args: argparse.Namespace) -> None:
             writer.writerow([shown[column] for column in COLUMNS])
         return
     for row in rows:
-        out.write(json.dumps({**row, "at": iso(row["at"])}, ensure_ascii=False) + "\n")
+        out.write(json_text({**row, "at": iso(row["at"])}, indent=None) + "\n")
 
 
 def _json(value: Any) -> str:
-    return "" if value is None else json.dumps(value, ensure_ascii=False)
+    return "" if value is None else json_text(value, indent=None)

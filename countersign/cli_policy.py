@@ -1,10 +1,12 @@
-"""`countersign policy replay | suggest`: a candidate policy run over the recorded requests
-(`router/replay.py`), and the auto-approve rules the recorded human decisions support
-(`router/suggest.py`). Both only read the database."""
+"""`countersign policy check | replay | suggest`: a policy file checked (its routes, a dry run of
+one request, whether a new version may replace it), a candidate policy run over the recorded
+requests (`router/replay.py`), and the auto-approve rules the recorded human decisions support
+(`router/suggest.py`). Replay and suggest only read the database; check needs none."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +14,27 @@ from sqlalchemy import Engine
 
 from . import cli_args
 from .config import load_settings
-from .exceptions import UsageError
+from .exceptions import PolicyError, UsageError
+from .router.dryrun import dry_run
 from .router.policy import load_policy
 from .router.replay import replay
 from .router.suggest import MIN_DECISIONS, suggest
+from .router.texts import sanitize
 from .store import check_schema, create_db_engine
 from .store.history import recorded
 
 
 def add_parsers(policy: Any) -> None:
-    """Add `replay` and `suggest` to the `policy` subcommands `policy`."""
+    """Add `check`, `replay` and `suggest` to the `policy` subcommands `policy`."""
+    check = policy.add_parser("check", help="validate a policy file; print its routes or its errors")
+    check.add_argument("file", type=Path)
+    check.add_argument(
+        "new", type=Path, nargs="?", help="a new version of FILE: may it replace FILE, and what it weakens"
+    )
+    check.add_argument(
+        "--request", help="dry-run this request (a JSON object, as `request --file` takes) through the policy"
+    )
+    check.set_defaults(handler=_check)
     run = policy.add_parser(
         "replay",
         help="run the recorded requests through a candidate policy (exit 1: it lets a rejection through)",
@@ -43,6 +56,27 @@ def add_parsers(policy: Any) -> None:
         "--policy", type=Path, help="the policy file to compare with (default COUNTERSIGN_POLICY)"
     )
     advise.set_defaults(handler=_suggest)
+
+
+def _check(args: argparse.Namespace) -> int:
+    """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
+    first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown), and on
+    stderr the reload's warning when NEW changes FILE but keeps its `version`."""
+    request = None if args.request is None else cli_args.json_arg("--request", args.request)
+    try:
+        policy = load_policy(args.file)
+        if args.new is not None:
+            from .router.policydiff import successor, version_not_bumped
+
+            old, policy = policy, load_policy(args.new)
+            print(sanitize(successor(old, policy)))
+            if (unbumped := version_not_bumped(old, policy)) is not None:
+                print(f"countersign: warning: {sanitize(unbumped)}", file=sys.stderr)
+        print(sanitize(policy.summary() if request is None else dry_run(policy, request)))
+    except PolicyError as exc:
+        print(f"countersign: policy error: {sanitize(str(exc))}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _engine() -> Engine:

@@ -4,11 +4,11 @@ the rubber-stamp share and the rejection reasons (`store/stats.py`), as a table 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from . import cli_args
 from .config import load_settings
+from .router.texts import json_text, one_line, sanitize
 from .store import check_schema, create_db_engine
 from .store.stats import OUTCOMES, QUICK_SECONDS, REVIEWER_OUTCOMES, Stats, stats
 
@@ -38,7 +38,8 @@ def add_parser(commands: Any) -> None:
 
 def _stats(args: argparse.Namespace) -> None:
     """Print `{since, actions: {class: tally}, reviewers: {user: tally}}` (`Tally.as_dict`) with
-    `--json`, else two tables."""
+    `--json` (`texts.json_text`: a reviewer's reject reason parses back exact, its controls escaped),
+    else two tables and the reject reasons, each on one line and `sanitize`d."""
     since = cli_args.since(args, 30)
     engine = create_db_engine(load_settings().DATABASE_URL)
     check_schema(engine)
@@ -49,7 +50,7 @@ def _stats(args: argparse.Namespace) -> None:
             "actions": {name: tally.as_dict() for name, tally in sorted(found.actions.items())},
             "reviewers": {name: tally.as_reviewer_dict() for name, tally in sorted(found.reviewers.items())},
         }
-        print(json.dumps(shown, indent=2, ensure_ascii=False))
+        print(json_text(shown))
         return
     actions = {name: tally.as_dict() for name, tally in found.actions.items()}
     print(_table("action class", COLUMNS, actions))
@@ -83,6 +84,9 @@ def _table(title: str, columns: tuple[str, ...], shapes: dict[str, dict[str, Any
 
 
 def _reasons(found: Stats) -> None:
+    """Print `rejected <class>: <count>: <reason>` per reject reason, most given first; a reason (a
+    reviewer's text) on one line (`texts.one_line`), its controls and bidirectional overrides as
+    U+FFFD (`texts.sanitize`)."""
     for name, tally in sorted(found.actions.items()):
         for reason, count in tally.reasons.most_common():
-            print(f"rejected {name}: {count}: {reason}")
+            print(f"rejected {name}: {count}: {sanitize(one_line(reason))}")

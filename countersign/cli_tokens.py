@@ -6,7 +6,6 @@ A token's secret is printed once, by `create`; the database keeps its SHA-256 (`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -15,6 +14,7 @@ from pydantic import ValidationError
 from .config import load_settings
 from .connections import Connections
 from .exceptions import UnknownAction, UnknownToken, UsageError
+from .router.texts import json_text
 from .schema import ACTION_CLASS, QueueResume, check_requester, iso, one_line
 from .store.tokens import Tokens
 
@@ -120,7 +120,7 @@ def _token_list(_args: argparse.Namespace) -> None:
         }
         for row in _tokens().tokens()
     ]
-    print(json.dumps(listing, indent=2, ensure_ascii=False))
+    print(json_text(listing))
 
 
 def _token_revoke(args: argparse.Namespace) -> None:

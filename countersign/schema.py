@@ -13,6 +13,7 @@ import hashlib
 import json
 import sys
 import unicodedata
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
@@ -413,16 +414,26 @@ def parse(model: type[M], data: Any, context: dict[str, Any] | None = None) -> M
 
 
 def one_line(exc: ValidationError, root: str = "request") -> str:
-    """`'payload: should be a JSON object; action: required'` from a ValidationError (each error's
-    words from `error_text`); `root` names the whole document when the error is about it."""
+    """`'payload: should be a JSON object; action: required'` from a ValidationError
+    (`errors_line`); `root` names the whole document when the error is about it."""
+    return errors_line(exc.errors(), root)
+
+
+def errors_line(errors: Iterable[Mapping[str, Any]], root: str, outer: Collection[str] = ()) -> str:
+    """Pydantic's errors (a ValidationError's `errors()`, or FastAPI's dicts of them) as one line,
+    `'<where>: <words>'` joined by `; `: where is the error's location (`field_name`s joined by dots)
+    without the parts in `outer` (FastAPI's `body`, `query`…, which name no field) or the tag
+    pydantic puts after `resume`, and `root` when nothing is left; the words are `error_text`'s.
+    Control characters are written `\\xNN`, so the line stays one line."""
     parts = []
-    for error in exc.errors():
-        where = ".".join(field_name(p) for p in _without_tags(error["loc"])) or root
+    for error in errors:
+        loc = _without_tags([p for p in error.get("loc", ()) if p not in outer])
+        where = ".".join(field_name(p) for p in loc) or root
         parts.append(f"{where}: {error_text(error)}")
     return "; ".join(parts).translate(_CONTROL)
 
 
-def _without_tags(loc: tuple[str | int, ...]) -> list[str | int]:
+def _without_tags(loc: Sequence[str | int]) -> list[str | int]:
     """An error's location without the tag pydantic puts after `resume` (`resume.webhook.webhook`
     is `resume.webhook`)."""
     return [p for i, p in enumerate(loc) if not (p in RESUME_TAGS and i > 0 and loc[i - 1] == "resume")]

@@ -25,9 +25,8 @@ from ..connections import REDIS_CONNECT_TIMEOUT_SECONDS
 from ..decision import Decision
 from ..exceptions import IdempotencyConflict, InvalidRequest, RouterUnavailable
 from ..router.runtime import Runtime, current
-from ..schema import ApprovalRequestV1, field_name
+from ..schema import ApprovalRequestV1, errors_line
 from ..store.tokens import Tokens
-from ..validation import error_text
 from .models import OutcomeReport
 from .routes import MAX_WAIT_SECONDS, router
 
@@ -35,6 +34,9 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 MAX_BODY_BYTES = 256 * 1024
 """The largest `/v1` body: a request's payload and context (64 KiB each as canonical JSON), its
 reason and summary, with room for JSON's escapes."""
+REQUEST_PARTS = frozenset({"body", "query", "path", "header"})
+"""The first part of a FastAPI validation error's location, which names where in the HTTP request
+the field is, not the field: its 422 text leaves it out (`schema.errors_line`)."""
 SLACK_THREADS = 8
 """Threads that run the Slack app (a2wsgi's pool), as many as a gthread worker had."""
 
@@ -88,7 +90,7 @@ def _answer_errors_in_one_line(app: FastAPI) -> None:
 
     async def invalid(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)  # a body not labelled JSON is refused before
-        return problem(422, validation_line(exc.errors()))
+        return problem(422, errors_line(exc.errors(), "body", outer=REQUEST_PARTS))
 
     async def refused(_request: Request, exc: Exception) -> JSONResponse:
         status = {InvalidRequest: 422, IdempotencyConflict: 409, RouterUnavailable: 503}
@@ -98,16 +100,6 @@ def _answer_errors_in_one_line(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid)
     for kind in (InvalidRequest, IdempotencyConflict, RouterUnavailable):
         app.add_exception_handler(kind, refused)
-
-
-def validation_line(errors: Iterable[Any]) -> str:
-    """`'wait: should be 0 or more; ok: required'` from FastAPI's validation errors (their location
-    without `body`/`query`/`path`, their words from `validation.error_text`)."""
-    parts = []
-    for error in errors:
-        where = [field_name(p) for p in error.get("loc", ()) if p not in ("body", "query", "path", "header")]
-        parts.append(f"{'.'.join(where) or 'body'}: {error_text(error)}")
-    return "; ".join(parts)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

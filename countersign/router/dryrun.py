@@ -4,12 +4,12 @@ why), with no Redis, database or Slack. User groups are shown, not resolved."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..schema import ApprovalRequestV1, parse
 from .gate import facts_of
 from .policy import Policy
+from .texts import json_text
 
 # The fields of a request the policy never reads; a dry run may leave them out.
 PLACEHOLDERS = {
@@ -33,7 +33,7 @@ def dry_run(policy: Policy, data: Any) -> str:
     route = policy.admit(request.action, request.payload)
     gate = policy.gate(request.action, facts_of(request))
     decided = "no, reviewed by a human" if gate.review else "yes, approved by policy with no card"
-    payload = json.dumps(request.payload, ensure_ascii=False)
+    payload = json_text(request.payload, indent=None)
     lines = [
         f"{policy.path}: policy version {policy.version}, sha256 {policy.sha256[:12]}…",
         f"request: {request.action} from {request.requester}, payload {payload}",
@@ -55,6 +55,6 @@ def _labels(policy: Policy, action: str) -> list[str]:
     if not rules:
         return ["  (no CEL rules)"]
     return [
-        f"  {key}: {json.dumps(label, ensure_ascii=False) if label else '(none: plain words)'} for {rule}"
+        f"  {key}: {json_text(label, indent=None) if label else '(none: plain words)'} for {rule}"
         for key, rule, label in rules
     ]

@@ -10,7 +10,6 @@ it refuses the edit (fails closed) and is logged. Reviewers read the rule's labe
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -90,8 +89,9 @@ def _as_text(value: Any, spec: EditableField) -> str | None:
 
 
 def _shown(value: Any) -> str:
-    """`value` as JSON for an error line, cut to 40 characters."""
-    text = json.dumps(value, ensure_ascii=False)
+    """`value` as one line of JSON for an error line (`texts.json_text`: an agent's controls and
+    bidirectional overrides escaped), cut to 40 characters."""
+    text = texts.json_text(value, indent=None)
     return text if len(text) <= 40 else text[:39] + "…"
 
 

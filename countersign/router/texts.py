@@ -43,28 +43,32 @@ def code(text: str, limit: int) -> str:
     return "`" + escape(clip(text, limit)).replace("`", "\u02cb") + "`"
 
 
-# Bidirectional overrides and isolates can make text display in another order than it is stored
-# ("Trojan Source", CVE-2021-42574); other control characters have no business on a card.
-_UNSAFE = {
-    c: "\ufffd"
-    for c in [
+# The one table of characters agent text may not show raw: bidirectional overrides and isolates,
+# and the marks that steer them (LRM, RLM, ALM), can make text display in another order than it is
+# stored ("Trojan Source", CVE-2021-42574); the C0 and C1 controls (but tab, LF and CR), DEL among
+# them, have no business on a card or a terminal (ESC and CSI start terminal escape sequences).
+# `sanitize` replaces them by U+FFFD, `json_text` escapes them losslessly.
+_UNSAFE = frozenset(
+    [
         *range(0x00, 0x09),
         0x0B,
         0x0C,
         *range(0x0E, 0x20),
-        0x7F,
+        *range(0x7F, 0xA0),
         *range(0x202A, 0x202F),
         *range(0x2066, 0x206A),
         0x200E,
         0x200F,
         0x061C,
     ]
-}
+)
+_REPLACED = dict.fromkeys(_UNSAFE, "\ufffd")
 
 
 def sanitize(text: str) -> str:
-    """`text` with control and bidirectional-override characters replaced by U+FFFD."""
-    return text.translate(_UNSAFE)
+    """`text` with every `_UNSAFE` character (controls, bidirectional overrides) replaced by U+FFFD:
+    lossy, for text a reviewer or operator only reads (cards, modals, the CLI's tables)."""
+    return text.translate(_REPLACED)
 
 
 def show(value: Any) -> str:
@@ -98,14 +102,18 @@ def paragraphs(text: str, lines: int) -> str:
     return "\n".join(cut).strip()
 
 
-_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x7F, 0xA0), 0x2028, 0x2029]}
+# Inside strings JSON escapes every character below U+0020 itself, and the only raw ones left in its
+# output are the newlines of its indentation: those stay.
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _UNSAFE.union(map(ord, LINE_BREAKS)) if c >= 0x20}
 
 
-def json_text(data: Any) -> str:
-    """`data` as pretty JSON for a modal, with the characters JSON leaves raw that would break a
-    line or hide on screen (DEL, the C1 controls with NEL, U+2028/2029) escaped as `\\uXXXX`,
-    so a string value stays visibly one string."""
-    return json.dumps(data, indent=2, ensure_ascii=False).translate(_JSON_ESCAPES)
+def json_text(data: Any, indent: int | None = 2) -> str:
+    """`data` as JSON (pretty, `indent` spaces; None: one line) for a modal or a terminal, every
+    `_UNSAFE` character and line break that JSON leaves raw (DEL, the C1 controls with NEL,
+    bidirectional overrides and marks, U+2028/2029) escaped as `\\uXXXX`: a string value stays
+    visibly one string in its stored order, and the text parses back to exactly `data` (a signed
+    payload still verifies). Values JSON has no type for (datetimes, …) are written as `str` gives them."""
+    return json.dumps(data, indent=indent, ensure_ascii=False, default=str).translate(_JSON_ESCAPES)
 
 
 def mentions(users: list[str], limit: int = 10, joiner: str = " or ") -> str:
