@@ -105,7 +105,9 @@ def _no_retry() -> None:
     """Once the execution is claimed, the RQ job running it (if any) is not retried, whatever
     happens next: the action has started, and an action that raised is the `failed` outcome, not
     a job to run again. RQ decides a retry on the job object its worker performs, which
-    `get_current_job` returns (`Worker.handle_job_failure` reads `retries_left`). A worker killed
+    `get_current_job` returns (`Worker.handle_job_failure` reads `retries_left`): RQ 3 keeps it in a
+    context variable, so a claim in a thread started with the job's context (`asyncio.to_thread`,
+    as `integrations.openai_agents` does) finds it, and one in a thread without it would not. A worker killed
     in the action loses this: its abandoned job is retried, and that retry is refused
     (`outcome_unknown`)."""
     job = get_current_job()

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..agent import ApprovalClient, waiting
 from ..agent.client import RequestState
@@ -137,6 +138,22 @@ def _owned(request: Request, holder: ApiToken, request_id: str) -> RequestState:
     return state
 
 
+def _must_own(request: Request, holder: ApiToken, request_id: str) -> None:
+    """Raise 404 unless request `request_id` is `holder`'s, reading its stored `requester` alone (one
+    statement: a claim, an outcome and a grant's check need no more); a request with no row (not
+    stored yet, dead-lettered, a duplicate's id) as `_owned` finds it, so each answer is `_owned`'s.
+    Raises `RouterUnavailable` (503) when the database cannot be read, as `ApprovalClient.get`."""
+    store = runtime(request).store
+    try:
+        requester = store.requester_of(request_id)
+    except SQLAlchemyError as exc:
+        raise waiting.database_error(store, exc, "try again") from exc
+    if requester is None:
+        _owned(request, holder, request_id)
+    else:
+        must_own(holder, request_id, requester)
+
+
 @router.get("/requests/{request_id}", response_model=RequestState)
 def get_request(request_id: str, request: Request, holder: Token) -> dict[str, Any]:
     """The request, its status, card, decision (its grant's signature left out) and audit trail,
@@ -208,7 +225,7 @@ def post_outcome(
         report = OutcomeReport.model_validate(data)
     except ValidationError as exc:
         raise HTTPException(422, one_line(exc, root="outcome")) from None
-    _owned(request, holder, request_id)
+    _must_own(request, holder, request_id)
     if not report_outcome(request_id, report.ok, report.detail, runtime(request)):
         raise HTTPException(409, "the outcome is already recorded, or the request is not approved")
     return Recorded(recorded=True)
@@ -235,7 +252,7 @@ def post_execution(
     _must_be_a_decision(decision)
     if decision["request_id"] != request_id:
         raise HTTPException(422, f"decision: request_id is {decision['request_id']!r}, not {request_id!r}")
-    _owned(request, holder, request_id)
+    _must_own(request, holder, request_id)
     try:
         claim_execution(decision, runtime(request))
     except ExecutionRefused as refused:
@@ -267,7 +284,7 @@ async def verify(
 def _verify(request: Request, holder: ApiToken, decision: dict[str, Any]) -> Verification:
     _must_be_a_decision(decision)
     shown = str(decision["request_id"])
-    _owned(request, holder, shown)
+    _must_own(request, holder, shown)
     rt: Runtime = runtime(request)
     try:
         verify_grant(rt.settings.COUNTERSIGN_SECRET or "", decision)

@@ -71,7 +71,7 @@ class CountersignApprovals(ToolGate):
 
                 return asyncio.run_coroutine_threadsafe(call(), loop).result()
 
-            try:
+            try:  # to_thread carries this context, so the claim finds the RQ job (`get_current_job`)
                 return await asyncio.to_thread(execute_approved, decision, run)
             except ExecutionRefused as refused:
                 return f"Not executed: {refused}"

@@ -71,9 +71,13 @@ def why_refused(request: Request | None, user_id: str, step: Step) -> dict[str, 
 
 
 def was_approver(request: Request, user_id: str) -> bool:
-    """True when the policy named `user_id` among the users of an escalation level before the
-    request's current one (`rules.levels`; the members of a level's user groups are Slack's to say,
-    not asked here: this runs on the row a decision locks)."""
+    """True when `user_id` was an approver of an escalation level before the request's current one,
+    named by its `users` or a member of its `usergroups` alike: among the approvers stored as each
+    level was left (`earlier_approvers`, user groups resolved when the level began; this runs on the
+    row a decision locks, so Slack is not asked). A request escalated before migration 0017 stored
+    none: for it, the users its stored rules name (`rules.levels`) count."""
+    if user_id in request.earlier_approvers:
+        return True
     return any(user_id in request.rules.level(number).users for number in range(request.level))
 
 

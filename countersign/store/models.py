@@ -205,7 +205,10 @@ class ApprovalRequest(RequestFacts, Base):
     the card is posted, then from the card's posting (`level_started_at`, from which reminders
     count, moves there too); `timeout_result` (`deny` | `allow`) is the policy's answer when it
     does (`deny` for a level whose card was never posted). `approvers` (Slack
-    user ids of the current level) and `rules` (`Rules`) are the policy's, snapshotted at intake.
+    user ids of the current level, user groups resolved) and `rules` (`Rules`) are the policy's,
+    snapshotted at intake; `earlier_approvers` are those of the levels the request escalated from
+    (each level's `approvers` as it was left, distinct, in order), so a member of an earlier level's
+    user group is told apart from a stranger without asking Slack (`review.was_approver`).
     `channel` is where the current level's card goes, then where it is: the level's channel (a
     channel id, or a user id for a DM) until the card is posted, then the id of the conversation
     Slack posted it in (a DM's `D…` id for a user id; `Store.attach_card`), which chat.update and
@@ -261,6 +264,7 @@ class ApprovalRequest(RequestFacts, Base):
     card_lease_until: Mapped[datetime | None]
     card_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     card_refresh_due_at: Mapped[datetime | None]
+    earlier_approvers: Mapped[list[Any]] = mapped_column(JSONType, server_default="[]")  # migration 0017
 
     __table_args__ = (
         UniqueConstraint("requester", "idempotency_key", name=REQUESTERS_KEY),

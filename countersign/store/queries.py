@@ -37,7 +37,7 @@ from .sql import (
     not_timed_out,
     record,
 )
-from .statements import CARD_FACTS, PENDING_COUNT, REQUEST
+from .statements import CARD_FACTS, PENDING_COUNT, REQUEST, REQUESTER
 
 DEADLINE_FIRST = (
     ApprovalRequest.expires_at.is_(None),
@@ -137,6 +137,14 @@ class Queries:
         with self._connection() as connection:
             found = connection.execute(REQUEST, {"for_request": request_id}).first()
         return None if found is None else request_row(found)
+
+    def requester_of(self, request_id: str) -> str | None:
+        """The `requester` of the stored request `request_id` (one column, one statement: what an
+        owner check needs, not the row and its JSON), or None when no request has this id (one not
+        stored yet, a dead letter's id, a duplicate's)."""
+        with self._connection() as connection:
+            found: str | None = connection.execute(REQUESTER, {"for_request": request_id}).scalar()
+        return found
 
     def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
         """The dead letter with this id, or None."""

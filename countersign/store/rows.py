@@ -78,6 +78,7 @@ class RequestRow(RequestFacts):
     card_lease_until: datetime | None
     card_attempts: int
     card_refresh_due_at: datetime | None
+    earlier_approvers: list[Any]
 
 
 Request = ApprovalRequest | RequestRow

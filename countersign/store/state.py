@@ -358,12 +358,13 @@ class Store(Deliveries, WebhookDeliveries):
         """Move a timed-out request to its next escalation level: a new channel and approvers, a
         fresh clock (the level's timeout from the database's now, started again when its card is
         posted: `attach_card`) and reminders, no card yet, and no votes (the new level's approvers
-        decide afresh); audit `escalated` with the old card. Same conditions as `expire`; None if
-        something else won."""
+        decide afresh); the level left behind's approvers join `earlier_approvers`; audit
+        `escalated` with the old card. Same conditions as `expire`; None if something else won."""
         values = {
             "level": request.level + 1,
             "channel": channel,
             "approvers": approvers,
+            "earlier_approvers": list(dict.fromkeys([*request.earlier_approvers, *request.approvers])),
             "card_ts": None,
             **level_clock(request.rules, request.level + 1),
             "card_lease_until": None,

@@ -43,6 +43,8 @@ OUTBOX = cast(Table, OutboxEvent.__table__)
 AUDITS = cast(Table, AuditEvent.__table__)
 REQUEST = select(REQUESTS).where(REQUESTS.c.id == FOR_REQUEST)
 """`Queries.get`'s SELECT, of the row (`rows.request_row`)."""
+REQUESTER = select(REQUESTS.c.requester).where(REQUESTS.c.id == FOR_REQUEST)
+"""`Queries.requester_of`'s SELECT, of the one column."""
 CARD_FACTS = select(
     REQUESTS,
     select(OUTBOX.c.problem).where(OUTBOX.c.request_id == FOR_REQUEST).limit(1).scalar_subquery(),

@@ -5,11 +5,14 @@ however many times the agent's script is run again with its decision."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 from redis import Redis
+from sqlalchemy import event
 
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
@@ -136,3 +139,56 @@ def test_an_outcome_without_a_claim_is_recorded_as_before(
     refused = _claim(agent, decision)
     assert refused.status_code == 409
     assert "(already_failed): the action already ran and failed; not run again" in refused.json()["error"]
+
+
+@contextmanager
+def _statements(runtime: Runtime) -> Iterator[list[str]]:
+    """The first three words of each SQL statement the store's engine sends meanwhile (BEGINs left out)."""
+    sent: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if not statement.startswith("BEGIN"):
+            sent.append(" ".join(statement.split()[:3]))
+
+    event.listen(runtime.store.engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(runtime.store.engine, "before_cursor_execute", record)
+
+
+def test_a_claim_and_an_outcome_read_only_the_requester_first(
+    agent: httpx.Client, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """Whose request it is is one statement of one column before the claim or the outcome (the
+    whole request, its audit trail and its resume event were read before: three statements)."""
+    decision = _approved(agent, redis, runtime, "claim-counted", grant_ttl=600)
+    request_id = decision["request_id"]
+    token = "SELECT api_tokens.id, api_tokens.secret_sha256,"
+    owner = "SELECT approval_requests.requester FROM"
+    change = ["UPDATE approval_requests SET", "INSERT INTO audit_events"]  # SQLite
+    if runtime.store.engine.dialect.name == "postgresql":
+        change = ["WITH changed AS"]  # the change and its audit event in one statement
+    for path, body in (("execution", decision), ("outcome", {"ok": True})):
+        with _statements(runtime) as sent:
+            assert agent.post(f"/v1/requests/{request_id}/{path}", json=body).status_code == 200
+        assert sent == [token, owner, *change], path
+
+
+def test_a_request_not_stored_yet_is_answered_as_its_intake_message_says_whose_it_is(
+    agent: httpx.Client, tokens: Tokens, web: str, sandbox: tuple[Sandbox, str]
+) -> None:
+    """Before intake stores the request there is no row to read the requester of: its intake
+    message says whose it is, so its owner gets the claim's and the outcome's 409 and another
+    token a 404, as before."""
+    answer = agent.post("/v1/requests", json=refund(run_id="not-stored", resume=None))
+    request_id = answer.json()["request_id"]  # intake has not run: no row yet
+    decision = {"request_id": request_id, "outcome": "approved", "payload": {}}
+    claimed = _claim(agent, decision)
+    assert claimed.status_code == 409 and "execution refused" in claimed.json()["error"]
+    reported = agent.post(f"/v1/requests/{request_id}/outcome", json={"ok": True})
+    assert reported.status_code == 409
+    secret = tokens.create_token("other-agent", ["issue_refund"]).secret
+    with httpx.Client(base_url=web, headers={"Authorization": f"Bearer {secret}"}) as other:
+        assert _claim(other, decision).status_code == 404
+        assert other.post(f"/v1/requests/{request_id}/outcome", json={"ok": True}).status_code == 404

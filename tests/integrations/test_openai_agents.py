@@ -18,6 +18,7 @@ from redis import Redis
 from countersign.agent import ApprovalClient
 from countersign.integrations.openai_agents import CountersignApprovals
 from countersign.router import relay
+from countersign.router.jobs import json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import TimeoutResult
@@ -150,3 +151,30 @@ def test_a_resume_job_restores_the_run_on_the_agents_worker(
     wait_for(lambda: relay.sweep(runtime.store, redis), what="the decision published")
     drain(redis, agent.QUEUE)
     assert run_agent.RUNS == [{"amount": "90.00", "currency": "USD", "customer": "cus_ACME"}]
+
+
+@SQLITE
+def test_a_resume_job_whose_tool_raised_after_its_claim_is_not_retried(
+    runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """The gated tool claims the execution in a thread of its own (`asyncio.to_thread`) inside the
+    job's event loop: the claim still reaches the RQ job it runs in (`get_current_job`, a context
+    variable the thread's copied context carries), so a tool that raised after its claim leaves the
+    resume job failed with no retry (RESUME_RETRY would otherwise run the turn again in 10 s)."""
+    sb, _ = sandbox
+    run_agent.RUNS.clear()
+    agent_ = build_agent(run_agent.FAILING, [run_agent.failing_refund])
+    request_id, card = paused(agent_, redis, sb, "run-fails", run_agent.FAILING)
+    approve(sb, card)
+    wait_for(lambda: relay.sweep(runtime.store, redis), what="the decision published")
+    drain(redis, agent.QUEUE)
+    assert run_agent.RUNS == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
+    row = runtime.store.get(request_id)
+    assert row is not None and (row.execution, row.execution_detail) == (
+        "failed",
+        "RuntimeError: card_declined",
+    )
+    queue = json_queue(agent.QUEUE, redis)
+    job = queue.fetch_job(resume_job_id(request_id))
+    assert job is not None and job.retries_left == 0
+    assert job.id in queue.failed_job_registry and job.id not in queue.scheduled_job_registry

@@ -252,6 +252,44 @@ def test_an_approver_of_an_earlier_level_is_refused_on_the_old_card(
     assert never[0].detail["why"] == "not_an_approver"  # never named at any level
 
 
+def test_a_user_group_member_of_an_earlier_level_is_refused_as_a_named_user_is(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """Level 1's approvers come from a user group (S0FINLEADS); once the request has escalated on to
+    level 2, a member of that group clicking level 1's card is told where it went, as a user named
+    by level 0 is, not "you are not an approver"."""
+    sb, _ = sandbox
+    sb.usergroups["S0FINLEADS"] = ["U0LEAD", "U0MALLORY"]
+    request_id, card = post_card(client, redis, sb)  # level 0: U0LEAD or U0ALICE
+    named_click = sb.click_payload("C0FINANCE", card["ts"], APPROVE_ACTION, "U0ALICE")
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)  # level 1: S0FINLEADS, resolved to U0LEAD and U0MALLORY
+    [leads_card] = sb.messages("C0FINLEADS")
+    member_click = sb.click_payload(leads_card["channel"], leads_card["ts"], APPROVE_ACTION, "U0MALLORY")
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)  # level 2: U0BOB or U0LEAD
+    row = store.get(request_id)
+    assert row is not None and (row.level, row.approvers) == (2, ["U0BOB", "U0LEAD"])
+    assert row.earlier_approvers == ["U0LEAD", "U0ALICE", "U0MALLORY"]
+
+    for user, click in (("U0MALLORY", member_click), ("U0ALICE", named_click)):
+        assert sb.send_signed(click)[0] == 200
+        refusal = wait_for(lambda u=user: [e for e in store.audit_trail(request_id) if e.actor == u])[-1]
+        assert (refusal.event, refusal.detail) == ("refused", {"why": "earlier_level", "step": "approve"})
+        [told] = wait_for(lambda u=user: sb.ephemerals(u))
+        assert told["text"] == (
+            "This request was escalated to <@U0BOB> or <@U0LEAD> in <#C0CFO>, who decide it now: you were "
+            "an approver of an earlier level, so your action changed nothing."
+        )
+    assert store.votes(request_id) == [] and status(store, request_id) == "pending"
+
+
 def test_an_escalation_to_a_user_group_that_is_gone_denies(
     engine_policy: Path,
     client: ApprovalClient,

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, MetaData, Table, inspect, text
 from sqlalchemy.engine import make_url
+from ulid import ULID
 
 from countersign.store import Store, create_db_engine, upgrade
 from countersign.store.models import REQUESTERS_KEY
@@ -48,18 +49,32 @@ def before(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         admin.dispose()
 
 
+def _stored_before(engine: Engine, key: str, requester: str) -> str:
+    """The id of a pending request stored in the table as the revision before 0016 has it (reflected:
+    the model's later columns are not there yet), its required columns only."""
+    table = Table("approval_requests", MetaData(), autoload_with=engine)
+    request_id = str(ULID())
+    row = {"id": request_id, "idempotency_key": key, "action": "issue_refund", "payload": {"amount": "5.00"}}
+    row |= {"payload_sha256": "a" * 64, "summary": "s", "requester": requester, "status": "pending"}
+    row |= {"channel": "C0X", "approvers": ["U0LEAD"], "policy_version": 1, "policy_sha256": "b" * 64}
+    with engine.begin() as connection:
+        connection.execute(table.insert().values(row))
+    return request_id
+
+
 def test_rows_stored_before_stay_and_keys_become_each_requesters(before: str) -> None:
     store = Store.from_url(before)
-    mine = new_request(store, key="nightly:refund", requester="refund-agent")
-    theirs = new_request(store, key="nightly:payout", requester="billing-agent")
+    mine = _stored_before(store.engine, "nightly:refund", "refund-agent")
+    theirs = _stored_before(store.engine, "nightly:payout", "billing-agent")
     assert _keys(store.engine) == [["idempotency_key"]]
     upgrade(store.engine)
     assert _keys(store.engine) == [["requester", "idempotency_key"]]
     assert inspect(store.engine).get_unique_constraints("approval_requests")[0]["name"] == REQUESTERS_KEY
-    assert (store.get(mine.id).idempotency_key, store.get(theirs.id).idempotency_key) == (
+    assert (store.get(mine).idempotency_key, store.get(theirs).idempotency_key) == (
         "nightly:refund",
         "nightly:payout",
     )
+    assert store.get(mine).earlier_approvers == []  # migration 0017's default
     same_key = new_request(store, key="nightly:refund", requester="billing-agent")  # its own request
-    assert same_key.id != mine.id and store.get(mine.id).requester == "refund-agent"
+    assert same_key.id != mine and store.get(mine).requester == "refund-agent"
     store.engine.dispose()
