@@ -124,7 +124,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> None:
     """Write one line per audit event on stdout (`store.history.export`): JSON lines, or CSV with a
-    header whose `edits` and `detail` cells are JSON; times ISO 8601 UTC. Raises `UsageError` when
+    header whose `edits` and `detail` cells are JSON (`texts.json_text`: controls and bidirectional
+    characters escaped, losslessly; CSV's text cells exact); times ISO 8601 UTC. Raises `UsageError` when
     `--since` is not before `--until`."""
     since, until = cli_args.window(args.since, args.until, days=0)
     rows = export(_engine(), since, until, args.action)
