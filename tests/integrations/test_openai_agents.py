@@ -24,11 +24,12 @@ from countersign.sandbox import Sandbox
 from countersign.store import TimeoutResult
 from examples.openai_agents_refund import APPROVALS, build_agent
 from tests.helpers import agent, drain, run_agent, wait_for
-from tests.helpers.builders import age
+from tests.helpers.builders import age, edited_card
 from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
 ASK = "refund 120.00 USD to cus_ACME"
+DEFAULT_ERROR_TEXT = "An error occurred while running the tool. Please try again."  # the SDK's default
 
 
 class Refunds:
@@ -159,22 +160,64 @@ def test_a_resume_job_whose_tool_raised_after_its_claim_is_not_retried(
 ) -> None:
     """The gated tool claims the execution in a thread of its own (`asyncio.to_thread`) inside the
     job's event loop: the claim still reaches the RQ job it runs in (`get_current_job`, a context
-    variable the thread's copied context carries), so a tool that raised after its claim leaves the
-    resume job failed with no retry (RESUME_RETRY would otherwise run the turn again in 10 s)."""
-    sb, _ = sandbox
-    run_agent.RUNS.clear()
-    agent_ = build_agent(run_agent.FAILING, [run_agent.failing_refund])
-    request_id, card = paused(agent_, redis, sb, "run-fails", run_agent.FAILING)
-    approve(sb, card)
-    wait_for(lambda: relay.sweep(runtime.store, redis), what="the decision published")
-    drain(redis, agent.QUEUE)
-    assert run_agent.RUNS == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
-    row = runtime.store.get(request_id)
-    assert row is not None and (row.execution, row.execution_detail) == (
-        "failed",
-        "RuntimeError: card_declined",
-    )
+    variable the thread's copied context carries), so a tool that raised after its claim
+    (`failure_error_function=None`: out of the run) leaves the resume job failed with no retry
+    (RESUME_RETRY would otherwise run the turn again in 10 s), and the execution failed."""
+    request_id, card = approved_and_run(runtime, redis, sandbox[0], run_agent.FAILING)
+    assert_failed(runtime, redis, sandbox[0], request_id, card)
     queue = json_queue(agent.QUEUE, redis)
     job = queue.fetch_job(resume_job_id(request_id))
     assert job is not None and job.retries_left == 0
     assert job.id in queue.failed_job_registry and job.id not in queue.scheduled_job_registry
+
+
+@SQLITE
+@pytest.mark.parametrize(
+    ("failing", "told"),
+    [
+        pytest.param(run_agent.FAILING_DEFAULT, DEFAULT_ERROR_TEXT, id="default"),
+        pytest.param(run_agent.FAILING_CUSTOM, "the refund was refused (card_declined)", id="custom"),
+    ],
+)
+def test_a_tool_error_the_sdk_tells_the_model_is_still_the_executions_failure(
+    runtime: Runtime,
+    redis: Redis,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    failing: run_agent.FailingRefunds,
+    told: str,
+) -> None:
+    """A `failure_error_function` turns what the approved tool raised into its answer to the model:
+    the model is told that text, as the tool's author chose, the run and its resume job end
+    normally, and the execution is recorded failed with the tool's error, not executed."""
+    request_id, card = approved_and_run(runtime, redis, sandbox[0], failing)
+    assert_failed(runtime, redis, sandbox[0], request_id, card)
+    assert failing.outputs == [f"The refund tool said: {told}"]
+
+
+def approved_and_run(
+    runtime: Runtime, redis: Redis, sb: Sandbox, failing: run_agent.FailingRefunds
+) -> tuple[str, dict[str, Any]]:
+    """Pause `failing`'s agent, approve its card, and run its resume job: the request id and card."""
+    run_agent.RUNS.clear()
+    failing.outputs.clear()
+    agent_ = build_agent(failing.approvals, [failing.tool])
+    request_id, card = paused(agent_, redis, sb, "run-fails", failing.approvals)
+    approve(sb, card)
+    wait_for(lambda: relay.sweep(runtime.store, redis), what="the decision published")
+    drain(redis, agent.QUEUE)
+    assert run_agent.RUNS == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
+    return request_id, card
+
+
+def assert_failed(runtime: Runtime, redis: Redis, sb: Sandbox, request_id: str, card: dict[str, Any]) -> None:
+    """The execution of `request_id` is recorded failed with the tool's error, one line, and its
+    card, once the router rewrote it, says so."""
+    row = runtime.store.get(request_id)
+    assert row is not None
+    assert (row.execution, row.execution_detail) == ("failed", "RuntimeError: card_declined")
+    drain(redis)  # the router rewrites the card
+    shown = edited_card(sb, card["ts"])
+    assert shown is not None
+    blocks = json.dumps(shown["blocks"], ensure_ascii=False)
+    assert "Failed ✗ RuntimeError: card_declined" in blocks and "Executed" not in blocks
