@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from agents import FunctionTool, Runner, RunResult, function_tool
+from agents import AgentHooks, FunctionTool, RunContextWrapper, Runner, RunResult, UserError, function_tool
 from agents.tool_context import ToolContext
 from redis import Redis
+from sqlalchemy.exc import SQLAlchemyError
 
 from countersign.agent import ApprovalClient
 from countersign.integrations.openai_agents import CountersignApprovals
@@ -21,10 +23,11 @@ from countersign.router import relay
 from countersign.router.jobs import json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import TimeoutResult
+from countersign.store import Store, TimeoutResult
 from examples.openai_agents_refund import APPROVALS, build_agent
 from tests.helpers import agent, drain, run_agent, wait_for
 from tests.helpers.builders import age, edited_card
+from tests.helpers.faults import table_gone
 from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
@@ -193,6 +196,42 @@ def test_a_tool_error_the_sdk_tells_the_model_is_still_the_executions_failure(
     request_id, card = approved_and_run(runtime, redis, sandbox[0], failing)
     assert_failed(runtime, redis, sandbox[0], request_id, card)
     assert failing.outputs == [f"The refund tool said: {told}"]
+
+
+class ClaimRefused(AgentHooks[Any]):
+    """Agent hooks that make the database refuse the audit event of the claim of the tool call about
+    to run (its table renamed away until `outage` closes)."""
+
+    def __init__(self, store: Store, outage: ExitStack) -> None:
+        self.store, self.outage = store, outage
+
+    async def on_tool_start(self, context: RunContextWrapper[Any], agent: Any, tool: Any) -> None:
+        self.outage.enter_context(table_gone(self.store, "audit_events"))
+
+
+@SQLITE
+def test_countersigns_own_error_before_the_claim_raises_out_of_the_run(
+    client: ApprovalClient, runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """Only what the tool raised becomes its `failure_error_function`'s answer: countersign's own
+    error (the database refusing the claim) raises out of the run, as it always did, for the resume
+    job to be retried; the tool did not run and its execution is not claimed."""
+    sb, _ = sandbox
+    failing = run_agent.FAILING_DEFAULT
+    run_agent.RUNS.clear()
+    request_id, card = paused(
+        build_agent(failing.approvals, [failing.tool]), redis, sb, "run-outage", failing.approvals
+    )
+    approve(sb, card)
+    decision = client.wait(request_id, timeout=10)
+    agent_ = build_agent(failing.approvals, [failing.tool])
+    with ExitStack() as outage:
+        agent_.hooks = ClaimRefused(runtime.store, outage)
+        with pytest.raises(UserError) as raised:  # the SDK's wrapping of what a tool raised
+            asyncio.run(failing.approvals.resume(agent_, decision))
+    assert isinstance(raised.value.__cause__, SQLAlchemyError)
+    row = runtime.store.get(request_id)
+    assert run_agent.RUNS == [] and row is not None and row.execution is None
 
 
 def approved_and_run(
