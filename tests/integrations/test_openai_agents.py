@@ -26,12 +26,13 @@ from countersign.sandbox import Sandbox
 from countersign.store import Store, TimeoutResult
 from examples.openai_agents_refund import APPROVALS, build_agent
 from tests.helpers import agent, drain, run_agent, wait_for
-from tests.helpers.builders import age, edited_card
+from tests.helpers.builders import age
 from tests.helpers.faults import table_gone
-from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit
+from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit, failed_on_card
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
 ASK = "refund 120.00 USD to cus_ACME"
+DECLINED = "RuntimeError: card_declined"  # the failed execution's detail: what the tool raised
 DEFAULT_ERROR_TEXT = "An error occurred while running the tool. Please try again."  # the SDK's default
 
 
@@ -167,7 +168,7 @@ def test_a_resume_job_whose_tool_raised_after_its_claim_is_not_retried(
     (`failure_error_function=None`: out of the run) leaves the resume job failed with no retry
     (RESUME_RETRY would otherwise run the turn again in 10 s), and the execution failed."""
     request_id, card = approved_and_run(runtime, redis, sandbox[0], run_agent.FAILING)
-    assert_failed(runtime, redis, sandbox[0], request_id, card)
+    failed_on_card(runtime.store, redis, sandbox[0], request_id, card, DECLINED)
     queue = json_queue(agent.QUEUE, redis)
     job = queue.fetch_job(resume_job_id(request_id))
     assert job is not None and job.retries_left == 0
@@ -194,7 +195,7 @@ def test_a_tool_error_the_sdk_tells_the_model_is_still_the_executions_failure(
     the model is told that text, as the tool's author chose, the run and its resume job end
     normally, and the execution is recorded failed with the tool's error, not executed."""
     request_id, card = approved_and_run(runtime, redis, sandbox[0], failing)
-    assert_failed(runtime, redis, sandbox[0], request_id, card)
+    failed_on_card(runtime.store, redis, sandbox[0], request_id, card, DECLINED)
     assert failing.outputs == [f"The refund tool said: {told}"]
 
 
@@ -247,16 +248,3 @@ def approved_and_run(
     drain(redis, agent.QUEUE)
     assert run_agent.RUNS == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
     return request_id, card
-
-
-def assert_failed(runtime: Runtime, redis: Redis, sb: Sandbox, request_id: str, card: dict[str, Any]) -> None:
-    """The execution of `request_id` is recorded failed with the tool's error, one line, and its
-    card, once the router rewrote it, says so."""
-    row = runtime.store.get(request_id)
-    assert row is not None
-    assert (row.execution, row.execution_detail) == ("failed", "RuntimeError: card_declined")
-    drain(redis)  # the router rewrites the card
-    shown = edited_card(sb, card["ts"])
-    assert shown is not None
-    blocks = json.dumps(shown["blocks"], ensure_ascii=False)
-    assert "Failed ✗ RuntimeError: card_declined" in blocks and "Executed" not in blocks
