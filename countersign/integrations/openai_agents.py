@@ -20,8 +20,10 @@ the Details modal shows it.
 `reject` (the reviewer's reason as the `rejection_message` the model sees), and runs on
 (`Runner.run`): the approved call then runs with the decision's payload (the reviewer's edited
 arguments, which the SDK alone cannot apply) through `execute_approved` (once, only for a valid
-grant). A decision delivered twice restores the same snapshot and runs the turn again, but the tool
-is refused (`already_executed`) and runs nothing. One gated call per model turn is the tested case.
+grant). What the approved call raises is its `failed` outcome, whatever the tool's
+`failure_error_function`, which still gives the model its answer (`_gated`). A decision delivered
+twice restores the same snapshot and runs the turn again, but the tool is refused
+(`already_executed`) and runs nothing. One gated call per model turn is the tested case.
 Needs `pip install 'countersign[openai-agents]'`.
 """
 
