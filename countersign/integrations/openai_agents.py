@@ -130,9 +130,13 @@ def _gated(tool: FunctionTool) -> Callable[[ToolContext[Any], str], Awaitable[An
     with no `failure_error_function` (`set_function_tool_failure_error_function`): the error
     reaches `execute_approved`, which records it (`failed`) and raises it again, and only then is
     it turned into the model's answer (`_answer`), as the tool would have answered without
-    countersign. Countersign's own errors (e.g. a database outage before the claim) raise out of
-    the run, the action not having started."""
+    countersign. A `FunctionTool` made by hand, whose `on_invoke_tool` is not the SDK's
+    failure-handling invoker (the one `FunctionTool` binds to each copy: `__agents_bind_function_tool__`),
+    answers no error: what it raises leaves the run, as it would without countersign. So do
+    countersign's own errors (e.g. a database outage before the claim), the action not having
+    started."""
     invoke = set_function_tool_failure_error_function(dataclasses.replace(tool), None).on_invoke_tool
+    answers_errors = callable(getattr(tool.on_invoke_tool, "__agents_bind_function_tool__", None))
 
     async def gated(context: ToolContext[Any], arguments: str) -> Any:
         decision = _DECISIONS.get({}).get(context.tool_call_id)
@@ -156,7 +160,7 @@ def _gated(tool: FunctionTool) -> Callable[[ToolContext[Any], str], Awaitable[An
         except ExecutionRefused as refused:
             return f"Not executed: {refused}"
         except Exception as exc:
-            answer = await _answer(tool, context, exc) if exc in raised else None
+            answer = await _answer(tool, context, exc) if answers_errors and exc in raised else None
             if answer is None:
                 raise
             return answer

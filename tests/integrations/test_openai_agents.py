@@ -6,6 +6,7 @@ edited) arguments once; a rejection or an expiry reaches the model as the tool's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -197,6 +198,27 @@ def test_a_tool_error_the_sdk_tells_the_model_is_still_the_executions_failure(
     request_id, card = approved_and_run(runtime, redis, sandbox[0], failing)
     failed_on_card(runtime.store, redis, sandbox[0], request_id, card, DECLINED)
     assert failing.outputs == [f"The refund tool said: {told}"]
+
+
+@SQLITE
+def test_a_hand_made_tool_that_raised_after_approval_raises_out_of_the_run_and_is_failed(
+    client: ApprovalClient, runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """A `FunctionTool` built by hand has no failure handling of the SDK's: what it raises leaves the
+    run (the SDK's `UserError`), with countersign as without, and the execution is failed."""
+    sb, _ = sandbox
+
+    async def declined(context: ToolContext[Any], arguments: str) -> str:
+        raise RuntimeError("card_declined")
+
+    tool = dataclasses.replace(Refunds().tool, on_invoke_tool=declined)
+    approvals = CountersignApprovals(dict(APPROVALS.interrupt_on))
+    request_id, card = paused(build_agent(approvals, [tool]), redis, sb, "run-by-hand", approvals)
+    approve(sb, card)
+    with pytest.raises(UserError) as raised:
+        asyncio.run(approvals.resume(build_agent(approvals, [tool]), client.wait(request_id, timeout=10)))
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    failed_on_card(runtime.store, redis, sb, request_id, card, DECLINED)
 
 
 class ClaimRefused(AgentHooks[Any]):
