@@ -20,8 +20,10 @@ the Details modal shows it.
 `reject` (the reviewer's reason as the `rejection_message` the model sees), and runs on
 (`Runner.run`): the approved call then runs with the decision's payload (the reviewer's edited
 arguments, which the SDK alone cannot apply) through `execute_approved` (once, only for a valid
-grant). A decision delivered twice restores the same snapshot and runs the turn again, but the tool
-is refused (`already_executed`) and runs nothing. One gated call per model turn is the tested case.
+grant). What the approved call raises is its `failed` outcome, whatever the tool's
+`failure_error_function`, which still gives the model its answer (`_gated`). A decision delivered
+twice restores the same snapshot and runs the turn again, but the tool is refused
+(`already_executed`) and runs nothing. One gated call per model turn is the tested case.
 Needs `pip install 'countersign[openai-agents]'`.
 """
 
@@ -31,16 +33,23 @@ import asyncio
 import contextvars
 import dataclasses
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agents import Agent, FunctionTool, Runner, RunResult, RunState
 from agents.items import ToolApprovalItem
+from agents.tool import (
+    maybe_invoke_function_tool_failure_error_function,
+    set_function_tool_failure_error_function,
+)
 from agents.tool_context import ToolContext
 
 from ..agent import ApprovalClient, Decision, ExecutionRefused, execute_approved
 from ..connections import current
 from .gates import ToolGate, not_run
 
+log = logging.getLogger(__name__)
 CONTEXT_KEY = "openai_agents"
 _DECISIONS: contextvars.ContextVar[dict[str, Decision]] = contextvars.ContextVar("countersign_decisions")
 """The decisions a `resume` applies, by tool call id: what a gated tool runs with."""
@@ -54,29 +63,12 @@ class CountersignApprovals(ToolGate):
 
     def tool(self, tool: FunctionTool) -> FunctionTool:
         """`tool`, marked `needs_approval`, running only with its countersign decision's payload.
-        Raises `ValueError` for a tool not named in `interrupt_on`."""
+        What the approved call raises is its execution's `failed` outcome, then answered as the
+        tool's `failure_error_function` says (`_gated`). Raises `ValueError` for a tool not named
+        in `interrupt_on`."""
         if tool.name not in self.interrupt_on:
             raise ValueError(f"tool {tool.name!r} is not in interrupt_on, which gives its card's summary")
-        invoke = tool.on_invoke_tool
-
-        async def gated(context: ToolContext[Any], arguments: str) -> Any:
-            decision = _DECISIONS.get({}).get(context.tool_call_id)
-            if decision is None:
-                return "Not executed: this call was not approved through countersign."
-            loop = asyncio.get_running_loop()
-
-            def run(payload: dict[str, Any]) -> Any:
-                async def call() -> Any:
-                    return await invoke(context, json.dumps(payload))
-
-                return asyncio.run_coroutine_threadsafe(call(), loop).result()
-
-            try:  # to_thread carries this context, so the claim finds the RQ job (`get_current_job`)
-                return await asyncio.to_thread(execute_approved, decision, run)
-            except ExecutionRefused as refused:
-                return f"Not executed: {refused}"
-
-        return dataclasses.replace(tool, needs_approval=True, on_invoke_tool=gated)
+        return dataclasses.replace(tool, needs_approval=True, on_invoke_tool=_gated(tool))
 
     async def ask(self, result: RunResult, run_id: str) -> list[str]:
         """Ask for approval of each interruption of the paused `result` of run `run_id` (a stable
@@ -127,6 +119,68 @@ class CountersignApprovals(ToolGate):
             decision = await asyncio.to_thread(client.wait, request_id, timeout=timeout)
             result = await self.resume(agent, decision)
         return result
+
+
+def _gated(tool: FunctionTool) -> Callable[[ToolContext[Any], str], Awaitable[Any]]:
+    """`tool`'s invocation through `execute_approved`, with the payload of the call's decision.
+
+    The SDK's `function_tool` turns what the function raises into its `failure_error_function`'s
+    answer (by default a fixed error text) inside `on_invoke_tool`, where a gate around it would
+    see a normal return and record the failure as executed. So the gate runs a copy of `tool`
+    with no `failure_error_function` (`set_function_tool_failure_error_function`): the error
+    reaches `execute_approved`, which records it (`failed`) and raises it again, and only then is
+    it turned into the model's answer (`_answer`), as the tool would have answered without
+    countersign. A `FunctionTool` made by hand, whose `on_invoke_tool` is not the SDK's
+    failure-handling invoker (the one `FunctionTool` binds to each copy: `__agents_bind_function_tool__`),
+    answers no error: what it raises leaves the run, as it would without countersign. So do
+    countersign's own errors (e.g. a database outage before the claim), the action not having
+    started."""
+    invoke = set_function_tool_failure_error_function(dataclasses.replace(tool), None).on_invoke_tool
+    answers_errors = callable(getattr(tool.on_invoke_tool, "__agents_bind_function_tool__", None))
+
+    async def gated(context: ToolContext[Any], arguments: str) -> Any:
+        decision = _DECISIONS.get({}).get(context.tool_call_id)
+        if decision is None:
+            return "Not executed: this call was not approved through countersign."
+        loop = asyncio.get_running_loop()
+        raised: list[Exception] = []  # what the tool itself raised
+
+        def run(payload: dict[str, Any]) -> Any:
+            async def call() -> Any:
+                try:
+                    return await invoke(context, json.dumps(payload))
+                except Exception as exc:
+                    raised.append(exc)
+                    raise
+
+            return asyncio.run_coroutine_threadsafe(call(), loop).result()
+
+        try:  # to_thread carries this context, so the claim finds the RQ job (`get_current_job`)
+            return await asyncio.to_thread(execute_approved, decision, run)
+        except ExecutionRefused as refused:
+            return f"Not executed: {refused}"
+        except Exception as exc:
+            answer = await _answer(tool, context, exc) if answers_errors and exc in raised else None
+            if answer is None:
+                raise
+            return answer
+
+    return gated
+
+
+async def _answer(tool: FunctionTool, context: ToolContext[Any], error: Exception) -> str | None:
+    """The model's answer for the `error` the approved call of `tool` raised, recorded as failed:
+    its `failure_error_function`'s (the SDK's `maybe_invoke_function_tool_failure_error_function`,
+    which `function_tool`'s own invocation calls), or None when it has none (the error is raised
+    out of the run)."""
+    answer = await maybe_invoke_function_tool_failure_error_function(
+        function_tool=tool, context=context, error=error
+    )
+    if answer is not None:
+        log.warning(
+            "tool %s failed after its approval; the model is told: %s", tool.name, answer, exc_info=error
+        )
+    return answer
 
 
 def _call_id(item: ToolApprovalItem) -> str:

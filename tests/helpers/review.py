@@ -1,15 +1,21 @@
 """A reviewer deciding a card through the sandbox (real clicks and modal submits to the bot): approve
-as lee (U0LEAD), edit the amount as lee, reject as alice (U0ALICE) with a reason."""
+as lee (U0LEAD), edit the amount as lee, reject as alice (U0ALICE) with a reason; and what the
+decided card says when the action failed."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from redis import Redis
 
 from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REASON_BLOCK, REJECT_ACTION
 from countersign.sandbox import Sandbox
+from countersign.store import Store
 
+from . import drain
+from .builders import edited_card
 from .modals import open_view
 
 REJECT_REASON = "wrong customer"
@@ -41,6 +47,21 @@ def reject(sb: Sandbox, card: dict[str, Any]) -> None:
 def edit_to_100(sb: Sandbox, card: dict[str, Any]) -> None:
     """Edit `card`'s amount to 100 as U0LEAD (which approves it)."""
     edit(sb, card, "100")
+
+
+def failed_on_card(
+    store: Store, redis: Redis, sb: Sandbox, request_id: str, card: dict[str, Any], detail: str
+) -> None:
+    """The execution of `request_id` is recorded failed with `detail`, and its card, once the router
+    rewrote it, says so ("Failed ✗ <detail>"), not that it was executed."""
+    row = store.get(request_id)
+    assert row is not None
+    assert (row.execution, row.execution_detail) == ("failed", detail)
+    drain(redis)  # the router rewrites the card
+    shown = edited_card(sb, card["ts"])
+    assert shown is not None
+    blocks = json.dumps(shown["blocks"], ensure_ascii=False)
+    assert f"Failed ✗ {detail}" in blocks and "Executed" not in blocks
 
 
 REVIEWS = [

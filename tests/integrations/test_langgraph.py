@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from redis import Redis
@@ -31,7 +31,7 @@ from countersign.store import TimeoutResult, create_db_engine
 from examples.langgraph_refund import GATE, build_graph
 from tests.helpers import agent, drain, graph_agent, wait_for
 from tests.helpers.builders import age
-from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit
+from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit, failed_on_card
 from tests.helpers.stack import ROOT
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
@@ -231,6 +231,59 @@ def test_a_resume_job_resumes_the_thread_on_the_agents_worker_once(
     decision = runtime.store.outbox_event(request_id)
     assert decision is not None and graph_agent.resume(decision.body) is None  # delivered twice
     assert len(graph_agent.RUNS) == 1
+
+
+def declined_refund(handled: bool) -> BaseTool:
+    """The refund tool whose payment provider refuses: it raises `ToolException("card_declined")`,
+    which with `handle_tool_error` it answers the model with (an error `ToolMessage`)."""
+
+    @tool
+    def issue_refund(amount: str, currency: str, customer: str) -> str:
+        """Refund `amount` in `currency` to `customer`."""
+        raise ToolException("card_declined")
+
+    issue_refund.handle_tool_error = handled
+    return issue_refund
+
+
+@SQLITE
+def test_a_tool_error_the_model_is_told_is_still_the_executions_failure(
+    client: ApprovalClient,
+    runtime: Runtime,
+    redis: Redis,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    checkpointer: InMemorySaver,
+    config: dict[str, Any],
+) -> None:
+    """A tool that answers its own error (`handle_tool_error`) returns it as an error `ToolMessage`
+    through the `ToolNode`: the model is told it, and the execution is recorded failed."""
+    sb, _ = sandbox
+    graph = build_graph(checkpointer, tools=[declined_refund(handled=True)])
+    request_id, card = paused(graph, config, redis, sb)
+    approve(sb, card)
+    result = resume_graph(graph, client.wait(request_id, timeout=10), config)
+    assert (tool_answer(result).content, tool_answer(result).status) == ("card_declined", "error")
+    failed_on_card(runtime.store, redis, sb, request_id, card, "ToolFailed: card_declined")
+
+
+@SQLITE
+def test_a_tool_error_raised_out_of_the_graph_is_the_executions_failure(
+    client: ApprovalClient,
+    runtime: Runtime,
+    redis: Redis,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    checkpointer: InMemorySaver,
+    config: dict[str, Any],
+) -> None:
+    sb, _ = sandbox
+    graph = build_graph(checkpointer, tools=[declined_refund(handled=False)])
+    request_id, card = paused(graph, config, redis, sb)
+    approve(sb, card)
+    with pytest.raises(ToolException, match="card_declined"):
+        resume_graph(graph, client.wait(request_id, timeout=10), config)
+    failed_on_card(runtime.store, redis, sb, request_id, card, "ToolException: card_declined")
 
 
 @pytest.fixture

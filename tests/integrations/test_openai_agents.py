@@ -6,14 +6,17 @@ edited) arguments once; a rejection or an expiry reaches the model as the tool's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from agents import FunctionTool, Runner, RunResult, function_tool
+from agents import AgentHooks, FunctionTool, RunContextWrapper, Runner, RunResult, UserError, function_tool
 from agents.tool_context import ToolContext
 from redis import Redis
+from sqlalchemy.exc import SQLAlchemyError
 
 from countersign.agent import ApprovalClient
 from countersign.integrations.openai_agents import CountersignApprovals
@@ -21,14 +24,17 @@ from countersign.router import relay
 from countersign.router.jobs import json_queue, resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import TimeoutResult
+from countersign.store import Store, TimeoutResult
 from examples.openai_agents_refund import APPROVALS, build_agent
 from tests.helpers import agent, drain, run_agent, wait_for
 from tests.helpers.builders import age
-from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit
+from tests.helpers.faults import table_gone
+from tests.helpers.review import REVIEWS, answer_for, approve, card_of, edit, failed_on_card
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the adapter, not SQL
 ASK = "refund 120.00 USD to cus_ACME"
+DECLINED = "RuntimeError: card_declined"  # the failed execution's detail: what the tool raised
+DEFAULT_ERROR_TEXT = "An error occurred while running the tool. Please try again."  # the SDK's default
 
 
 class Refunds:
@@ -159,22 +165,108 @@ def test_a_resume_job_whose_tool_raised_after_its_claim_is_not_retried(
 ) -> None:
     """The gated tool claims the execution in a thread of its own (`asyncio.to_thread`) inside the
     job's event loop: the claim still reaches the RQ job it runs in (`get_current_job`, a context
-    variable the thread's copied context carries), so a tool that raised after its claim leaves the
-    resume job failed with no retry (RESUME_RETRY would otherwise run the turn again in 10 s)."""
-    sb, _ = sandbox
-    run_agent.RUNS.clear()
-    agent_ = build_agent(run_agent.FAILING, [run_agent.failing_refund])
-    request_id, card = paused(agent_, redis, sb, "run-fails", run_agent.FAILING)
-    approve(sb, card)
-    wait_for(lambda: relay.sweep(runtime.store, redis), what="the decision published")
-    drain(redis, agent.QUEUE)
-    assert run_agent.RUNS == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
-    row = runtime.store.get(request_id)
-    assert row is not None and (row.execution, row.execution_detail) == (
-        "failed",
-        "RuntimeError: card_declined",
-    )
+    variable the thread's copied context carries), so a tool that raised after its claim
+    (`failure_error_function=None`: out of the run) leaves the resume job failed with no retry
+    (RESUME_RETRY would otherwise run the turn again in 10 s), and the execution failed."""
+    request_id, card = approved_and_run(runtime, redis, sandbox[0], run_agent.FAILING)
+    failed_on_card(runtime.store, redis, sandbox[0], request_id, card, DECLINED)
     queue = json_queue(agent.QUEUE, redis)
     job = queue.fetch_job(resume_job_id(request_id))
     assert job is not None and job.retries_left == 0
     assert job.id in queue.failed_job_registry and job.id not in queue.scheduled_job_registry
+
+
+@SQLITE
+@pytest.mark.parametrize(
+    ("failing", "told"),
+    [
+        pytest.param(run_agent.FAILING_DEFAULT, DEFAULT_ERROR_TEXT, id="default"),
+        pytest.param(run_agent.FAILING_CUSTOM, "the refund was refused (card_declined)", id="custom"),
+    ],
+)
+def test_a_tool_error_the_sdk_tells_the_model_is_still_the_executions_failure(
+    runtime: Runtime,
+    redis: Redis,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+    failing: run_agent.FailingRefunds,
+    told: str,
+) -> None:
+    """A `failure_error_function` turns what the approved tool raised into its answer to the model:
+    the model is told that text, as the tool's author chose, the run and its resume job end
+    normally, and the execution is recorded failed with the tool's error, not executed."""
+    request_id, card = approved_and_run(runtime, redis, sandbox[0], failing)
+    failed_on_card(runtime.store, redis, sandbox[0], request_id, card, DECLINED)
+    assert failing.outputs == [f"The refund tool said: {told}"]
+
+
+@SQLITE
+def test_a_hand_made_tool_that_raised_after_approval_raises_out_of_the_run_and_is_failed(
+    client: ApprovalClient, runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """A `FunctionTool` built by hand has no failure handling of the SDK's: what it raises leaves the
+    run (the SDK's `UserError`), with countersign as without, and the execution is failed."""
+    sb, _ = sandbox
+
+    async def declined(context: ToolContext[Any], arguments: str) -> str:
+        raise RuntimeError("card_declined")
+
+    tool = dataclasses.replace(Refunds().tool, on_invoke_tool=declined)
+    approvals = CountersignApprovals(dict(APPROVALS.interrupt_on))
+    request_id, card = paused(build_agent(approvals, [tool]), redis, sb, "run-by-hand", approvals)
+    approve(sb, card)
+    with pytest.raises(UserError) as raised:
+        asyncio.run(approvals.resume(build_agent(approvals, [tool]), client.wait(request_id, timeout=10)))
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    failed_on_card(runtime.store, redis, sb, request_id, card, DECLINED)
+
+
+class ClaimRefused(AgentHooks[Any]):
+    """Agent hooks that make the database refuse the audit event of the claim of the tool call about
+    to run (its table renamed away until `outage` closes)."""
+
+    def __init__(self, store: Store, outage: ExitStack) -> None:
+        self.store, self.outage = store, outage
+
+    async def on_tool_start(self, context: RunContextWrapper[Any], agent: Any, tool: Any) -> None:
+        self.outage.enter_context(table_gone(self.store, "audit_events"))
+
+
+@SQLITE
+def test_countersigns_own_error_before_the_claim_raises_out_of_the_run(
+    client: ApprovalClient, runtime: Runtime, redis: Redis, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """Only what the tool raised becomes its `failure_error_function`'s answer: countersign's own
+    error (the database refusing the claim) raises out of the run, as it always did, for the resume
+    job to be retried; the tool did not run and its execution is not claimed."""
+    sb, _ = sandbox
+    failing = run_agent.FAILING_DEFAULT
+    run_agent.RUNS.clear()
+    request_id, card = paused(
+        build_agent(failing.approvals, [failing.tool]), redis, sb, "run-outage", failing.approvals
+    )
+    approve(sb, card)
+    decision = client.wait(request_id, timeout=10)
+    agent_ = build_agent(failing.approvals, [failing.tool])
+    with ExitStack() as outage:
+        agent_.hooks = ClaimRefused(runtime.store, outage)
+        with pytest.raises(UserError) as raised:  # the SDK's wrapping of what a tool raised
+            asyncio.run(failing.approvals.resume(agent_, decision))
+    assert isinstance(raised.value.__cause__, SQLAlchemyError)
+    row = runtime.store.get(request_id)
+    assert run_agent.RUNS == [] and row is not None and row.execution is None
+
+
+def approved_and_run(
+    runtime: Runtime, redis: Redis, sb: Sandbox, failing: run_agent.FailingRefunds
+) -> tuple[str, dict[str, Any]]:
+    """Pause `failing`'s agent, approve its card, and run its resume job: the request id and card."""
+    run_agent.RUNS.clear()
+    failing.outputs.clear()
+    agent_ = build_agent(failing.approvals, [failing.tool])
+    request_id, card = paused(agent_, redis, sb, "run-fails", failing.approvals)
+    approve(sb, card)
+    wait_for(lambda: relay.sweep(runtime.store, redis), what="the decision published")
+    drain(redis, agent.QUEUE)
+    assert run_agent.RUNS == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
+    return request_id, card
