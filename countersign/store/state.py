@@ -45,7 +45,7 @@ from .sql import (
     update_request,
     why_not_executable,
 )
-from .statements import CLAIM, LOCKED, OUTCOME, Decision, created
+from .statements import CLAIM, LOCKED, OUTCOME, Decision, changed, created
 from .webhooks import WebhookDeliveries, due_now
 from .writes import Transaction, Writer, insert_outbox
 
@@ -137,7 +137,7 @@ class Store(Deliveries, WebhookDeliveries):
                 stopped = None if request.status == Status.PENDING else AlreadyDecided(request)
             if stopped is not None:
                 return stopped
-            decided = self._decide_in(session, request_id, decision, resume, actor, where, shown)
+            decided = self._decide_in(session, request, decision, resume, actor, where, shown)
             assert decided is not None  # the row is locked and was pending
             return decided
 
@@ -167,24 +167,25 @@ class Store(Deliveries, WebhookDeliveries):
     def _decide_in(
         self,
         session: Transaction,
-        request_id: str,
+        locked: RequestRow,
         decision: Decision,
         resume: Resume,
         actor: str,
         surface: str | None = None,
         shown: dict[str, Any] | None = None,
     ) -> Decided | None:
-        """The conditional UPDATE out of `pending`, its audit event by `actor` (the Slack user whose
-        click decided, or `POLICY`; with the `surface` and what they were `shown`, when given), and
-        its resume event (`_resume_events`)."""
-        stmt, params = decision.update(request_id)
+        """The conditional UPDATE out of `pending` of the `locked` row (`_locked`, in this
+        transaction), its audit event by `actor` (the Slack user whose click decided, or `POLICY`;
+        with the `surface` and what they were `shown`, when given), and its resume event
+        (`_resume_events`)."""
+        stmt, params = decision.update(locked.id)
         found = session.execute(stmt, params).one_or_none()
         if found is None:
             return None
         detail = {"via": decision.via, "reason": decision.reason, "edits": decision.edits or []}
         detail |= _seen(surface, shown)
-        self._audit(session, request_id, Status(decision.outcome), actor, **detail)
-        return self._resume_events(session, [request_row(found)], resume, actor)[0]
+        self._audit(session, locked.id, Status(decision.outcome), actor, **detail)
+        return self._resume_events(session, [changed(locked, found)], resume, actor)[0]
 
     def _resume_events(
         self, session: Writer, rows: Sequence[Request], resume: Resume, actor: str
@@ -269,7 +270,7 @@ class Store(Deliveries, WebhookDeliveries):
             else:
                 return Counted(request, approvals)
             decided = self._decide_in(
-                session, request_id, decision, resume, voter["slack_user_id"], where, shown
+                session, request, decision, resume, voter["slack_user_id"], where, shown
             )
             assert decided is not None  # the row is locked and was pending
             return decided
