@@ -38,7 +38,7 @@ from .sql import (
     record,
 )
 from .statements import CARD_FACTS, PENDING_COUNT, REQUEST
-from .writes import Transaction, Writer
+from .transaction import Transaction, Writer
 
 DEADLINE_FIRST = (
     ApprovalRequest.expires_at.is_(None),
@@ -91,7 +91,7 @@ class Queries:
 
     @contextmanager
     def _transaction(self) -> Iterator[Transaction]:
-        """A write transaction on a Core `Connection` (`writes.Transaction`: no ORM `Session`, no
+        """A write transaction on a Core `Connection` (`transaction.Transaction`: no ORM `Session`, no
         object loaded), as `_write` runs one: the audit events it records (`_audit`) are inserted
         together, in the order recorded, just before it commits (none if it raises), unless a
         statement took them along (`writes.insert_outbox`)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -56,9 +56,7 @@ from .models import (
 from .results import NotExecutableWhy
 from .rows import COLUMNS, Request, RequestRow, request_row
 from .rules import Rules
-
-if TYPE_CHECKING:
-    from .writes import Transaction
+from .transaction import Transaction
 
 AUDIT = "countersign_audit"
 """`Session.info` key of the audit events a write transaction has recorded and not inserted yet."""
@@ -74,7 +72,7 @@ def audit_row(request_id: str, event: str, actor: str | None, **detail: Any) -> 
 
 def record(session: Session | Connection | Transaction, audits: Iterable[AuditRow]) -> None:
     """Record audit events in the write transaction `session` (a `Session`, or a Core
-    `writes.Transaction`), inserted after those recorded before them (ids keep the order) when it
+    `transaction.Transaction`), inserted after those recorded before them (ids keep the order) when it
     commits, or with the statement that takes them along (`writes.insert_outbox`,
     `changed_request`). On a `Connection` (a one-statement write on SQLite, `Queries._connection`:
     PostgreSQL's take their events along) they are inserted now."""

@@ -46,8 +46,9 @@ from .sql import (
     why_not_executable,
 )
 from .statements import CLAIM, LOCKED, OUTCOME, Decision, changed, created
+from .transaction import Transaction, Writer
 from .webhooks import WebhookDeliveries, due_now
-from .writes import Transaction, Writer, insert_outbox
+from .writes import insert_outbox
 
 Resume = Callable[[Request], ResumeEvent]
 POLICY = "policy"

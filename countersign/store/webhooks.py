@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 from .models import OutboxEvent, ResumeProblem, utcnow, utcnow_plus
 from .records import Records, not_run
 from .rows import Event
-from .writes import Writer
+from .transaction import Writer
 
 
 class WebhookAttempt(NamedTuple):

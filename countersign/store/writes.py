@@ -1,13 +1,6 @@
-"""The decision's write transaction without the ORM: a Core `Connection` with the audit events kept
-beside it, and the one INSERT of the resume events.
-
-A vote or a decision is a few statements in one transaction (the row lock, the conditional UPDATE
-RETURNING the row, the outbox INSERT carrying the audit events): an ORM `Session` around them added
-its transaction bookkeeping, the ORM's execution of each statement and the loading of the
-`OutboxEvent`s it inserted, for no object it kept (BENCHMARKS.md "Issue 14, ninth pass: the click
-and resume off the ORM"). `Transaction` has the two things of a `Session` these statements use:
-`execute` and `info` (where `sql.record` keeps the audit events until a statement takes them along or
-the transaction inserts them before it commits: `Queries._transaction`)."""
+"""The one INSERT of a transaction's resume events, returning plain rows (`rows.OutboxRow`), in a
+`Session` or a Core `transaction.Transaction` (the vote's and the decision's: BENCHMARKS.md "Issue 14,
+ninth pass: the click and resume off the ORM")."""
 
 from __future__ import annotations
 
@@ -15,36 +8,12 @@ import functools
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection, CursorResult, Executable, Table, insert
-from sqlalchemy.orm import Session
-from sqlalchemy.util.typing import TupleAny
+from sqlalchemy import Executable, Table, insert
 
 from .models import AuditEvent, OutboxEvent
 from .rows import OutboxRow
 from .sql import ALL_AUDITS, AUDIT, AUDIT_COLUMNS, OUTBOX_COLUMNS, json_rows, on_postgresql
-
-
-class Transaction:
-    """A write transaction on `connection` (a Core `Connection` that `begin()` opened), with `info`:
-    what a `Session.info` holds for `sql.record` and `insert_outbox`."""
-
-    __slots__ = ("connection", "info")
-
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-        self.info: dict[str, Any] = {}
-
-    def execute(self, statement: Executable, params: Any = None) -> CursorResult[*TupleAny]:
-        """Run `statement` in the transaction (`Connection.execute`)."""
-        return self.connection.execute(statement, params)
-
-    def get_bind(self) -> Connection:
-        """The connection, as `Session.get_bind` answers (`sql.on_postgresql`)."""
-        return self.connection
-
-
-Writer = Session | Transaction
-"""A write transaction: an ORM `Session` (`Queries._write`) or a Core one (`Queries._transaction`)."""
+from .transaction import Writer
 
 OUTBOX = cast(Table, OutboxEvent.__table__)
 OUTBOX_ROWS = json_rows(
