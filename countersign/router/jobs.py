@@ -32,7 +32,7 @@ from rq.utils import now
 from .. import bell
 from ..defaults import INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX, RESUME_MARKER_TTL_SECONDS
 from ..defaults import INTAKE_QUEUE as INTAKE_QUEUE  # the router worker's queue, named here with its jobs
-from ..store import OutboxEvent
+from ..store import Event
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ def enqueue_rewrite(
     )
 
 
-def enqueue_resume(redis: Redis, event: OutboxEvent, bells: Sequence[str] = ()) -> None:
+def enqueue_resume(redis: Redis, event: Event, bells: Sequence[str] = ()) -> None:
     """Enqueue an outbox event's resume job `func(decision)` on the agent's queue, once (its job id
     is unique), with `RESUME_FAILED_CALLBACK` as its `on_failure` and `RESUME_DONE_CALLBACK` as its
     `on_success`; RQ deletes it when it finishes (`result_ttl=0`), leaving only the marker. The bells
@@ -275,7 +275,7 @@ def enqueue_resume(redis: Redis, event: OutboxEvent, bells: Sequence[str] = ()) 
         log.debug("resume job %s was already enqueued", event.job_id)
 
 
-def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent], bells: Sequence[str] = ()) -> int:
+def enqueue_resumes(redis: Redis, events: Sequence[Event], bells: Sequence[str] = ()) -> int:
     """Enqueue the resume jobs of `events` as `enqueue_resume` does, in one Redis transaction: all
     of them but those whose job exists (queued, running, failed) or has run (its marker). Returns how
     many had not run when read (enqueued now or before). Raises redis-py's `RedisError` (then none
@@ -300,7 +300,7 @@ def enqueue_resumes(redis: Redis, events: Sequence[OutboxEvent], bells: Sequence
     raise WatchError(f"the resume jobs of {len(missing)} event(s) kept changing; none enqueued")
 
 
-def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
+def _enqueue_missing(redis: Redis, events: Sequence[Event]) -> bool:
     """WATCH the job and marker keys of `events`, and enqueue those whose job still neither exists
     nor has run, in one MULTI/EXEC (`_write_jobs`). False, with nothing enqueued, if a watched key
     changed."""
@@ -318,7 +318,7 @@ def _enqueue_missing(redis: Redis, events: Sequence[OutboxEvent]) -> bool:
     return True
 
 
-def _write_jobs(queue: Queue, events: Sequence[OutboxEvent], pipeline: Pipeline) -> None:
+def _write_jobs(queue: Queue, events: Sequence[Event], pipeline: Pipeline) -> None:
     """Queue on `pipeline` the resume jobs of `events` (all on `queue`) as RQ's `enqueue_many` does
     (the queue in RQ's set of queues, each job's hash as `Job.save` writes it, its id pushed on the
     queue), but with one `Job` a function (`_resume_job`), given each event's id, argument and
@@ -338,7 +338,7 @@ def _write_jobs(queue: Queue, events: Sequence[OutboxEvent], pipeline: Pipeline)
     pipeline.rpush(queue.key, *(event.job_id for event in events))
 
 
-def _resume_job(queue: Queue, event: OutboxEvent) -> Job:
+def _resume_job(queue: Queue, event: Event) -> Job:
     """`event`'s resume job, queued on `queue`, with every option `enqueue` gives a resume job
     (`_resume_options`), not saved."""
     return Job.create(
@@ -354,9 +354,7 @@ def _resume_job(queue: Queue, event: OutboxEvent) -> Job:
     )
 
 
-def _missing(
-    redis: Redis, events: Sequence[OutboxEvent], bells: Sequence[str] = ()
-) -> tuple[list[OutboxEvent], int]:
+def _missing(redis: Redis, events: Sequence[Event], bells: Sequence[str] = ()) -> tuple[list[Event], int]:
     """The `events` whose resume job neither exists nor has run, sorted by queue; and how many of
     `events` have run (their marker). One EXISTS of its job and marker an event, and one of all the
     markers (EXISTS counts the keys that exist); the bells of `bells` rung in the same pipeline."""
@@ -376,14 +374,14 @@ def _missing(
     return sorted(missing, key=lambda event: _job_target(event)[0]), ran
 
 
-def _job_target(event: OutboxEvent) -> tuple[str, str]:
+def _job_target(event: Event) -> tuple[str, str]:
     """The queue and function of an RQ resume event. Raises `ValueError` for a webhook event."""
     if event.queue is None or event.func is None:
         raise ValueError(f"outbox event {event.id} is a webhook, not an RQ job")
     return event.queue, event.func
 
 
-def _resume_options(event: OutboxEvent) -> dict[str, Any]:
+def _resume_options(event: Event) -> dict[str, Any]:
     """The RQ job options of a resume job, but its id and timeout (named differently by `enqueue` and
     `prepare_data`)."""
     return {
@@ -395,6 +393,6 @@ def _resume_options(event: OutboxEvent) -> dict[str, Any]:
     }
 
 
-def _description(event: OutboxEvent) -> str:
+def _description(event: Event) -> str:
     """The RQ description of a resume job (`rq info`, RQ's dashboards)."""
     return f"resume {event.body['action']} {event.request_id}: {event.body['outcome']}"

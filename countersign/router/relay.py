@@ -31,7 +31,7 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from .. import bell
-from ..store import OutboxEvent, Store
+from ..store import Event, Store
 from .jobs import (
     enqueue_intake,
     enqueue_resume,
@@ -55,7 +55,7 @@ HEAL_WINDOW_SECONDS = 24 * 3600
 """How far back `heal` looks for lost resume jobs: well inside `RESUME_MARKER_TTL_SECONDS`."""
 
 
-def try_publish(redis: Redis, event: OutboxEvent) -> bool:
+def try_publish(redis: Redis, event: Event) -> bool:
     """Enqueue the resume job of a just-committed `event` at once, so the agent resumes without
     waiting for the sweep. The event stays unpublished in the outbox until the next `sweep`, whose
     unique enqueue finds the job (no second job) and which marks the events of that second published
@@ -74,7 +74,7 @@ def try_publish(redis: Redis, event: OutboxEvent) -> bool:
     return True
 
 
-def publish_all(store: Store, redis: Redis, events: Sequence[OutboxEvent]) -> int:
+def publish_all(store: Store, redis: Redis, events: Sequence[Event]) -> int:
     """Enqueue the resume jobs of `events` (each once) in one Redis transaction, then mark them
     published in one database transaction. A job that exists already (the decision path enqueued
     it) or has run (its marker: RQ deleted it when it ran) is only marked (`jobs.enqueue_resumes`).

@@ -26,7 +26,7 @@ from .models import (
 )
 from .queries import CardFacts
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
-from .rows import Request, RequestRow
+from .rows import Event, OutboxRow, Request, RequestRow
 from .rules import EditableField, Level, Rules
 from .state import Resume, Store
 from .webhooks import WebhookAttempt
@@ -42,10 +42,12 @@ __all__ = [
     "Decider",
     "Edit",
     "EditableField",
+    "Event",
     "Execution",
     "Level",
     "NotExecutable",
     "OutboxEvent",
+    "OutboxRow",
     "Outcome",
     "OutcomeUnknown",
     "Refused",

@@ -38,6 +38,7 @@ from .sql import (
     record,
 )
 from .statements import CARD_FACTS, PENDING_COUNT, REQUEST, REQUESTER
+from .transaction import Transaction, Writer
 
 DEADLINE_FIRST = (
     ApprovalRequest.expires_at.is_(None),
@@ -81,12 +82,25 @@ class Queries:
     def _write(self) -> Iterator[Session]:
         """A write transaction. The audit events it records (`_audit`) are inserted together, in
         the order recorded, by one multi-row INSERT just before it commits (none if it raises), unless
-        a statement took them along (`sql.insert_outbox`, `sql.changed_request`)."""
+        a statement took them along (`writes.insert_outbox`, `sql.changed_request`)."""
         with Session(self._writer, expire_on_commit=False) as session, session.begin():
             yield session
             audits = session.info.pop(AUDIT, None)
             if audits:
                 session.execute(insert(AuditEvent), audits)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Transaction]:
+        """A write transaction on a Core `Connection` (`transaction.Transaction`: no ORM `Session`, no
+        object loaded), as `_write` runs one: the audit events it records (`_audit`) are inserted
+        together, in the order recorded, just before it commits (none if it raises), unless a
+        statement took them along (`writes.insert_outbox`)."""
+        with self._writer.begin() as connection:
+            transaction = Transaction(connection)
+            yield transaction
+            audits = transaction.info.pop(AUDIT, None)
+            if audits:
+                connection.execute(insert(AuditEvent), audits)
 
     @contextmanager
     def _connection(self, write: bool = False) -> Iterator[Connection]:
@@ -107,9 +121,11 @@ class Queries:
         with Session(self._one_statement or self.engine, expire_on_commit=False) as session, session.begin():
             yield session
 
-    def _insert(self, session: Session, model: type[Base], values: dict[str, Any]) -> bool:
+    @staticmethod
+    def _insert(session: Writer, model: type[Base], values: dict[str, Any]) -> bool:
         """INSERT ... ON CONFLICT DO NOTHING; True when a row was inserted."""
-        return self._insert_returning(session, model, values, literal(1)) is not None
+        stmt = insert_if_new(session, model, values).returning(literal(1))
+        return session.execute(stmt).first() is not None
 
     @staticmethod
     def _insert_returning(
@@ -120,7 +136,7 @@ class Queries:
         return session.scalars(insert_if_new(session, model, values).returning(*returning)).first()
 
     @staticmethod
-    def _audit(session: Session, request_id: str, event: str, actor: str | None, **detail: Any) -> None:
+    def _audit(session: Writer, request_id: str, event: str, actor: str | None, **detail: Any) -> None:
         """Record an audit event in the write transaction `session` (inserted when it commits, after
         the events recorded before it: ids keep the order, `at` is the transaction's clock)."""
         record(session, [audit_row(request_id, event, actor, **detail)])

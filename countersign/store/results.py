@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from .models import Decider, OutboxEvent
-from .rows import Request
+from .models import Decider
+from .rows import Event, Request
 
 
 class ResumeEvent(NamedTuple):
@@ -32,7 +32,7 @@ class Decided:
     """`Store.decide` won: the request is now in `request.status`; `event` is its resume event."""
 
     request: Request
-    event: OutboxEvent
+    event: Event
 
 
 @dataclass(frozen=True)

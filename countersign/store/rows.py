@@ -20,6 +20,8 @@ from .models import (
     Decider,
     Edit,
     Execution,
+    OutboxEvent,
+    ResumeProblem,
     Status,
     TimeoutResult,
     Via,
@@ -93,3 +95,28 @@ def request_row(row: Sequence[Any]) -> RequestRow:
     """The request in the first `COLUMNS` values of a result row selecting or returning the whole
     `approval_requests` row first (`sql.REQUESTS`, in the table's column order)."""
     return RequestRow(*row[:COLUMNS])
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """One resume event as read from its row (the columns of `models.OutboxEvent`, which says what
+    each means, in the table's order): what a decision's transaction returns (`writes.insert_outbox`)
+    instead of an ORM object."""
+
+    id: int
+    request_id: str
+    queue: str | None
+    func: str | None
+    webhook: str | None
+    attempts: int
+    next_attempt_at: datetime | None
+    job_id: str
+    body: dict[str, Any]
+    created_at: datetime
+    published_at: datetime | None
+    problem: ResumeProblem | None
+
+
+Event = OutboxEvent | OutboxRow
+"""A resume event as the store returns it: an ORM object (the sweeps' reads) or a plain row (a
+decision's); the same attributes either way. Read it, never write it back."""

@@ -34,7 +34,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, load_only
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.elements import ColumnClause
-from sqlalchemy.sql.selectable import ExecutableReturnsRows, TextualSelect
+from sqlalchemy.sql.selectable import TextualSelect
 
 from ..defaults import GRANT_TTL_SECONDS
 from .models import (
@@ -56,6 +56,7 @@ from .models import (
 from .results import NotExecutableWhy
 from .rows import COLUMNS, Request, RequestRow, request_row
 from .rules import Rules
+from .transaction import Transaction
 
 AUDIT = "countersign_audit"
 """`Session.info` key of the audit events a write transaction has recorded and not inserted yet."""
@@ -69,11 +70,12 @@ def audit_row(request_id: str, event: str, actor: str | None, **detail: Any) -> 
     return {"request_id": request_id, "event": event, "actor": actor, "detail": detail}
 
 
-def record(session: Session | Connection, audits: Iterable[AuditRow]) -> None:
-    """Record audit events in the write transaction `session`, inserted after those recorded before
-    them (ids keep the order) when it commits, or with the statement that takes them along
-    (`insert_outbox`, `changed_request`). On a `Connection` (a one-statement write on SQLite,
-    `Queries._connection`: PostgreSQL's take their events along) they are inserted now."""
+def record(session: Session | Connection | Transaction, audits: Iterable[AuditRow]) -> None:
+    """Record audit events in the write transaction `session` (a `Session`, or a Core
+    `transaction.Transaction`), inserted after those recorded before them (ids keep the order) when it
+    commits, or with the statement that takes them along (`writes.insert_outbox`,
+    `changed_request`). On a `Connection` (a one-statement write on SQLite, `Queries._connection`:
+    PostgreSQL's take their events along) they are inserted now."""
     if isinstance(session, Connection):
         if rows := list(audits):
             session.execute(insert(AuditEvent), rows)
@@ -81,13 +83,13 @@ def record(session: Session | Connection, audits: Iterable[AuditRow]) -> None:
     session.info.setdefault(AUDIT, []).extend(audits)
 
 
-def on_postgresql(session: Session | Connection) -> bool:
+def on_postgresql(session: Session | Connection | Transaction) -> bool:
     """The session's database is PostgreSQL, which has data-modifying CTEs (SQLite has none)."""
     bind = session if isinstance(session, Connection) else session.get_bind()
     return bind.dialect.name == "postgresql"
 
 
-def insert_if_new(session: Session, model: type[Base], values: dict[str, Any]) -> Insert:
+def insert_if_new(session: Session | Transaction, model: type[Base], values: dict[str, Any]) -> Insert:
     """`INSERT ... ON CONFLICT DO NOTHING` of one `model` row (no RETURNING yet)."""
     dialect = postgresql if on_postgresql(session) else sqlite
     stmt: Insert = dialect.insert(model).values(**values).on_conflict_do_nothing()
@@ -110,35 +112,8 @@ ALL_AUDITS = json_rows("audits", AUDIT_ROWS)
 AUDITS_IF_CHANGED = json_rows("audits", AUDIT_ROWS, "WHERE EXISTS (SELECT FROM changed)")
 """The audit events of `changed_request`'s change, inserted only if it changed a row (its CTE is
 named `changed`)."""
-OUTBOX_ROWS = json_rows(
-    "events", "r->>'request_id', r->>'queue', r->>'func', r->>'webhook', r->>'job_id', r->'body'"
-)
 OUTBOX_COLUMNS = ("request_id", "queue", "func", "webhook", "job_id", "body")
-
-
-def insert_outbox(session: Session, rows: Sequence[dict[str, Any]]) -> list[OutboxEvent]:
-    """One INSERT of resume events (`request_id`, `queue`, `func`, `webhook`, `job_id`, `body`)
-    RETURNING them, in any order: on PostgreSQL from one JSONB parameter (`json_rows`), carrying
-    the audit events recorded so far in the transaction (`WITH audit AS (INSERT INTO audit_events
-    ...) INSERT ...`: one statement where there were two; `_outbox_insert`); elsewhere a multi-row
-    INSERT (SQLAlchemy's "insertmanyvalues"), the audit events inserted at commit."""
-    if not on_postgresql(session):
-        return list(session.scalars(insert(OutboxEvent).returning(OutboxEvent), list(rows)))
-    audits = session.info.pop(AUDIT, None)
-    params = {"events": list(rows)} | ({"audits": audits} if audits else {})
-    return list(session.scalars(_outbox_insert(bool(audits)), params))
-
-
-@functools.cache
-def _outbox_insert(audits: bool) -> ExecutableReturnsRows:
-    """PostgreSQL: `insert_outbox`'s statement, with or without the `audits` CTE, built once each,
-    bound as `events` and `audits` (JSONB arrays), its rows loaded as `OutboxEvent`s."""
-    outbox = cast(Table, OutboxEvent.__table__)  # a Core INSERT: an ORM one takes parameters as rows
-    audit_events = cast(Table, AuditEvent.__table__)
-    stmt = insert(outbox).from_select(OUTBOX_COLUMNS, OUTBOX_ROWS).returning(*outbox.c)
-    if audits:
-        stmt = stmt.add_cte(insert(audit_events).from_select(AUDIT_COLUMNS, ALL_AUDITS).cte("audit"))
-    return select(OutboxEvent).from_statement(stmt)
+"""The columns of a resume event its writer gives (`writes.insert_outbox`, `expiries`)."""
 
 
 REQUESTS = cast(Table, ApprovalRequest.__table__)

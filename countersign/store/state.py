@@ -39,15 +39,16 @@ from .sql import (
     execution_update,
     expire_all_due,
     expire_due,
-    insert_outbox,
     level_clock,
     on_postgresql,
     resume_taken,
     update_request,
     why_not_executable,
 )
-from .statements import CLAIM, LOCKED, OUTCOME, Decision, created
+from .statements import CLAIM, LOCKED, OUTCOME, Decision, changed, created
+from .transaction import Transaction, Writer
 from .webhooks import WebhookDeliveries, due_now
+from .writes import insert_outbox
 
 Resume = Callable[[Request], ResumeEvent]
 POLICY = "policy"
@@ -128,7 +129,7 @@ class Store(Deliveries, WebhookDeliveries):
         if via == Via.SLACK and refuse is None:
             raise ValueError("a reviewer's decision is authorised on the row it locks: pass refuse")
         decision = Decision(outcome, decided_by, via, reason, grant_ttl, approved_payload, edits)
-        with self._write() as session:
+        with self._transaction() as session:
             request, on_time = self._locked(session, request_id)
             actor = decided_by[0]["slack_user_id"] if decided_by else POLICY
             if via == Via.SLACK:
@@ -137,11 +138,11 @@ class Store(Deliveries, WebhookDeliveries):
                 stopped = None if request.status == Status.PENDING else AlreadyDecided(request)
             if stopped is not None:
                 return stopped
-            decided = self._decide_in(session, request_id, decision, resume, actor, where, shown)
+            decided = self._decide_in(session, request, decision, resume, actor, where, shown)
             assert decided is not None  # the row is locked and was pending
             return decided
 
-    def _locked(self, session: Session, request_id: str) -> tuple[RequestRow, bool]:
+    def _locked(self, session: Transaction, request_id: str) -> tuple[RequestRow, bool]:
         """The request row, locked until the transaction ends (`SELECT ... FOR UPDATE` on
         PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serialises writers), and whether it is before
         its `expires_at` (database clock). Raises `UnknownRequest` for an unknown request id."""
@@ -151,7 +152,7 @@ class Store(Deliveries, WebhookDeliveries):
         return request_row(found), bool(found[COLUMNS])
 
     def _cannot_decide(
-        self, session: Session, request: Request, on_time: bool, actor: str, refuse: Refuse | None
+        self, session: Transaction, request: Request, on_time: bool, actor: str, refuse: Refuse | None
     ) -> Refused | AlreadyDecided | TimedOut | None:
         """Why reviewer `actor` may not decide the locked `request` now: `refuse(request)` says so
         (audited `refused` with its detail), it is decided already, or past its deadline; None when
@@ -166,28 +167,29 @@ class Store(Deliveries, WebhookDeliveries):
 
     def _decide_in(
         self,
-        session: Session,
-        request_id: str,
+        session: Transaction,
+        locked: RequestRow,
         decision: Decision,
         resume: Resume,
         actor: str,
         surface: str | None = None,
         shown: dict[str, Any] | None = None,
     ) -> Decided | None:
-        """The conditional UPDATE out of `pending`, its audit event by `actor` (the Slack user whose
-        click decided, or `POLICY`; with the `surface` and what they were `shown`, when given), and
-        its resume event (`_resume_events`)."""
-        stmt, params = decision.update(request_id)
+        """The conditional UPDATE out of `pending` of the `locked` row (`_locked`, in this
+        transaction), its audit event by `actor` (the Slack user whose click decided, or `POLICY`;
+        with the `surface` and what they were `shown`, when given), and its resume event
+        (`_resume_events`)."""
+        stmt, params = decision.update(locked.id)
         found = session.execute(stmt, params).one_or_none()
         if found is None:
             return None
         detail = {"via": decision.via, "reason": decision.reason, "edits": decision.edits or []}
         detail |= _seen(surface, shown)
-        self._audit(session, request_id, Status(decision.outcome), actor, **detail)
-        return self._resume_events(session, [request_row(found)], resume, actor)[0]
+        self._audit(session, locked.id, Status(decision.outcome), actor, **detail)
+        return self._resume_events(session, [changed(locked, found)], resume, actor)[0]
 
     def _resume_events(
-        self, session: Session, rows: Sequence[Request], resume: Resume, actor: str
+        self, session: Writer, rows: Sequence[Request], resume: Resume, actor: str
     ) -> list[Decided]:
         """The outbox rows `resume(row)` of just-decided `rows` (one INSERT for all, which on PostgreSQL
         also inserts the transaction's audit events), each with its `resume_published` audit event by
@@ -245,9 +247,10 @@ class Store(Deliveries, WebhookDeliveries):
         (`votes`); the one vote that settles any other is its decision (`decided_by`). `where` (the
         surface clicked: `card` or `home`) and `shown` (what Slack says the voter was shown: `{"text",
         "blocks_sha256"[, "view"]}`) go into the `vote` and decision audit events. Raises
-        `UnknownRequest` for an unknown request id.
+        `UnknownRequest` for an unknown request id. One Core transaction (`Queries._transaction`):
+        no ORM object is loaded or kept.
         """
-        with self._write() as session:
+        with self._transaction() as session:
             request, on_time = self._locked(session, request_id)
             stopped = self._cannot_decide(session, request, on_time, voter["slack_user_id"], refuse)
             if stopped is not None:
@@ -268,13 +271,13 @@ class Store(Deliveries, WebhookDeliveries):
             else:
                 return Counted(request, approvals)
             decided = self._decide_in(
-                session, request_id, decision, resume, voter["slack_user_id"], where, shown
+                session, request, decision, resume, voter["slack_user_id"], where, shown
             )
             assert decided is not None  # the row is locked and was pending
             return decided
 
     def _count(
-        self, session: Session, request: Request, voter: Decider, vote: Outcome
+        self, session: Transaction, request: Request, voter: Decider, vote: Outcome
     ) -> list[Decider] | Counted:
         """Store the vote of a request that needs a quorum (a `votes` row; a request one approval
         settles needs none): the approvals counted so far, this one included, or `Counted.repeated`
@@ -286,11 +289,14 @@ class Store(Deliveries, WebhookDeliveries):
         return self._approvals(session, request.id)
 
     @staticmethod
-    def _approvals(session: Session, request_id: str) -> list[Decider]:
+    def _approvals(session: Transaction, request_id: str) -> list[Decider]:
+        """The approvals counted on a quorum request so far, oldest first."""
         stmt = (
-            select(Vote).where(Vote.request_id == request_id, Vote.vote == Outcome.APPROVED).order_by(Vote.at)
+            select(Vote.slack_user_id, Vote.name)
+            .where(Vote.request_id == request_id, Vote.vote == Outcome.APPROVED)
+            .order_by(Vote.at)
         )
-        return [{"slack_user_id": v.slack_user_id, "name": v.name} for v in session.scalars(stmt)]
+        return [{"slack_user_id": user, "name": name} for user, name in session.execute(stmt)]
 
     def expire(self, due: Sequence[tuple[Request, TimeoutResult]], resume: Resume) -> list[Decided]:
         """End timed-out requests as `expired`, each `(request, result)` with the policy's `result`

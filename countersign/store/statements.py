@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Literal, NamedTuple, cast
 
-from sqlalchemy import Integer, Table, bindparam, case, func, literal, or_, select, update
+from sqlalchemy import Integer, Row, Table, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.elements import BindParameter
@@ -33,6 +34,7 @@ from .models import (
     utcnow,
     utcnow_plus,
 )
+from .rows import RequestRow
 from .sql import REQUESTS, clock_from, is_pending, not_timed_out, verdict
 
 BIND: Callable[[str], BindParameter[Any]] = bindparam
@@ -162,7 +164,7 @@ class Decision(NamedTuple):
 
     def update(self, request_id: str) -> tuple[Update, dict[str, Any]]:
         """The conditional UPDATE of request `request_id` out of `pending` to this decision,
-        returning the row (`decided`), and its parameters."""
+        returning the columns it sets (`decided`), and its parameters."""
         edited = self.approved_payload is not None
         params: dict[str, Any] = {"for_request": request_id, "new_decided_by": self.decided_by}
         params["new_reason"] = self.reason
@@ -177,12 +179,20 @@ def decided(outcome: Outcome, via: Via, edited: bool) -> Update:
     """The conditional UPDATE out of `pending` of the request bound as `for_request` to `outcome`
     (`sql.verdict`), with or without an `edited` payload, built once each: bound as `new_decided_by`,
     `new_reason`, `new_edits`, `grant_seconds` and `new_payload`. A Core UPDATE (an ORM one runs
-    SQLAlchemy's bulk-update machinery) RETURNING the row (`rows.request_row`), or none."""
+    SQLAlchemy's bulk-update machinery) RETURNING the columns it sets, by name (`changed`), or
+    nothing: the decision runs on the row it locked, so that row with these is the row as it is now,
+    and the columns it does not change (the stored rules, payload, context, ...: most of the cost of
+    decoding a row) are not read back."""
     payload = BIND("new_payload") if edited else None
     by, reason, edits = (BIND(name) for name in ("new_decided_by", "new_reason", "new_edits"))
     values = verdict(outcome, by, via, reason, bindparam("grant_seconds", type_=Integer), payload, edits)
     pending = (REQUESTS.c.id == FOR_REQUEST, REQUESTS.c.status == Status.PENDING)
-    return update(REQUESTS).where(*pending).values(**values).returning(REQUESTS)
+    return update(REQUESTS).where(*pending).values(**values).returning(*(REQUESTS.c[name] for name in values))
+
+
+def changed(row: RequestRow, found: Row[Any]) -> RequestRow:
+    """The locked `row` with the columns a decision's UPDATE returned (`decided`) set."""
+    return replace(row, **found._asdict())
 
 
 @functools.cache

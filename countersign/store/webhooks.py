@@ -16,10 +16,11 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import select, update
-from sqlalchemy.orm import Session
 
 from .models import OutboxEvent, ResumeProblem, utcnow, utcnow_plus
 from .records import Records, not_run
+from .rows import Event
+from .transaction import Writer
 
 
 class WebhookAttempt(NamedTuple):
@@ -107,7 +108,7 @@ class WebhookDeliveries(Records):
         return True
 
 
-def due_now(session: Session, events: Iterable[OutboxEvent]) -> None:
+def due_now(session: Writer, events: Iterable[Event]) -> None:
     """Make the first attempt of the webhook events among just-inserted `events` due now (database
     clock), in the caller's transaction; nothing for RQ events."""
     webhooks = [event.id for event in events if event.webhook is not None]
