@@ -40,6 +40,7 @@ from ..schema import payload_sha256
 from ..store import Decider, Execution, Request, ResumeProblem, Status
 from .edits import block_id as edit_block_id
 from .texts import (
+    LINE_BREAKS,
     clip,
     conversation,
     escape,
@@ -150,7 +151,9 @@ def blocks_text(blocks: list[Any]) -> str:
     return "\n".join(found)
 
 
-def _plain(text: str, limit: int) -> PlainTextObject:
+def plain(text: str, limit: int) -> PlainTextObject:
+    """Untrusted `text` as a `plain_text` object: `sanitize`d, clipped to `limit` characters, emoji
+    codes left as typed. The one way cards, modals and the reviewer's own surfaces show such text."""
     return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
 
 
@@ -187,19 +190,17 @@ def _body(request: Request, version: str) -> list[Block]:
     then the reason."""
     shown = payload_lines(request.payload_to_run, request.rules.key_fields)
     blocks: list[Block] = [
-        HeaderBlock(block_id=f"head-{version}", text=_plain(one_line(request.summary), MAX_HEADER_TEXT)),
-        SectionBlock(
-            block_id=f"facts-{version}", fields=[_plain(f, CARD_FIELD_MAX) for f in _facts(request)]
-        ),
+        HeaderBlock(block_id=f"head-{version}", text=plain(one_line(request.summary), MAX_HEADER_TEXT)),
+        SectionBlock(block_id=f"facts-{version}", fields=[plain(f, CARD_FIELD_MAX) for f in _facts(request)]),
     ]
     if shown:
         blocks.append(
-            SectionBlock(block_id=f"payload-{version}", fields=[_plain(f, CARD_FIELD_MAX) for f in shown])
+            SectionBlock(block_id=f"payload-{version}", fields=[plain(f, CARD_FIELD_MAX) for f in shown])
         )
     if request.reason:
         blocks.append(
             SectionBlock(
-                block_id=f"why-{version}", text=_plain(f"Reason: {_reason(request)}", CARD_REASON_MAX)
+                block_id=f"why-{version}", text=plain(f"Reason: {_reason(request)}", CARD_REASON_MAX)
             )
         )
     return blocks
@@ -250,11 +251,11 @@ def compact_card(request: Request) -> Card:
     summary, action class, requester, the key fields and the buttons; everything else is in Details."""
     key_fields = request.rules.key_fields
     only_keys = {name: value for name, value in request.payload_to_run.items() if name in key_fields}
-    keys = [_plain(line, CARD_FIELD_MAX) for line in payload_lines(only_keys, key_fields)]
+    keys = [plain(line, CARD_FIELD_MAX) for line in payload_lines(only_keys, key_fields)]
     blocks: list[Block] = [
         SectionBlock(
             block_id="compact",
-            text=_plain(
+            text=plain(
                 f"{one_line(request.summary)} ({request.action}, from {request.requester})", CARD_FIELD_MAX
             ),
             fields=keys or None,
@@ -323,7 +324,7 @@ def execution_line(request: Request, refused: str | None, problem: ResumeProblem
             "(if the agent died, it may report it with `report_outcome`)"
         )
     if request.execution == Execution.FAILED:
-        return f"Failed ✗ {escape(clip(request.execution_detail or '', 500))}"
+        return f"Failed ✗ {escape(clip(one_line(request.execution_detail or ''), 500))}"
     if problem is not None and request.execution is None:
         return not_resumed(request, problem)
     if refused and request.execution is None and request.approved_payload is not None:
@@ -367,9 +368,9 @@ def decided_card(request: Request, refused: str | None = None, problem: ResumePr
             block_id=f"verdict-{version}", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))
         )
     )
-    if request.decision_reason:  # typed by a reviewer: as untrusted as the agent's text
-        reason = f"Reviewer's reason: {request.decision_reason}"
-        blocks.append(SectionBlock(block_id=f"decided-why-{version}", text=_plain(reason, 1000)))
+    if request.decision_reason:  # typed by a reviewer: as untrusted as the agent's text, and as bounded
+        reason = f"Reviewer's reason: {paragraphs(request.decision_reason, CARD_REASON_LINES)}"
+        blocks.append(SectionBlock(block_id=f"decided-why-{version}", text=plain(reason, CARD_REASON_MAX)))
     return _card(request, blocks, f"{request.status.capitalize()}: {request.summary}")
 
 
@@ -377,7 +378,7 @@ def _view(title: str, blocks: list[Block], close: str = "Close", **extra: Any) -
     """A modal; `close` labels its close button: `Close` for one that only shows (a view that names
     none shows Slack's default, `Cancel`, which reads as if something would be undone)."""
     assert len(blocks) <= MAX_BLOCKS_PER_VIEW
-    title_text, close_text = _plain(title, MAX_VIEW_TITLE), _plain(close, MAX_VIEW_TITLE)
+    title_text, close_text = plain(title, MAX_VIEW_TITLE), plain(close, MAX_VIEW_TITLE)
     return View(type="modal", title=title_text, blocks=blocks, close=close_text, **extra).to_dict()
 
 
@@ -388,7 +389,7 @@ def _form(title: str, blocks: list[Block], callback_id: str, request: Request, s
         blocks,
         callback_id=callback_id,
         private_metadata=request.id,
-        submit=_plain(submit, MAX_VIEW_TITLE),
+        submit=plain(submit, MAX_VIEW_TITLE),
         close="Cancel",
     )
 
@@ -396,7 +397,7 @@ def _form(title: str, blocks: list[Block], callback_id: str, request: Request, s
 def loading_view(title: str) -> dict[str, Any]:
     """The modal opened at once with the click's `trigger_id` (valid 3 s, once:
     https://docs.slack.dev/tools/bolt-python/concepts/opening-modals), filled by `views.update`."""
-    return _view(title, [SectionBlock(text=_plain("Loading…", 100))])
+    return _view(title, [SectionBlock(text=plain("Loading…", 100))])
 
 
 def notice_view(title: str, text: str) -> dict[str, Any]:
@@ -411,7 +412,7 @@ def edit_view(request: Request) -> dict[str, Any]:
     Slack's schema requires); text fields are `plain_text_input`s. Submitting approves with edits.
     """
     blocks: list[Block] = [
-        SectionBlock(text=_plain(f"Edit, then approve: {one_line(request.summary)}", MAX_SECTION_TEXT))
+        SectionBlock(text=plain(f"Edit, then approve: {one_line(request.summary)}", MAX_SECTION_TEXT))
     ]
     for name, spec in request.rules.editable.items():
         original = show(request.payload.get(name, ""))
@@ -420,7 +421,7 @@ def edit_view(request: Request) -> dict[str, Any]:
                 action_id="value",
                 initial_value=clip(original, MAX_TEXT_INPUT_LENGTH),
                 max_length=spec.max_length,
-                multiline=len(original) > 80,
+                multiline=len(original) > 80 or any(brk in original for brk in LINE_BREAKS),
             )
         else:
             element = NumberInputElement(
@@ -430,7 +431,7 @@ def edit_view(request: Request) -> dict[str, Any]:
                 min_value=spec.min,
                 max_value=spec.max,
             )
-        blocks.append(InputBlock(block_id=edit_block_id(name), label=_plain(name, 2000), element=element))
+        blocks.append(InputBlock(block_id=edit_block_id(name), label=plain(name, 2000), element=element))
     return _form("Edit and approve", blocks, EDIT_CALLBACK, request, submit="Approve")
 
 
@@ -438,10 +439,10 @@ def reject_view(request: Request) -> dict[str, Any]:
     """The Reject modal: a reason, required when the policy says `reject_reason: required`."""
     required = request.rules.reject_reason == "required"
     blocks: list[Block] = [
-        SectionBlock(text=_plain(f"Reject: {one_line(request.summary)}", MAX_SECTION_TEXT)),
+        SectionBlock(text=plain(f"Reject: {one_line(request.summary)}", MAX_SECTION_TEXT)),
         InputBlock(
             block_id=REASON_BLOCK,
-            label=_plain("Reason (sent to the agent)", 2000),
+            label=plain("Reason (sent to the agent)", 2000),
             optional=not required,
             element=PlainTextInputElement(action_id="value", multiline=True, max_length=3000),
         ),
@@ -453,13 +454,13 @@ def details_view(request: Request) -> dict[str, Any]:
     """The Details modal: the policy rule that sent the request to review, as written (CEL), then
     the whole payload and context as pretty JSON, in sections of at most 3000 chars, within 100
     blocks and 250 kB; what does not fit ends in an honest "… N more characters"."""
-    blocks: list[Block] = [HeaderBlock(text=_plain(one_line(request.summary), MAX_HEADER_TEXT))]
-    blocks.append(SectionBlock(fields=[_plain(f, MAX_SECTION_FIELD_TEXT) for f in _facts(request)]))
+    blocks: list[Block] = [HeaderBlock(text=plain(one_line(request.summary), MAX_HEADER_TEXT))]
+    blocks.append(SectionBlock(fields=[plain(f, MAX_SECTION_FIELD_TEXT) for f in _facts(request)]))
     if request.reason:
-        blocks.append(SectionBlock(text=_plain(f"Reason: {request.reason}", MAX_SECTION_TEXT)))
+        blocks.append(SectionBlock(text=plain(f"Reason: {request.reason}", MAX_SECTION_TEXT)))
     if request.rules.review_rule:
         rule = f"Policy v{request.policy_version} rule: {request.rules.review_rule}"
-        blocks.append(SectionBlock(text=_plain(rule, MAX_SECTION_TEXT)))
+        blocks.append(SectionBlock(text=plain(rule, MAX_SECTION_TEXT)))
     parts = (("Payload", request.payload), ("Context", request.context))
     text = "\n\n".join(f"{title}:\n{json_text(data)}" for title, data in parts if data)
     blocks.extend(_chunks(text, MAX_BLOCKS_PER_VIEW - len(blocks)))
@@ -472,12 +473,12 @@ def _chunks(text: str, room: int) -> list[SectionBlock]:
     sizes = [len(json.dumps(p)) for p in pieces]  # as sent: ASCII JSON, the largest encoding
     fits = next((n for n in range(len(pieces)) if sum(sizes[: n + 1]) > MODAL_TEXT_BYTES), len(pieces))
     if len(pieces) <= room and fits == len(pieces):
-        return [SectionBlock(text=_plain(p, MAX_SECTION_TEXT)) for p in pieces]
+        return [SectionBlock(text=plain(p, MAX_SECTION_TEXT)) for p in pieces]
     kept = min(room - 1, fits)
     left = len(text) - kept * MAX_SECTION_TEXT
     more = f"… {left} more characters not shown (countersign show <request id> prints everything)"
-    return [SectionBlock(text=_plain(p, MAX_SECTION_TEXT)) for p in pieces[:kept]] + [
-        SectionBlock(text=_plain(more, 300))
+    return [SectionBlock(text=plain(p, MAX_SECTION_TEXT)) for p in pieces[:kept]] + [
+        SectionBlock(text=plain(more, 300))
     ]
 
 

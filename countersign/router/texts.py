@@ -194,7 +194,7 @@ def not_resumed(request: Request, problem: ResumeProblem) -> str:
         if left
         else "RQ will not run it again"
     )
-    error = escape(clip(problem["error"], 500))
+    error = escape(clip(one_line(problem["error"]), 500))  # the agent's exception: it may span lines
     return f"⚠ {lead}: its resume job `{escape(request.resume_func or '')}` failed ({error}); {again}"
 
 
