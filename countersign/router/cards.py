@@ -409,7 +409,8 @@ def edit_view(request: Request) -> dict[str, Any]:
     """The Edit modal: one input per editable field, prefilled from the frozen payload.
 
     Decimal and integer fields are `number_input`s (`min_value`/`max_value` as strings, as
-    Slack's schema requires); text fields are `plain_text_input`s. Submitting approves with edits.
+    Slack's schema requires); text fields are `plain_text_input`s, multi-line for a value over 80
+    characters or with a line break (`texts.LINE_BREAKS`). Submitting approves with edits.
     """
     blocks: list[Block] = [
         SectionBlock(text=plain(f"Edit, then approve: {one_line(request.summary)}", MAX_SECTION_TEXT))
