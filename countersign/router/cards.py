@@ -17,7 +17,6 @@ Details modal.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +43,6 @@ from .texts import (
     clip,
     conversation,
     escape,
-    json_text,
     mentions,
     not_executed,
     not_resumed,
@@ -74,9 +72,6 @@ MAX_BLOCKS_PER_VIEW = 100
 MAX_VIEW_TITLE = 24
 MAX_TEXT_INPUT_LENGTH = 3000
 MAX_INPUT_LABEL = 2000
-# views.* refuse a view over 250 kB (`view_too_large`: https://docs.slack.dev/reference/methods/views.push);
-# the Details modal keeps its text under this many bytes of JSON, leaving room for the rest of the view.
-MODAL_TEXT_BYTES = 200_000
 MAX_BLOCKS_TOTAL_TEXT = 12_000
 # Card budgets, chosen so that a card stays far below MAX_BLOCKS_TOTAL_TEXT whatever the agent sent.
 CARD_FIELD_MAX = 300
@@ -157,7 +152,9 @@ def plain(text: str, limit: int) -> PlainTextObject:
     return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
 
 
-def _facts(request: Request) -> list[str]:
+def facts(request: Request) -> list[str]:
+    """`Action: …`, `Requester: …`, and when given `On behalf of: …` and `Confidence: 0.80`: the
+    request's facts, as a card's and the Details modal's fields show them (before clipping)."""
     facts = [f"Action: {request.action}", f"Requester: {request.requester}"]
     if request.on_behalf_of:
         facts.append(f"On behalf of: {request.on_behalf_of}")
@@ -191,7 +188,7 @@ def _body(request: Request, version: str) -> list[Block]:
     shown = payload_lines(request.payload_to_run, request.rules.key_fields)
     blocks: list[Block] = [
         HeaderBlock(block_id=f"head-{version}", text=plain(one_line(request.summary), MAX_HEADER_TEXT)),
-        SectionBlock(block_id=f"facts-{version}", fields=[plain(f, CARD_FIELD_MAX) for f in _facts(request)]),
+        SectionBlock(block_id=f"facts-{version}", fields=[plain(f, CARD_FIELD_MAX) for f in facts(request)]),
     ]
     if shown:
         blocks.append(
@@ -242,8 +239,13 @@ def decision_buttons(request: Request) -> list[ButtonElement]:
     ]
     if request.rules.editable and request.required_approvals == 1:
         buttons.append(ButtonElement(text="Edit", action_id=EDIT_ACTION, value=request.id))
-    buttons.append(ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id))
-    return buttons
+    return [*buttons, details_button(request)]
+
+
+def details_button(request: Request) -> ButtonElement:
+    """The Details button (`value`: the request id): on a pending card beside the others, alone on a
+    decided one, whose Details keep the decision (`details.details_view`)."""
+    return ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id)
 
 
 def compact_card(request: Request) -> Card:
@@ -265,7 +267,7 @@ def compact_card(request: Request) -> Card:
             elements=[
                 ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=request.id, style="primary"),
                 ButtonElement(text="Reject", action_id=REJECT_ACTION, value=request.id, style="danger"),
-                ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id),
+                details_button(request),
             ],
         ),
     ]
@@ -301,7 +303,8 @@ def _then(request: Request) -> str:
     return f"escalation to {conversation(request.rules.level(request.level + 1).channel)}"
 
 
-def _edit_line(request: Request) -> str | None:
+def edit_line(request: Request) -> str | None:
+    """`✏️ amount 120.00 → 100.50, edited by <@U…>` (mrkdwn, escaped) for an edited request, else None."""
     if not request.edits:
         return None
     changes = ", ".join(
@@ -351,14 +354,21 @@ def _state(request: Request, refused: str | None, problem: ResumeProblem | None)
     return refused or "open"
 
 
+def verdict_line(request: Request, utc: bool = False) -> str:
+    """`✅ Approved by <@U…> at <date>` (mrkdwn; ⛔ rejected, ⏱ expired: `texts.verdict`), with `utc`
+    the time as UTC text."""
+    icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
+    return f"{icon} {verdict(request, utc=utc)}"
+
+
 def decided_card(request: Request, refused: str | None = None, problem: ResumeProblem | None = None) -> Card:
-    """The card after the decision: the same facts, no buttons; who decided what and when, the
-    edit diff, the reviewer's reason, and the execution outcome once the agent reports it, or
+    """The card after the decision: the same facts; who decided what and when, the edit diff, the
+    reviewer's reason (its first lines), the Details button alone (the record in full, to anyone
+    who sees the card), and the execution outcome once the agent reports it, or
     while it has not: why the agent has not run the decision (`problem`: its resume job failed or
     no worker took it, `OutboxEvent.problem`), or why its worker refused to (`refused`: the `why`
     of its latest refusal)."""
-    icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
-    lines = [f"{icon} {verdict(request)}", _edit_line(request), execution_line(request, refused, problem)]
+    lines = [verdict_line(request), edit_line(request), execution_line(request, refused, problem)]
     version = f"{request.status}-{_state(request, refused, problem)}"
     lines.append(f"Request {request.id} · policy v{request.policy_version}")
     blocks = _body(request, version)
@@ -371,10 +381,11 @@ def decided_card(request: Request, refused: str | None = None, problem: ResumePr
     if request.decision_reason:  # typed by a reviewer: as untrusted as the agent's text, and as bounded
         reason = f"Reviewer's reason: {paragraphs(request.decision_reason, CARD_REASON_LINES)}"
         blocks.append(SectionBlock(block_id=f"decided-why-{version}", text=plain(reason, CARD_REASON_MAX)))
+    blocks.append(ActionsBlock(block_id=f"details-{version}", elements=[details_button(request)]))
     return _card(request, blocks, f"{request.status.capitalize()}: {request.summary}")
 
 
-def _view(title: str, blocks: list[Block], close: str = "Close", **extra: Any) -> dict[str, Any]:
+def modal(title: str, blocks: list[Block], close: str = "Close", **extra: Any) -> dict[str, Any]:
     """A modal; `close` labels its close button: `Close` for one that only shows (a view that names
     none shows Slack's default, `Cancel`, which reads as if something would be undone)."""
     assert len(blocks) <= MAX_BLOCKS_PER_VIEW
@@ -384,7 +395,7 @@ def _view(title: str, blocks: list[Block], close: str = "Close", **extra: Any) -
 
 def _form(title: str, blocks: list[Block], callback_id: str, request: Request, submit: str) -> dict[str, Any]:
     """A modal with inputs; its submit comes back with `callback_id` and the request id as metadata."""
-    return _view(
+    return modal(
         title,
         blocks,
         callback_id=callback_id,
@@ -397,12 +408,12 @@ def _form(title: str, blocks: list[Block], callback_id: str, request: Request, s
 def loading_view(title: str) -> dict[str, Any]:
     """The modal opened at once with the click's `trigger_id` (valid 3 s, once:
     https://docs.slack.dev/tools/bolt-python/concepts/opening-modals), filled by `views.update`."""
-    return _view(title, [SectionBlock(text=plain("Loading…", 100))])
+    return modal(title, [SectionBlock(text=plain("Loading…", 100))])
 
 
 def notice_view(title: str, text: str) -> dict[str, Any]:
     """A modal with one message (e.g. why this reviewer cannot edit)."""
-    return _view(title, [SectionBlock(text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT)))])
+    return modal(title, [SectionBlock(text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT)))])
 
 
 def edit_view(request: Request) -> dict[str, Any]:
@@ -449,38 +460,6 @@ def reject_view(request: Request) -> dict[str, Any]:
         ),
     ]
     return _form("Reject request", blocks, REJECT_CALLBACK, request, submit="Reject")
-
-
-def details_view(request: Request) -> dict[str, Any]:
-    """The Details modal: the policy rule that sent the request to review, as written (CEL), then
-    the whole payload and context as pretty JSON, in sections of at most 3000 chars, within 100
-    blocks and 250 kB; what does not fit ends in an honest "… N more characters"."""
-    blocks: list[Block] = [HeaderBlock(text=plain(one_line(request.summary), MAX_HEADER_TEXT))]
-    blocks.append(SectionBlock(fields=[plain(f, MAX_SECTION_FIELD_TEXT) for f in _facts(request)]))
-    if request.reason:
-        blocks.append(SectionBlock(text=plain(f"Reason: {request.reason}", MAX_SECTION_TEXT)))
-    if request.rules.review_rule:
-        rule = f"Policy v{request.policy_version} rule: {request.rules.review_rule}"
-        blocks.append(SectionBlock(text=plain(rule, MAX_SECTION_TEXT)))
-    parts = (("Payload", request.payload), ("Context", request.context))
-    text = "\n\n".join(f"{title}:\n{json_text(data)}" for title, data in parts if data)
-    blocks.extend(_chunks(text, MAX_BLOCKS_PER_VIEW - len(blocks)))
-    return _view("Request details", blocks)
-
-
-def _chunks(text: str, room: int) -> list[SectionBlock]:
-    """`text` in sections of 3000 chars, at most `room` blocks and `MODAL_TEXT_BYTES` of JSON."""
-    pieces = [text[i : i + MAX_SECTION_TEXT] for i in range(0, len(text), MAX_SECTION_TEXT)]
-    sizes = [len(json.dumps(p)) for p in pieces]  # as sent: ASCII JSON, the largest encoding
-    fits = next((n for n in range(len(pieces)) if sum(sizes[: n + 1]) > MODAL_TEXT_BYTES), len(pieces))
-    if len(pieces) <= room and fits == len(pieces):
-        return [SectionBlock(text=plain(p, MAX_SECTION_TEXT)) for p in pieces]
-    kept = min(room - 1, fits)
-    left = len(text) - kept * MAX_SECTION_TEXT
-    more = f"… {left} more characters not shown (countersign show <request id> prints everything)"
-    return [SectionBlock(text=plain(p, MAX_SECTION_TEXT)) for p in pieces[:kept]] + [
-        SectionBlock(text=plain(more, 300))
-    ]
 
 
 def escalated_card(request: Request, to_channel: str) -> Card:

@@ -7,6 +7,7 @@ card; and reading back what became of them.
 - `open_view`: press a card's button that opens a modal, and wait for the modal's real content;
 - `new_request`: a pending request written straight to the store (no policy, no card);
 - `request`: an `ApprovalRequest` built in memory and never stored, for rendering and edit checks;
+- `buttons`, `decidable`: a card's buttons, and whether it still offers a decision;
 - `resume`: the outbox row a decision writes, as the router writes it;
 - `age`: move a stored request's deadlines, as if the clock had run on.
 """
@@ -22,6 +23,7 @@ from ulid import ULID
 
 from countersign.agent import ApprovalClient
 from countersign.decision import decision_of
+from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REJECT_ACTION
 from countersign.router.jobs import resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
@@ -101,6 +103,16 @@ def events(store: Store, request_id: str) -> list[str]:
 def edited_card(sb: Sandbox, ts: str) -> dict[str, Any] | None:
     """The card with this `ts` once it has been rewritten, else None."""
     return next((m for m in sb.messages() if m["ts"] == ts and m["edited"]), None)
+
+
+def buttons(message: dict[str, Any]) -> list[str]:
+    """The `action_id`s of a card's buttons, in order."""
+    return [e["action_id"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+
+
+def decidable(message: dict[str, Any]) -> bool:
+    """The card still offers Approve, Reject or Edit (a decided card keeps only Details)."""
+    return bool({APPROVE_ACTION, REJECT_ACTION, EDIT_ACTION} & set(buttons(message)))
 
 
 def resume(row: Any) -> ResumeEvent:
