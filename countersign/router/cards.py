@@ -12,7 +12,7 @@ named as in the sandbox's `limits` module: 50 blocks a message and 100 a modal, 
 section text, 10 section fields of 2000 chars, header 150, modal title 24, and a total of about
 12,000 chars of text in a message's blocks (`msg_blocks_too_long`, not documented: bolt-js issues
 #2509 and #2867). Anything longer is cut with "…" here and stays whole in the database and the
-Details modal.
+Details modal (`details.py`).
 """
 
 from __future__ import annotations
