@@ -155,12 +155,12 @@ def plain(text: str, limit: int) -> PlainTextObject:
 def facts(request: Request) -> list[str]:
     """`Action: …`, `Requester: …`, and when given `On behalf of: …` and `Confidence: 0.80`: the
     request's facts, as a card's and the Details modal's fields show them (before clipping)."""
-    facts = [f"Action: {request.action}", f"Requester: {request.requester}"]
+    lines = [f"Action: {request.action}", f"Requester: {request.requester}"]
     if request.on_behalf_of:
-        facts.append(f"On behalf of: {request.on_behalf_of}")
+        lines.append(f"On behalf of: {request.on_behalf_of}")
     if request.confidence is not None:
-        facts.append(f"Confidence: {request.confidence:.2f}")
-    return facts
+        lines.append(f"Confidence: {request.confidence:.2f}")
+    return lines
 
 
 def field_line(name: str, value: Any) -> str:
