@@ -1,7 +1,7 @@
 """The sandbox page in a real browser (headless Chromium driven by Selenium), as a reviewer uses it:
-approve a card, edit with an invalid then a valid amount, reject with a reason, approve from the App
-Home tab, and run `/countersign pending`; each step asserts on what the page shows, and leaves a
-screenshot in `test-artifacts/browser/` (git ignores it).
+approve a card, edit with an invalid then a valid amount, reject with a reason and read it in the
+decided card's Details, approve from the App Home tab, and run `/countersign pending`; each step
+asserts on what the page shows, and leaves a screenshot in `test-artifacts/browser/` (git ignores it).
 
 Needs Debian's `chromium` and `chromium-driver` (`make install` installs them when missing) and the
 `selenium` package (the `dev` extra); without them the test is skipped, saying which is missing.
@@ -122,6 +122,12 @@ def test_a_reviewer_clears_their_queue_in_the_browser(
     _shows(browser, "Rejected by @lee.lead")
     assert runtime.store.get(rejected).decision_reason == "wrong customer"  # type: ignore[union-attr]
     _shot(browser, "5-rejected")
+    _press(browser, "Details", rejected)  # the decided card's one button: the record stays viewable
+    _shows(browser, "Reviewer's reason: wrong customer", "#modal")
+    _shows(browser, "Rejected by @lee.lead at ", "#modal")
+    _shot(browser, "5b-rejected-details")
+    browser.find_element(By.CSS_SELECTOR, "#modal .foot button").click()  # Close
+    WebDriverWait(browser, WAIT_SECONDS).until(lambda b: not b.find_element(By.ID, "modal").is_displayed())
 
     browser.find_element(By.ID, "tab-home").click()
     _shows(browser, "Waiting for you (1)", "#home")

@@ -15,11 +15,7 @@ from countersign.router.jobs import json_queue, resume_job_id
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, wait_for
-from tests.helpers.builders import edited_card, post_card, status
-
-
-def buttons(message: dict[str, Any]) -> list[str]:
-    return [e["action_id"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+from tests.helpers.builders import buttons, edited_card, post_card, status
 
 
 def test_approve_click_decides_audits_updates_card_and_resumes_agent(
@@ -38,7 +34,7 @@ def test_approve_click_decides_audits_updates_card_and_resumes_agent(
     assert events == ["requested", "card_posted", "vote", "approved", "resume_published"]
 
     updated = wait_for(lambda: edited_card(sb, card["ts"]))
-    assert buttons(updated) == []
+    assert buttons(updated) == [DETAILS_ACTION]  # the record stays viewable
     assert "Approved by <@U0LEAD>" in str(updated["blocks"])
 
     job = json_queue(agent.QUEUE, redis).fetch_job(resume_job_id(request_id))

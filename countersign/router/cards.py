@@ -12,12 +12,11 @@ named as in the sandbox's `limits` module: 50 blocks a message and 100 a modal, 
 section text, 10 section fields of 2000 chars, header 150, modal title 24, and a total of about
 12,000 chars of text in a message's blocks (`msg_blocks_too_long`, not documented: bolt-js issues
 #2509 and #2867). Anything longer is cut with "…" here and stays whole in the database and the
-Details modal.
+Details modal (`details.py`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +39,10 @@ from ..schema import payload_sha256
 from ..store import Decider, Execution, Request, ResumeProblem, Status
 from .edits import block_id as edit_block_id
 from .texts import (
+    LINE_BREAKS,
     clip,
     conversation,
     escape,
-    json_text,
     mentions,
     not_executed,
     not_resumed,
@@ -73,9 +72,6 @@ MAX_BLOCKS_PER_VIEW = 100
 MAX_VIEW_TITLE = 24
 MAX_TEXT_INPUT_LENGTH = 3000
 MAX_INPUT_LABEL = 2000
-# views.* refuse a view over 250 kB (`view_too_large`: https://docs.slack.dev/reference/methods/views.push);
-# the Details modal keeps its text under this many bytes of JSON, leaving room for the rest of the view.
-MODAL_TEXT_BYTES = 200_000
 MAX_BLOCKS_TOTAL_TEXT = 12_000
 # Card budgets, chosen so that a card stays far below MAX_BLOCKS_TOTAL_TEXT whatever the agent sent.
 CARD_FIELD_MAX = 300
@@ -150,17 +146,21 @@ def blocks_text(blocks: list[Any]) -> str:
     return "\n".join(found)
 
 
-def _plain(text: str, limit: int) -> PlainTextObject:
+def plain(text: str, limit: int) -> PlainTextObject:
+    """Untrusted `text` as a `plain_text` object: `sanitize`d, clipped to `limit` characters, emoji
+    codes left as typed. The one way cards, modals and the reviewer's own surfaces show such text."""
     return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
 
 
-def _facts(request: Request) -> list[str]:
-    facts = [f"Action: {request.action}", f"Requester: {request.requester}"]
+def facts(request: Request) -> list[str]:
+    """`Action: …`, `Requester: …`, and when given `On behalf of: …` and `Confidence: 0.80`: the
+    request's facts, as a card's and the Details modal's fields show them (before clipping)."""
+    lines = [f"Action: {request.action}", f"Requester: {request.requester}"]
     if request.on_behalf_of:
-        facts.append(f"On behalf of: {request.on_behalf_of}")
+        lines.append(f"On behalf of: {request.on_behalf_of}")
     if request.confidence is not None:
-        facts.append(f"Confidence: {request.confidence:.2f}")
-    return facts
+        lines.append(f"Confidence: {request.confidence:.2f}")
+    return lines
 
 
 def field_line(name: str, value: Any) -> str:
@@ -187,19 +187,17 @@ def _body(request: Request, version: str) -> list[Block]:
     then the reason."""
     shown = payload_lines(request.payload_to_run, request.rules.key_fields)
     blocks: list[Block] = [
-        HeaderBlock(block_id=f"head-{version}", text=_plain(one_line(request.summary), MAX_HEADER_TEXT)),
-        SectionBlock(
-            block_id=f"facts-{version}", fields=[_plain(f, CARD_FIELD_MAX) for f in _facts(request)]
-        ),
+        HeaderBlock(block_id=f"head-{version}", text=plain(one_line(request.summary), MAX_HEADER_TEXT)),
+        SectionBlock(block_id=f"facts-{version}", fields=[plain(f, CARD_FIELD_MAX) for f in facts(request)]),
     ]
     if shown:
         blocks.append(
-            SectionBlock(block_id=f"payload-{version}", fields=[_plain(f, CARD_FIELD_MAX) for f in shown])
+            SectionBlock(block_id=f"payload-{version}", fields=[plain(f, CARD_FIELD_MAX) for f in shown])
         )
     if request.reason:
         blocks.append(
             SectionBlock(
-                block_id=f"why-{version}", text=_plain(f"Reason: {_reason(request)}", CARD_REASON_MAX)
+                block_id=f"why-{version}", text=plain(f"Reason: {_reason(request)}", CARD_REASON_MAX)
             )
         )
     return blocks
@@ -241,8 +239,13 @@ def decision_buttons(request: Request) -> list[ButtonElement]:
     ]
     if request.rules.editable and request.required_approvals == 1:
         buttons.append(ButtonElement(text="Edit", action_id=EDIT_ACTION, value=request.id))
-    buttons.append(ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id))
-    return buttons
+    return [*buttons, details_button(request)]
+
+
+def details_button(request: Request) -> ButtonElement:
+    """The Details button (`value`: the request id): on a pending card beside the others, alone on a
+    decided one, whose Details keep the decision (`details.details_view`)."""
+    return ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id)
 
 
 def compact_card(request: Request) -> Card:
@@ -250,11 +253,11 @@ def compact_card(request: Request) -> Card:
     summary, action class, requester, the key fields and the buttons; everything else is in Details."""
     key_fields = request.rules.key_fields
     only_keys = {name: value for name, value in request.payload_to_run.items() if name in key_fields}
-    keys = [_plain(line, CARD_FIELD_MAX) for line in payload_lines(only_keys, key_fields)]
+    keys = [plain(line, CARD_FIELD_MAX) for line in payload_lines(only_keys, key_fields)]
     blocks: list[Block] = [
         SectionBlock(
             block_id="compact",
-            text=_plain(
+            text=plain(
                 f"{one_line(request.summary)} ({request.action}, from {request.requester})", CARD_FIELD_MAX
             ),
             fields=keys or None,
@@ -264,7 +267,7 @@ def compact_card(request: Request) -> Card:
             elements=[
                 ButtonElement(text="Approve", action_id=APPROVE_ACTION, value=request.id, style="primary"),
                 ButtonElement(text="Reject", action_id=REJECT_ACTION, value=request.id, style="danger"),
-                ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id),
+                details_button(request),
             ],
         ),
     ]
@@ -300,7 +303,8 @@ def _then(request: Request) -> str:
     return f"escalation to {conversation(request.rules.level(request.level + 1).channel)}"
 
 
-def _edit_line(request: Request) -> str | None:
+def edit_line(request: Request) -> str | None:
+    """`✏️ amount 120.00 → 100.50, edited by <@U…>` (mrkdwn, escaped) for an edited request, else None."""
     if not request.edits:
         return None
     changes = ", ".join(
@@ -323,7 +327,7 @@ def execution_line(request: Request, refused: str | None, problem: ResumeProblem
             "(if the agent died, it may report it with `report_outcome`)"
         )
     if request.execution == Execution.FAILED:
-        return f"Failed ✗ {escape(clip(request.execution_detail or '', 500))}"
+        return f"Failed ✗ {escape(clip(one_line(request.execution_detail or ''), 500))}"
     if problem is not None and request.execution is None:
         return not_resumed(request, problem)
     if refused and request.execution is None and request.approved_payload is not None:
@@ -350,14 +354,21 @@ def _state(request: Request, refused: str | None, problem: ResumeProblem | None)
     return refused or "open"
 
 
+def verdict_line(request: Request, utc: bool = False) -> str:
+    """`✅ Approved by <@U…> at <date>` (mrkdwn; ⛔ rejected, ⏱ expired: `texts.verdict`), with `utc`
+    the time as UTC text."""
+    icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
+    return f"{icon} {verdict(request, utc=utc)}"
+
+
 def decided_card(request: Request, refused: str | None = None, problem: ResumeProblem | None = None) -> Card:
-    """The card after the decision: the same facts, no buttons; who decided what and when, the
-    edit diff, the reviewer's reason, and the execution outcome once the agent reports it, or
+    """The card after the decision: the same facts; who decided what and when, the edit diff, the
+    reviewer's reason (its first lines), the Details button alone (the record in full, to anyone
+    who sees the card), and the execution outcome once the agent reports it, or
     while it has not: why the agent has not run the decision (`problem`: its resume job failed or
     no worker took it, `OutboxEvent.problem`), or why its worker refused to (`refused`: the `why`
     of its latest refusal)."""
-    icon = {Status.APPROVED: "✅", Status.EXPIRED: "⏱"}.get(request.status, "⛔")
-    lines = [f"{icon} {verdict(request)}", _edit_line(request), execution_line(request, refused, problem)]
+    lines = [verdict_line(request), edit_line(request), execution_line(request, refused, problem)]
     version = f"{request.status}-{_state(request, refused, problem)}"
     lines.append(f"Request {request.id} · policy v{request.policy_version}")
     blocks = _body(request, version)
@@ -367,28 +378,29 @@ def decided_card(request: Request, refused: str | None = None, problem: ResumePr
             block_id=f"verdict-{version}", text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT))
         )
     )
-    if request.decision_reason:  # typed by a reviewer: as untrusted as the agent's text
-        reason = f"Reviewer's reason: {request.decision_reason}"
-        blocks.append(SectionBlock(block_id=f"decided-why-{version}", text=_plain(reason, 1000)))
+    if request.decision_reason:  # typed by a reviewer: as untrusted as the agent's text, and as bounded
+        reason = f"Reviewer's reason: {paragraphs(request.decision_reason, CARD_REASON_LINES)}"
+        blocks.append(SectionBlock(block_id=f"decided-why-{version}", text=plain(reason, CARD_REASON_MAX)))
+    blocks.append(ActionsBlock(block_id=f"details-{version}", elements=[details_button(request)]))
     return _card(request, blocks, f"{request.status.capitalize()}: {request.summary}")
 
 
-def _view(title: str, blocks: list[Block], close: str = "Close", **extra: Any) -> dict[str, Any]:
+def modal(title: str, blocks: list[Block], close: str = "Close", **extra: Any) -> dict[str, Any]:
     """A modal; `close` labels its close button: `Close` for one that only shows (a view that names
     none shows Slack's default, `Cancel`, which reads as if something would be undone)."""
     assert len(blocks) <= MAX_BLOCKS_PER_VIEW
-    title_text, close_text = _plain(title, MAX_VIEW_TITLE), _plain(close, MAX_VIEW_TITLE)
+    title_text, close_text = plain(title, MAX_VIEW_TITLE), plain(close, MAX_VIEW_TITLE)
     return View(type="modal", title=title_text, blocks=blocks, close=close_text, **extra).to_dict()
 
 
 def _form(title: str, blocks: list[Block], callback_id: str, request: Request, submit: str) -> dict[str, Any]:
     """A modal with inputs; its submit comes back with `callback_id` and the request id as metadata."""
-    return _view(
+    return modal(
         title,
         blocks,
         callback_id=callback_id,
         private_metadata=request.id,
-        submit=_plain(submit, MAX_VIEW_TITLE),
+        submit=plain(submit, MAX_VIEW_TITLE),
         close="Cancel",
     )
 
@@ -396,22 +408,23 @@ def _form(title: str, blocks: list[Block], callback_id: str, request: Request, s
 def loading_view(title: str) -> dict[str, Any]:
     """The modal opened at once with the click's `trigger_id` (valid 3 s, once:
     https://docs.slack.dev/tools/bolt-python/concepts/opening-modals), filled by `views.update`."""
-    return _view(title, [SectionBlock(text=_plain("Loading…", 100))])
+    return modal(title, [SectionBlock(text=plain("Loading…", 100))])
 
 
 def notice_view(title: str, text: str) -> dict[str, Any]:
     """A modal with one message (e.g. why this reviewer cannot edit)."""
-    return _view(title, [SectionBlock(text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT)))])
+    return modal(title, [SectionBlock(text=MarkdownTextObject(text=clip(text, MAX_SECTION_TEXT)))])
 
 
 def edit_view(request: Request) -> dict[str, Any]:
     """The Edit modal: one input per editable field, prefilled from the frozen payload.
 
     Decimal and integer fields are `number_input`s (`min_value`/`max_value` as strings, as
-    Slack's schema requires); text fields are `plain_text_input`s. Submitting approves with edits.
+    Slack's schema requires); text fields are `plain_text_input`s, multi-line for a value over 80
+    characters or with a line break (`texts.LINE_BREAKS`). Submitting approves with edits.
     """
     blocks: list[Block] = [
-        SectionBlock(text=_plain(f"Edit, then approve: {one_line(request.summary)}", MAX_SECTION_TEXT))
+        SectionBlock(text=plain(f"Edit, then approve: {one_line(request.summary)}", MAX_SECTION_TEXT))
     ]
     for name, spec in request.rules.editable.items():
         original = show(request.payload.get(name, ""))
@@ -420,7 +433,7 @@ def edit_view(request: Request) -> dict[str, Any]:
                 action_id="value",
                 initial_value=clip(original, MAX_TEXT_INPUT_LENGTH),
                 max_length=spec.max_length,
-                multiline=len(original) > 80,
+                multiline=len(original) > 80 or any(brk in original for brk in LINE_BREAKS),
             )
         else:
             element = NumberInputElement(
@@ -430,7 +443,7 @@ def edit_view(request: Request) -> dict[str, Any]:
                 min_value=spec.min,
                 max_value=spec.max,
             )
-        blocks.append(InputBlock(block_id=edit_block_id(name), label=_plain(name, 2000), element=element))
+        blocks.append(InputBlock(block_id=edit_block_id(name), label=plain(name, 2000), element=element))
     return _form("Edit and approve", blocks, EDIT_CALLBACK, request, submit="Approve")
 
 
@@ -438,47 +451,15 @@ def reject_view(request: Request) -> dict[str, Any]:
     """The Reject modal: a reason, required when the policy says `reject_reason: required`."""
     required = request.rules.reject_reason == "required"
     blocks: list[Block] = [
-        SectionBlock(text=_plain(f"Reject: {one_line(request.summary)}", MAX_SECTION_TEXT)),
+        SectionBlock(text=plain(f"Reject: {one_line(request.summary)}", MAX_SECTION_TEXT)),
         InputBlock(
             block_id=REASON_BLOCK,
-            label=_plain("Reason (sent to the agent)", 2000),
+            label=plain("Reason (sent to the agent)", 2000),
             optional=not required,
             element=PlainTextInputElement(action_id="value", multiline=True, max_length=3000),
         ),
     ]
     return _form("Reject request", blocks, REJECT_CALLBACK, request, submit="Reject")
-
-
-def details_view(request: Request) -> dict[str, Any]:
-    """The Details modal: the policy rule that sent the request to review, as written (CEL), then
-    the whole payload and context as pretty JSON, in sections of at most 3000 chars, within 100
-    blocks and 250 kB; what does not fit ends in an honest "… N more characters"."""
-    blocks: list[Block] = [HeaderBlock(text=_plain(one_line(request.summary), MAX_HEADER_TEXT))]
-    blocks.append(SectionBlock(fields=[_plain(f, MAX_SECTION_FIELD_TEXT) for f in _facts(request)]))
-    if request.reason:
-        blocks.append(SectionBlock(text=_plain(f"Reason: {request.reason}", MAX_SECTION_TEXT)))
-    if request.rules.review_rule:
-        rule = f"Policy v{request.policy_version} rule: {request.rules.review_rule}"
-        blocks.append(SectionBlock(text=_plain(rule, MAX_SECTION_TEXT)))
-    parts = (("Payload", request.payload), ("Context", request.context))
-    text = "\n\n".join(f"{title}:\n{json_text(data)}" for title, data in parts if data)
-    blocks.extend(_chunks(text, MAX_BLOCKS_PER_VIEW - len(blocks)))
-    return _view("Request details", blocks)
-
-
-def _chunks(text: str, room: int) -> list[SectionBlock]:
-    """`text` in sections of 3000 chars, at most `room` blocks and `MODAL_TEXT_BYTES` of JSON."""
-    pieces = [text[i : i + MAX_SECTION_TEXT] for i in range(0, len(text), MAX_SECTION_TEXT)]
-    sizes = [len(json.dumps(p)) for p in pieces]  # as sent: ASCII JSON, the largest encoding
-    fits = next((n for n in range(len(pieces)) if sum(sizes[: n + 1]) > MODAL_TEXT_BYTES), len(pieces))
-    if len(pieces) <= room and fits == len(pieces):
-        return [SectionBlock(text=_plain(p, MAX_SECTION_TEXT)) for p in pieces]
-    kept = min(room - 1, fits)
-    left = len(text) - kept * MAX_SECTION_TEXT
-    more = f"… {left} more characters not shown (countersign show <request id> prints everything)"
-    return [SectionBlock(text=_plain(p, MAX_SECTION_TEXT)) for p in pieces[:kept]] + [
-        SectionBlock(text=_plain(more, 300))
-    ]
 
 
 def escalated_card(request: Request, to_channel: str) -> Card:

@@ -152,9 +152,14 @@ def _value(text: str, spec: EditableField) -> tuple[Decimal | str | None, str | 
 
 
 def _parse(raw: str | None, original: Any, spec: EditableField) -> tuple[Any, str | None]:
-    text = (raw or "").strip()
-    if not text:
+    """The value typed for one field, checked (`_value`): a text exactly as typed (its line breaks
+    and spaces are the reviewer's, and an untouched value is no edit), a number without the white
+    space around it; `(None, error)` for nothing but white space."""
+    text = raw or ""
+    if not text.strip():
         return None, texts.ENTER_A_VALUE
+    if spec.type != "text":
+        text = text.strip()
     value, error = _value(text, spec)
     if error or not isinstance(value, Decimal):
         return value, error

@@ -30,8 +30,9 @@ from .cards import (
     MAX_SECTION_TEXT,
     decision_buttons,
     payload_lines,
+    plain,
 )
-from .texts import USER_ID_PREFIXES, clip, code, escape, one_line, sanitize, verdict, when
+from .texts import USER_ID_PREFIXES, clip, code, escape, one_line, verdict, when
 
 MAX_LISTED = 20  # requests in one answer: two blocks each, within Slack's 50 a message
 MAX_TRAIL = 12  # audit events `show` lists, the latest
@@ -50,10 +51,6 @@ USAGE = [
     ("stats [ACTION]", "how many requests there are, by status and outcome"),
     ("help", "this list"),
 ]
-
-
-def _plain(text: str, limit: int) -> PlainTextObject:
-    return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
 
 
 def message(text: str, blocks: Sequence[Block]) -> dict[str, Any]:
@@ -90,17 +87,19 @@ def home_entry(request_id: str, blocks: list[Any]) -> list[dict[str, Any]]:
 
 
 def request_blocks(request: Request, version: str) -> list[Block]:
-    """One request in a list: its summary, action class, first key payload fields and deadline or
-    decision (a section), and its id (a context line, for `show`); `block_id`s from `_entry_ids`."""
+    """One request in a list: its summary, action class, first key payload fields and, while it is
+    pending, its deadline (a section), and its id (a context line, for `show`); `block_id`s from
+    `_entry_ids`. A decided request's verdict is `show_message`'s status line alone."""
     section, id_line, _ = _entry_ids(request.id, version)
     lines = payload_lines(request.payload_to_run, request.rules.key_fields)[:KEY_FIELDS_LISTED]
-    fields: list[PlainTextObject | MarkdownTextObject] = [_plain(f"Action: {request.action}", CARD_FIELD_MAX)]
-    fields += [_plain(line, CARD_FIELD_MAX) for line in lines]
-    fields.append(MarkdownTextObject(text=_due(request)))
+    fields: list[PlainTextObject | MarkdownTextObject] = [plain(f"Action: {request.action}", CARD_FIELD_MAX)]
+    fields += [plain(line, CARD_FIELD_MAX) for line in lines]
+    if request.status == Status.PENDING:
+        fields.append(MarkdownTextObject(text=_due(request)))
     return [
         SectionBlock(
             block_id=section,
-            text=_plain(one_line(request.summary), MAX_HEADER_TEXT),
+            text=plain(one_line(request.summary), MAX_HEADER_TEXT),
             fields=fields,
         ),
         ContextBlock(block_id=id_line, elements=[MarkdownTextObject(text=f"`{request.id}`")]),
@@ -108,10 +107,7 @@ def request_blocks(request: Request, version: str) -> list[Block]:
 
 
 def _due(request: Request) -> str:
-    """When a listed request is due (mrkdwn), or once decided, the decision and when: "Approved at
-    <date>" (a decided request is due no more)."""
-    if request.status != Status.PENDING:
-        return f"{request.status.capitalize()} at {when(request.decided_at)}"
+    """When a pending request is due (mrkdwn): "Due <date>", or "No deadline"."""
     return f"Due {when(request.expires_at)}" if request.expires_at else "No deadline"
 
 
@@ -258,7 +254,7 @@ def _decided_line(request: Request) -> ContextBlock:
     mentions and a date token)."""
     return ContextBlock(
         block_id=f"recent-{request.id}",
-        elements=[_plain(one_line(request.summary), 80), MarkdownTextObject(text=verdict(request))],
+        elements=[plain(one_line(request.summary), 80), MarkdownTextObject(text=verdict(request))],
     )
 
 

@@ -34,7 +34,7 @@ from ..store import (
     Via,
 )
 from ..store.stats import DETAILS_OPENED
-from . import cards, delivery, relay, texts
+from . import cards, delivery, details, relay, texts
 from .edits import EditCheck, check
 from .runtime import Runtime
 
@@ -226,14 +226,15 @@ def approve(
 MODALS: dict[str, tuple[str, Callable[[Request], dict[str, Any]], Step]] = {
     cards.EDIT_ACTION: ("Edit and approve", cards.edit_view, "edit"),
     cards.REJECT_ACTION: ("Reject request", cards.reject_view, "reject"),
-    cards.DETAILS_ACTION: ("Request details", cards.details_view, "details"),
+    cards.DETAILS_ACTION: ("Request details", details.details_view, "details"),
 }
 """The modal each button (by `action_id`) opens: its title, its view and the step it is."""
 
 
 def modal_view(runtime: Runtime, request_id: str, user_id: str, action_id: str) -> dict[str, Any]:
     """The view the Edit / Reject / Details button opens for `user_id`: the form, or a notice of why
-    they may not (audited). Anyone may read the details of a request countersign knows."""
+    they may not (audited). Anyone may read the details of a request countersign knows, pending or
+    decided (a decided card keeps its Details button)."""
     title, render, step = MODALS[action_id]
     request = runtime.store.get(request_id)
     refusal = None

@@ -142,11 +142,11 @@ def who(request: Request, plain: bool = False) -> str:
     return ", ".join(names) or ("the policy's timeout" if request.decided_via == Via.TIMEOUT else "policy")
 
 
-def verdict(request: Request, plain: bool = False) -> str:
-    """`"Approved by <@U123> at <date>"` (mrkdwn) for a decided request, or with `plain`
-    `"approved by alice at 2026-11-29 08:28 UTC"` for places that show plain text only (modal
-    errors); for an expired one, what the policy's timeout decided."""
-    at = when(request.decided_at, plain)
+def verdict(request: Request, plain: bool = False, utc: bool = False) -> str:
+    """`"Approved by <@U123> at <date>"` (mrkdwn; with `utc` the time as `2026-11-29 08:28 UTC`)
+    for a decided request, or with `plain` `"approved by alice at 2026-11-29 08:28 UTC"` for places
+    that show plain text only (modal errors); for an expired one, what the policy's timeout decided."""
+    at = when(request.decided_at, plain or utc)
     if request.status == Status.EXPIRED:
         allowed = request.timeout_result == TimeoutResult.ALLOW
         result = "allowed to proceed (auto-proceeded)" if allowed else "denied"
@@ -202,7 +202,7 @@ def not_resumed(request: Request, problem: ResumeProblem) -> str:
         if left
         else "RQ will not run it again"
     )
-    error = escape(clip(problem["error"], 500))
+    error = escape(clip(one_line(problem["error"]), 500))  # the agent's exception: it may span lines
     return f"⚠ {lead}: its resume job `{escape(request.resume_func or '')}` failed ({error}); {again}"
 
 

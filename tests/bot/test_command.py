@@ -85,10 +85,11 @@ def test_show_gives_status_decision_and_trail_to_an_approver(
         assert f"· {event} ·" in shown
 
 
-def test_show_of_a_decided_request_gives_the_decision_and_when_not_a_deadline(
+def test_show_of_a_decided_request_gives_the_decision_once_and_when_not_a_deadline(
     client: ApprovalClient, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:
-    """Trial finding: `show` of an approved request still said "Due <its deadline>"."""
+    """Trial finding: `show` of an approved request still said "Due <its deadline>"; then it said
+    "Approved at <date>" beside the status line's "Approved by @lee at <date>"."""
     sb, _ = sandbox
     request_id, _ = post_card(client, redis, sb, run_id="due")
     age(runtime.store, request_id, expires_at=3600)  # due in an hour
@@ -96,11 +97,13 @@ def test_show_of_a_decided_request_gives_the_decision_and_when_not_a_deadline(
     runtime.store.vote(request_id, LEAD, Outcome.APPROVED, runtime.resume_event)
     decided = runtime.store.get(request_id)
     assert decided is not None and decided.decided_at is not None
-    fields = [
-        f["text"] for b in _answer(sb, "U0ALICE", f"show {request_id}")["blocks"] for f in b.get("fields", [])
-    ]
+    blocks = _answer(sb, "U0ALICE", f"show {request_id}")["blocks"]
+    fields = [f["text"] for b in blocks for f in b.get("fields", [])]
     assert not any(f.startswith("Due ") for f in fields)
-    assert f"Approved at <!date^{int(decided.decided_at.timestamp())}^" in " ".join(fields)
+    said = str([b for b in blocks if b["block_id"] != "trail"])  # the trail lists events, `approved` too
+    at = f"<!date^{int(decided.decided_at.timestamp())}^"
+    assert f"*Status:* Approved by <@U0LEAD> at {at}" in said
+    assert said.count("Approved") == 1 and said.count(at) == 1
 
 
 def _refusal(request_id: str) -> str:

@@ -17,7 +17,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, wait_for
-from tests.helpers.builders import age, card_at, edited_card, has_buttons, post_card, refresh_due, status
+from tests.helpers.builders import age, card_at, decidable, edited_card, post_card, refresh_due, status
 from tests.helpers.faults import ServedSandbox
 from tests.helpers.modals import open_view
 from tests.helpers.redis_server import RedisServer
@@ -124,9 +124,9 @@ def test_an_approval_while_redis_and_slack_are_down_is_recorded_and_its_card_fix
         wait_for(lambda: refresh_due(store, request_id), what="the card's rewrite left to the sweep")
         assert status(store, request_id) == "approved"
     assert not [m for m in caplog.messages if "failed after the ack" in m], caplog.messages
-    assert has_buttons(card_at(sb, card["ts"])) and _answers(sb, "U0LEAD", "D0LEAD") == []
+    assert decidable(card_at(sb, card["ts"])) and _answers(sb, "U0LEAD", "D0LEAD") == []
     _published_once_redis_is_back(store, redis, request_id, "120.00")
     age(store, request_id, card_refresh_due_at=-1)
     timeouts.sweep(runtime)
-    assert not has_buttons(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
+    assert not decidable(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
     assert "Approved by <@U0LEAD>" in str(card_at(sb, card["ts"])["blocks"])

@@ -7,10 +7,10 @@ card; and reading back what became of them.
 - `open_view`: press a card's button that opens a modal, and wait for the modal's real content;
 - `new_request`: a pending request written straight to the store (no policy, no card);
 - `request`: an `ApprovalRequest` built in memory and never stored, for rendering and edit checks;
+- `buttons`, `decidable`: a card's buttons, and whether it still offers a decision;
 - `resume`: the outbox row a decision writes, as the router writes it;
 - `age`: move a stored request's deadlines, as if the clock had run on;
-- `card_at`, `has_buttons`, `refresh_due`: a card as the sandbox shows it, and whether its rewrite
-  is still owed;
+- `card_at`, `refresh_due`: a card as the sandbox shows it, and whether its rewrite is still owed;
 - `audited`: an audit event's detail, once written.
 """
 
@@ -25,6 +25,7 @@ from ulid import ULID
 
 from countersign.agent import ApprovalClient
 from countersign.decision import decision_of
+from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REJECT_ACTION
 from countersign.router.jobs import resume_job_id
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
@@ -119,15 +120,20 @@ def card_at(sb: Sandbox, ts: str, channel: str = "C0FINANCE") -> dict[str, Any]:
     return next(m for m in sb.messages(channel) if m["ts"] == ts)
 
 
-def has_buttons(message: dict[str, Any]) -> bool:
-    """True while the card still offers its buttons (a decided card has none)."""
-    return any(block.get("type") == "actions" for block in message["blocks"])
-
-
 def refresh_due(store: Store, request_id: str) -> bool:
     """True while the card sweep holds a rewrite of the request's card (`card_refresh_due_at`)."""
     row = store.get(request_id)
     return row is not None and row.card_refresh_due_at is not None
+
+
+def buttons(message: dict[str, Any]) -> list[str]:
+    """The `action_id`s of a card's buttons, in order."""
+    return [e["action_id"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+
+
+def decidable(message: dict[str, Any]) -> bool:
+    """The card still offers Approve, Reject or Edit (a decided card keeps only Details)."""
+    return bool({APPROVE_ACTION, REJECT_ACTION, EDIT_ACTION} & set(buttons(message)))
 
 
 def resume(row: Any) -> ResumeEvent:

@@ -1,6 +1,6 @@
-"""A decided card never keeps its buttons: when Slack will not rewrite it (429, 5xx), the card sweep
-tries again until the card tells the truth; a vanished card gets one status message, which later
-rewrites edit instead of posting another."""
+"""A decided card never keeps its Approve / Reject / Edit buttons (only Details): when Slack will not
+rewrite it (429, 5xx), the card sweep tries again until the card tells the truth; a vanished card
+gets one status message, which later rewrites edit instead of posting another."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, Store
 from tests.helpers import drain, empty_resume, run_scheduled, wait_for
-from tests.helpers.builders import age, audited, card_at, has_buttons, post_card, refresh_due, refund, status
+from tests.helpers.builders import age, audited, card_at, decidable, post_card, refresh_due, refund, status
 from tests.helpers.redis_server import RedisServer
 
 
@@ -47,12 +47,12 @@ def test_a_card_slack_rate_limits_after_an_approval_is_rewritten_by_the_sweep(
     sb.inject("chat.update", status=429, retry_after=7)
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
     wait_for(lambda: refresh_due(store, request_id), what="the rewrite to be deferred")
-    assert status(store, request_id) == "approved" and has_buttons(card_at(sb, card["ts"]))
+    assert status(store, request_id) == "approved" and decidable(card_at(sb, card["ts"]))
     timeouts.sweep(runtime)
-    assert has_buttons(card_at(sb, card["ts"]))  # Slack said wait 7 s: not yet
+    assert decidable(card_at(sb, card["ts"]))  # Slack said wait 7 s: not yet
     age(store, request_id, card_refresh_due_at=-1)
     timeouts.sweep(runtime)
-    assert not has_buttons(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
+    assert not decidable(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
     assert "Approved by <@U0LEAD>" in json.dumps(card_at(sb, card["ts"])["blocks"])
 
 
@@ -76,12 +76,12 @@ def test_news_while_slack_puts_a_rewrite_off_waits_for_the_stored_retry_and_is_o
     updates = len(sb.calls("chat.update"))
     report_outcome(request_id, True, "refunded", runtime)
     drain(redis)  # the refresh the outcome asked for
-    assert len(sb.calls("chat.update")) == updates and has_buttons(card_at(sb, card["ts"]))
+    assert len(sb.calls("chat.update")) == updates and decidable(card_at(sb, card["ts"]))
     assert store.get(request_id).card_refresh_due_at == due  # type: ignore[union-attr]
     age(store, request_id, card_refresh_due_at=-1)
     request_refresh(redis, request_id)  # due now: still the sweep's
     drain(redis)
-    assert len(sb.calls("chat.update")) == updates and has_buttons(card_at(sb, card["ts"]))
+    assert len(sb.calls("chat.update")) == updates and decidable(card_at(sb, card["ts"]))
     timeouts.sweep(runtime)
     shown = json.dumps(card_at(sb, card["ts"])["blocks"], ensure_ascii=False)
     assert "Approved by <@U0LEAD>" in shown and "Executed ✓" in shown and not refresh_due(store, request_id)
@@ -95,11 +95,11 @@ def test_a_card_slack_fails_to_rewrite_after_an_expiry_is_rewritten_by_the_sweep
     age(store, request_id, expires_at=-1)
     sb.inject("chat.update", status=503, times=2)  # the client's own retry meets the second one
     timeouts.sweep(runtime)
-    assert status(store, request_id) == "expired" and has_buttons(card_at(sb, card["ts"]))
+    assert status(store, request_id) == "expired" and decidable(card_at(sb, card["ts"]))
     assert refresh_due(store, request_id)
     age(store, request_id, card_refresh_due_at=-1)
     timeouts.sweep(runtime)
-    assert not has_buttons(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
+    assert not decidable(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
 
 
 def test_a_card_expired_while_redis_is_down_is_rewritten_all_the_same(
@@ -118,7 +118,7 @@ def test_a_card_expired_while_redis_is_down_is_rewritten_all_the_same(
     with redis_server.down():
         timeouts.sweep(runtime)
         assert status(store, request_id) == "expired"
-        assert not has_buttons(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
+        assert not decidable(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
     assert "Expired" in json.dumps(card_at(sb, card["ts"])["blocks"])
 
 
@@ -156,16 +156,16 @@ def test_an_escalated_card_slack_rate_limits_is_rewritten_by_a_job_at_slacks_pac
     timeouts.sweep(runtime)
     after = time.time()
     assert store.get(request_id).channel == "C0FINLEADS"  # type: ignore[union-attr]
-    assert has_buttons(card_at(sb, card["ts"]))  # the old card is not rewritten yet
+    assert decidable(card_at(sb, card["ts"]))  # the old card is not rewritten yet
     [job_id] = scheduled(redis)
     at = scheduled_at(redis, job_id)
     assert before + 8 <= at <= after + 10  # Slack's Retry-After (9 s; RQ keeps whole seconds)
     sb.inject("chat.update", status=503, times=2)  # busy again: the job tries again later
     run_scheduled(redis, job_id)
-    assert has_buttons(card_at(sb, card["ts"])) and scheduled(redis) == [job_id]
+    assert decidable(card_at(sb, card["ts"])) and scheduled(redis) == [job_id]
     run_scheduled(redis, job_id)
     old = card_at(sb, card["ts"])
-    assert not has_buttons(old) and "escalated to <#C0FINLEADS>" in json.dumps(old["blocks"])
+    assert not decidable(old) and "escalated to <#C0FINLEADS>" in json.dumps(old["blocks"])
     assert scheduled(redis) == []
 
 
@@ -186,7 +186,7 @@ def test_a_card_whose_poster_died_before_storing_it_is_found_and_rewritten_once_
             update(ApprovalRequest).where(ApprovalRequest.id == request_id).values(card_ts=None)
         )
     sb.click("C0FINANCE", card["ts"], APPROVE_ACTION, "U0LEAD")
-    wait_for(lambda: not has_buttons(card_at(sb, card["ts"])), what="the adopted card to be rewritten")
+    wait_for(lambda: not decidable(card_at(sb, card["ts"])), what="the adopted card to be rewritten")
     row = store.get(request_id)
     assert row is not None and (row.status, row.card_ts) == ("approved", card["ts"])
     assert "Approved by <@U0LEAD>" in json.dumps(card_at(sb, card["ts"])["blocks"])
@@ -217,7 +217,7 @@ def test_a_request_decided_while_its_card_was_being_posted_gets_its_card_rewritt
     [card] = sb.messages("C0FINANCE")
     row = store.get(request_id)
     assert row is not None and (row.status, row.card_ts) == ("approved", card["ts"])
-    assert not has_buttons(card) and "Approved by <@U0LEAD>" in json.dumps(card["blocks"])
+    assert not decidable(card) and "Approved by <@U0LEAD>" in json.dumps(card["blocks"])
 
 
 def test_every_version_of_a_pending_card_is_in_the_trail_and_matches_the_votes_made_on_it(
@@ -263,7 +263,7 @@ def test_an_escalated_cards_rewrite_is_a_version_in_the_trail(
     age(store, request_id, expires_at=-1)
     timeouts.sweep(runtime)
     old = card_at(sb, card["ts"])
-    assert not has_buttons(old)
+    assert not decidable(old)
     escalated = audited(store, request_id, "card_updated")
     assert (escalated["ts"], escalated["why"]) == (card["ts"], "escalated")
     assert escalated["blocks_sha256"] == cards.shown(old["text"], old["blocks"])["blocks_sha256"]

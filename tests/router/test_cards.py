@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from slack_sdk import WebClient
 
-from countersign.router import cards
+from countersign.router import cards, details
 from countersign.sandbox import Sandbox, serve
 from tests.helpers.builders import request
 
@@ -131,13 +131,13 @@ def test_a_long_reason_shows_its_first_lines_and_says_how_many_more() -> None:
     shown = next(b["text"]["text"] for b in card.blocks if b["block_id"].startswith("why-"))
     assert shown.splitlines()[-1] == "… 22 more lines: see Details"
     assert len(shown.splitlines()) == cards.CARD_REASON_LINES + 1
-    details = " ".join(texts(cards.details_view(request(reason=reason))["blocks"], "plain_text"))
-    assert "step 30" in details  # Details shows it whole
+    whole = " ".join(texts(details.details_view(request(reason=reason))["blocks"], "plain_text"))
+    assert "step 30" in whole  # Details shows it whole
 
 
 @pytest.mark.parametrize("brk", ["\n", "\x85", "\u2028", "\u2029"])
 def test_details_show_a_value_with_line_breaks_as_one_escaped_json_string(brk: str) -> None:
-    view = cards.details_view(request(payload={"vendor": f"Globex{brk}amount: 73.00"}))
+    view = details.details_view(request(payload={"vendor": f"Globex{brk}amount: 73.00"}))
     body = "\n".join(texts(view["blocks"], "plain_text"))
     assert f'"vendor": "Globex\\u{ord(brk):04x}amount: 73.00"'.replace("\\u000a", "\\n") in body
     assert not any(line.strip().startswith("amount") for line in body.splitlines())
@@ -169,7 +169,7 @@ def details_sections(total: int) -> list[dict[str, Any]]:
 
     The part reads "Payload:\n" + json.dumps({"k": value}, indent=2): 22 characters around the value.
     """
-    view = cards.details_view(request(payload={"k": "v" * (total - 22)}, context=None, reason=None))
+    view = details.details_view(request(payload={"k": "v" * (total - 22)}, context=None, reason=None))
     assert len(view["blocks"]) <= cards.MAX_BLOCKS_PER_VIEW and len(json.dumps(view)) <= 250_000
     return view["blocks"][2:]  # after the header and the facts
 
@@ -193,7 +193,7 @@ def test_details_modal_says_how_much_did_not_fit() -> None:
 
 
 def test_details_modal_of_a_huge_multibyte_payload_stays_under_250_kb() -> None:
-    view = cards.details_view(request(payload={"k": "😀é" * 150_000}, context=None, reason=None))
+    view = details.details_view(request(payload={"k": "😀é" * 150_000}, context=None, reason=None))
     assert len(json.dumps(view)) <= 250_000
     assert (
         view["blocks"][-1]["text"]["text"].startswith("… ")
@@ -266,10 +266,10 @@ def test_the_card_says_why_in_the_reviewers_words_and_details_show_the_rule_as_w
     assert "Why: the auto-approval rule did not hold: small refunds are automatic · " in note
     assert "double(" not in json.dumps(card.blocks)
     assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
-    details = texts(cards.details_view(pending)["blocks"], "plain_text")
-    assert f"Policy v1 rule: {rule}" in details
+    shown = texts(details.details_view(pending)["blocks"], "plain_text")
+    assert f"Policy v1 rule: {rule}" in shown
     assert "Policy v1 rule" not in json.dumps(
-        cards.details_view(request())["blocks"]
+        details.details_view(request())["blocks"]
     )  # none stored: none shown
 
 
@@ -305,7 +305,7 @@ def test_why_the_agent_has_not_run_the_decision_is_inert_and_fits(slack: WebClie
 def test_a_modal_that_only_shows_offers_close_and_a_form_offers_cancel() -> None:
     """Trial finding: Details offered only "Cancel", as if closing it undid something. A view that
     names no `close` shows Slack's default, "Cancel"; one without inputs names "Close"."""
-    shown = [cards.details_view(request()), cards.loading_view("Edit"), cards.notice_view("Edit", "No.")]
+    shown = [details.details_view(request()), cards.loading_view("Edit"), cards.notice_view("Edit", "No.")]
     assert [(view["close"]["text"], view.get("submit")) for view in shown] == [("Close", None)] * 3
     forms = [cards.edit_view(request()), cards.reject_view(request())]
     assert [(view["close"]["text"], view["submit"]["text"]) for view in forms] == [

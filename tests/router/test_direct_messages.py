@@ -14,14 +14,14 @@ from sqlalchemy import update
 
 from countersign.agent import ApprovalClient
 from countersign.router import timeouts
-from countersign.router.cards import APPROVE_ACTION
+from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION
 from countersign.router.delivery import post_card
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from countersign.store.models import ApprovalRequest, utcnow_plus
 from tests.helpers import drain, wait_for
-from tests.helpers.builders import age, edited_card, refund, status
+from tests.helpers.builders import age, buttons, decidable, edited_card, refund, status
 
 POLICY = """\
 version: 4
@@ -56,13 +56,15 @@ def only_card(sb: Sandbox, request_id: str) -> dict[str, Any]:
 def decided_by_click(sb: Sandbox, card: dict[str, Any], user: str) -> dict[str, Any]:
     """Approve `card` as `user` through the sandbox and the bot; the card once rewritten."""
     assert sb.click(card["channel"], card["ts"], APPROVE_ACTION, user)[0] == 200
-    return rewritten(sb, card)
+    done = rewritten(sb, card)
+    assert buttons(done) == [DETAILS_ACTION]
+    return done
 
 
 def rewritten(sb: Sandbox, card: dict[str, Any]) -> dict[str, Any]:
-    """`card` once the bot has rewritten it, with no buttons left."""
+    """`card` once the bot has rewritten it, with no Approve / Reject / Edit left."""
     done = wait_for(lambda: edited_card(sb, card["ts"]), what="the card to be rewritten")
-    assert "actions" not in [block["type"] for block in done["blocks"]]
+    assert not decidable(done)
     return done
 
 

@@ -20,13 +20,13 @@ from countersign.agent import ApprovalClient
 from countersign.decision import Decision
 from countersign.router import runtime as runtime_module
 from countersign.router import timeouts
-from countersign.router.cards import APPROVE_ACTION
+from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION
 from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import ApprovalRequest, Store
 from tests.helpers import agent, drain, empty_resume, hold_channel, run_scheduled, wait_for
-from tests.helpers.builders import age, events, post_card, refund, status
+from tests.helpers.builders import age, buttons, events, post_card, refund, status
 
 
 def test_timeout_escalates_twice_with_reminders_then_denies(
@@ -356,7 +356,7 @@ def test_expired_cards_are_rewritten_at_slacks_pace_after_every_resume_event_is_
         row = store.get(request_id)
         assert row is not None and row.card_refresh_due_at is None
         card = next(m for m in sb.messages(row.channel) if m["ts"] == row.card_ts)
-        assert "actions" not in [block["type"] for block in card["blocks"]]  # no buttons left
+        assert buttons(card) == [DETAILS_ACTION]  # no Approve / Reject / Edit left
 
 
 def test_a_request_that_cannot_expire_does_not_hold_up_the_others(

@@ -112,7 +112,8 @@ def waited(detail: dict[str, Any], at: datetime) -> float:
 
 
 def verdict_text(card: dict[str, Any]) -> str:
-    return str(card["blocks"][-1])
+    """The decided card's verdict section (who decided, and what became of the decision)."""
+    return str(next(b for b in card["blocks"] if b["block_id"].startswith("verdict-")))
 
 
 def test_a_decision_is_tried_with_backoff_until_the_receiver_takes_it(

@@ -1,0 +1,72 @@
+"""The Edit modal's text fields over real HTTP: a value with line breaks is edited in a multi-line
+input, and what the reviewer submits is what the agent runs, to the character."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from countersign.agent import ApprovalClient
+from countersign.router.cards import EDIT_ACTION
+from countersign.sandbox import Sandbox
+from countersign.store import Store
+from tests.conftest import POLICY
+from tests.helpers import wait_for
+from tests.helpers.builders import post_card, status
+from tests.helpers.modals import open_view, raw_submit
+
+AMOUNT = 'editable: {amount: {type: decimal, places: 2, min: "0.01"}}'
+MEMO = "Refund for order 4471\nCustomer called twice\n"
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path) -> Path:
+    """The tests' policy, whose refunds also have an editable `memo` of at most 100 characters."""
+    assert AMOUNT in POLICY
+    path = tmp_path / "policy.yml"
+    path.write_text(POLICY.replace(AMOUNT, AMOUNT[:-1] + ", memo: {type: text, max_length: 100}}"))
+    return path
+
+
+def _memo_card(client: ApprovalClient, redis: Redis, sb: Sandbox, run_id: str) -> tuple[str, dict[str, Any]]:
+    payload = {"amount": "120.00", "currency": "USD", "memo": MEMO}
+    return post_card(client, redis, sb, payload=payload, run_id=run_id)
+
+
+def test_a_text_with_line_breaks_is_edited_in_a_multiline_input_and_kept_exactly(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    sb, _ = sandbox
+    request_id, card = _memo_card(client, redis, sb, "edited")
+    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-memo")
+    [memo] = [b for b in view["view"]["blocks"] if b.get("block_id") == "edit-memo"]
+    assert memo["element"]["multiline"] is True and memo["element"]["initial_value"] == MEMO
+
+    for typed, error in [("x" * 101, "Use at most 100 characters."), (" \n ", "Enter a value.")]:
+        answer = raw_submit(sb, view, "U0LEAD", {"edit-amount": "120.00", "edit-memo": typed})
+        assert answer == {"response_action": "errors", "errors": {"edit-memo": error}}
+    assert status(store, request_id) == "pending"
+
+    edited = MEMO + "  approved by phone\n\n"
+    assert sb.submit_view(view["id"], "U0LEAD", {"edit-amount": "120.00", "edit-memo": edited})[0] == 200
+    wait_for(lambda: status(store, request_id) == "approved")
+    row = store.get(request_id)
+    assert row is not None and row.approved_payload == {"amount": "120.00", "currency": "USD", "memo": edited}
+    assert row.edits == [{"field": "memo", "from": MEMO, "to": edited}]
+
+
+def test_a_text_submitted_as_shown_is_no_edit(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """Trailing line breaks and spaces are part of the value: an untouched one is not an edit."""
+    sb, _ = sandbox
+    request_id, card = _memo_card(client, redis, sb, "untouched")
+    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-memo")
+    assert sb.submit_view(view["id"], "U0LEAD", {"edit-amount": "120.00", "edit-memo": MEMO})[0] == 200
+    wait_for(lambda: status(store, request_id) == "approved")
+    row = store.get(request_id)
+    assert row is not None and row.edits == [] and row.approved_payload is not None
+    assert row.approved_payload["memo"] == MEMO
