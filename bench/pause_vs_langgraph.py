@@ -18,9 +18,10 @@ countersign chunk starts and stops two burst workers (about 40 Redis commands an
 each here), which the chunk's runs share: at the default `--chunk` 20 that is 3.6 Redis commands and
 about 0.5 ms of CPU per cycle more than in one chunk of 200 (`--chunk` at least `--runs`: in effect
 the former method, one side's runs all before the other's). The Redis bytes move with the chunk
-too: each dead burst worker's hash stays 60 s (RQ's `register_death`), about 90 bytes per completed
-run more at 20; and a chunk's paused state still holds the intake lanes and pace keys its 20 pauses
-registered (its resume cleans them), about twice the bytes per paused run of one chunk of 200.
+too: each dead burst worker's hash stays 60 s (RQ's `register_death`), some 50-100 bytes per
+completed run more at 20; and a chunk's paused state still holds the intake lanes and pace keys its
+20 pauses registered (its resume cleans them), 2-2.5 times the bytes per paused run of one chunk of
+200 (BENCHMARKS.md, "The CPU ratio measured in interleaved chunks").
 
 - countersign, in this process: `ApprovalClient.request` → the intake job (the router's worker class
   `RouterWorker`, burst, JSON serializer) posts the card → [paused] → the Approve click's domain call
