@@ -375,7 +375,7 @@ class Side:
             redis_paused=self.redis_paused + later.redis_paused,
             redis_end=later.redis_end,
             completed=self.completed + later.completed,
-            decide=self.decide + later.decide if self.decide and later.decide else None,
+            decide=None if self.decide is None or later.decide is None else self.decide + later.decide,
         )
 
     def cpu(self) -> float:
