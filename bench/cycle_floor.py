@@ -382,10 +382,11 @@ def main() -> int:
     exit_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-floor-"))
     (tmp / "langgraph").mkdir()
-    with py_spy_gil(args.profile):
-        real = pvl.countersign_side(cycle_args, tmp)
+    with py_spy_gil(args.profile), pvl.countersign_side(cycle_args, tmp) as countersign:
+        real = countersign(args.runs)
     floor = floor_side(args, tmp / "floor")
-    langgraph = pvl.langgraph_side(cycle_args, tmp)
+    with pvl.langgraph_side(cycle_args, tmp) as langgraph_run:
+        langgraph = langgraph_run(args.runs)
     report(args.runs, real, floor, langgraph)
     if args.profile:
         print()
@@ -401,12 +402,8 @@ def report(runs: int, real: pvl.Side, floor: dict[str, Spent], langgraph: pvl.Si
     def ms(seconds: float) -> float:
         return seconds * 1000 / runs
 
-    def side_cpu(side: pvl.Side) -> float:
-        cycle = side.pause + side.resume
-        return cycle.python + cycle.postgres + cycle.redis
-
     real_cycle = real.pause + real.resume
-    lg_cpu = ms(side_cpu(langgraph))
+    lg_cpu = ms(langgraph.cpu())
     sql_cpu = ms(real_cycle.postgres)
     rq, web, slack = floor["rq"], floor["web"], floor["slack"]
     rows: list[tuple[str, tuple[Any, ...]]] = [
@@ -420,7 +417,7 @@ def report(runs: int, real: pvl.Side, floor: dict[str, Spent], langgraph: pvl.Si
     ]
     total = tuple(sum(row[1][n] for row in rows) for n in range(5))
     floor_cpu = sum(total[:4])
-    real_cpu = ms(side_cpu(real))
+    real_cpu = ms(real.cpu())
     print_table(
         [(name, _cells((*values, sum(values[:4])))) for name, values in rows]
         + [

@@ -4,7 +4,24 @@ its PostgreSQL checkpointer, on the same PostgreSQL server, in one run.
     python bench/pause_vs_langgraph.py --database-url postgresql://postgres@127.0.0.1:5432/test
 
 Both sides run the same approval of the same refund (payload, summary, reason, context) `--runs`
-times after `--warmup` unmeasured runs, in two phases: pause every run, then resume every run.
+times after `--warmup` unmeasured runs. Both are set up and warmed up first and stay up together;
+the measured runs then alternate in chunks of `--chunk` runs (countersign's, LangGraph's,
+countersign's, ...), each chunk in two phases: pause its every run, then resume them. This machine's
+speed drifts over tens of seconds (LangGraph's own cycle 12.5-23.1 ms in consecutive runs of the same
+code), so one side's runs all first and the other's after measured mostly that drift in the ratio;
+alternating chunks puts both sides in every stretch of it. Each chunk pair's ratio is printed as it
+ends, and at the end their median and range beside the overall ratio (all chunks of a side added up),
+which shows how much noise is left. A side's byte measures come from its states: before its first
+run and after its last for what the completed runs leave, and per chunk (after its pauses less
+before them, summed) for what a paused run holds, at most `--chunk` runs paused at once. Each
+countersign chunk starts and stops two burst workers (about 40 Redis commands and 5-6 ms of CPU
+each here), which the chunk's runs share: at the default `--chunk` 20 that is 3.6 Redis commands and
+about 0.5 ms of CPU per cycle more than in one chunk of 200 (`--chunk` at least `--runs`: in effect
+the former method, one side's runs all before the other's). The Redis bytes move with the chunk
+too: each dead burst worker's hash stays 60 s (RQ's `register_death`), some 50-100 bytes per
+completed run more at 20; and a chunk's paused state still holds the intake lanes and pace keys its
+20 pauses registered (its resume cleans them), 2-2.5 times the bytes per paused run of one chunk of
+200 (BENCHMARKS.md, "The CPU ratio measured in interleaved chunks").
 
 - countersign, in this process: `ApprovalClient.request` → the intake job (the router's worker class
   `RouterWorker`, burst, JSON serializer) posts the card → [paused] → the Approve click's domain call
@@ -29,20 +46,22 @@ real use pays once per class in use and maintenance interval. `--classes N` rota
 fixed pool of N classes instead (run n: class n mod N, each its own channel), as a policy's fixed
 action classes are; the runs' cards that waited for their channel's pace are counted, and any makes
 the benchmark fail (N too small for this machine's speed: a channel's next card comes N intake jobs
-later, which must take more than 1.1 s). `--profile
-countersign|langgraph` prints a pyinstrument profile of that side's measured runs; `--redis-profile`
-prints countersign's Redis commands per run grouped by command and key shape (Redis MONITOR of the
-measured runs), `--sql-profile` its SQL statements per run by shape, `--redis-keys` the Redis keys the
-measured runs left (added or grown) per completed run, by key shape, with their bytes (`MEMORY USAGE`) and
-TTLs. Prints one table; asserts nothing.
+later, which must take more than 1.1 s). `--profile countersign|langgraph` prints a pyinstrument
+profile of that side's measured chunks; `--redis-profile` prints countersign's Redis commands per
+run grouped by command and key shape (Redis MONITOR of the measured runs, during which LangGraph's
+chunks send none), `--sql-profile` its SQL statements per run by shape, `--redis-keys` the Redis keys
+the measured runs left (added or grown) per completed run, by key shape, with their bytes (`MEMORY
+USAGE`) and TTLs. Prints a line per chunk pair, one table and the ratios' line; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import operator
 import os
 import re
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -50,8 +69,9 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -252,21 +272,33 @@ def metered(database: Database, others: dict[str, int], redis: Redis | None = No
         setattr(cost, name, process_cpu(pid) - before[name])
 
 
+ChunkProfile = Callable[[], AbstractContextManager[None]]  # `with chunk():` profiles the block
+
+
 @contextmanager
-def profiled(enabled: bool) -> Iterator[None]:
-    """Profile the enclosed block with pyinstrument when `enabled`; the report goes to stderr."""
+def profiled(enabled: bool) -> Iterator[ChunkProfile]:
+    """When `enabled`, one pyinstrument profile of every block the enclosed code runs in
+    `with chunk():` (the yielded `chunk`), printed to stderr at the end; else `chunk` does nothing."""
     if not enabled:
-        yield
+        yield nullcontext
         return
     from pyinstrument import Profiler
 
-    profiler = Profiler(interval=0.0005)
-    profiler.start()
+    profiler = Profiler(interval=0.0005)  # its sessions add up over `start`/`stop` pairs
+
+    @contextmanager
+    def chunk() -> Iterator[None]:
+        profiler.start()
+        try:
+            yield
+        finally:
+            profiler.stop()
+
     try:
-        yield
+        yield chunk
     finally:
-        profiler.stop()
-        print(profiler.output_text(unicode=False, color=False, show_all=False), file=sys.stderr)
+        if profiler.last_session is not None:
+            print(profiler.output_text(unicode=False, color=False, show_all=False), file=sys.stderr)
 
 
 @contextmanager
@@ -302,19 +334,67 @@ def monitored(args: argparse.Namespace, redis_url: str) -> Iterator[None]:
             print(f"{count / args.runs:8.2f}  {command}", file=sys.stderr)
 
 
+Footprint = tuple[int, int, int]  # PostgreSQL: bytes on disk, bytes of the live rows, live rows
+Run = Callable[[int], "Side"]  # a side's next `count` measured runs -> their `Side`
+
+
 @dataclass
 class Side:
-    """One side's measured results: per-phase costs and the footprint before, paused and done."""
+    """One side's measured results over `runs` runs (one chunk of them, or chunks added with `+`):
+    per-phase costs; the PostgreSQL footprint before the first run (`start`) and after the last
+    (`end`), and what the pauses added (`paused`: per chunk, after its pauses less before them,
+    summed over chunks); Redis's bytes (`redis_bytes`) likewise."""
 
+    runs: int
     pause: Cost
     resume: Cost
-    empty: tuple[int, int, int]
-    paused: tuple[int, int, int]
-    done: tuple[int, int, int]
+    start: Footprint
+    paused: Footprint
+    end: Footprint
+    redis_start: int = 0
     redis_paused: int = 0
-    redis_done: int = 0
+    redis_end: int = 0
     completed: int = 0
     decide: Cost | None = None  # countersign only: the click's share of `resume`
+
+    def __add__(self, later: Side) -> Side:
+        """`self`'s runs, then `later`'s (measured after them): counts, costs and the pauses' growth
+        summed; the states before from `self`, after from `later`."""
+        return Side(
+            runs=self.runs + later.runs,
+            pause=self.pause + later.pause,
+            resume=self.resume + later.resume,
+            start=self.start,
+            paused=(
+                self.paused[0] + later.paused[0],
+                self.paused[1] + later.paused[1],
+                self.paused[2] + later.paused[2],
+            ),
+            end=later.end,
+            redis_start=self.redis_start,
+            redis_paused=self.redis_paused + later.redis_paused,
+            redis_end=later.redis_end,
+            completed=self.completed + later.completed,
+            decide=None if self.decide is None or later.decide is None else self.decide + later.decide,
+        )
+
+    def cpu(self) -> float:
+        """All CPU of the runs' cycles, in seconds: this process, PostgreSQL and Redis (not the sandbox)."""
+        cycle = self.pause + self.resume
+        return cycle.python + cycle.postgres + cycle.redis
+
+
+def numbered(runs: Callable[[int, int], Side], first: int, chunk: ChunkProfile) -> Run:
+    """A `Run` calling `runs(first, count)` inside `chunk()`, each call's runs numbered on from the
+    previous call's (thread ids, action classes), the first call's from `first`."""
+    following = [first]
+
+    def run(count: int) -> Side:
+        start, following[0] = following[0], following[0] + count
+        with chunk():
+            return runs(start, count)
+
+    return run
 
 
 # ---- countersign -----------------------------------------------------------------------------
@@ -360,7 +440,7 @@ def countersign_runs(
     """`count` approvals through countersign, numbered from `first`: run n of action class n mod
     `classes`, or (0) each its own. Raises `SystemExit` when a card waited for its channel's pace."""
     client = ApprovalClient(runtime.redis, runtime.store)
-    empty, redis_empty = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
+    start, redis_start = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
     with metered(database, pids, runtime.redis) as pause:
         ids = [
             client.request(
@@ -378,9 +458,10 @@ def countersign_runs(
     paused, redis_paused = database.footprint(COUNTERSIGN_TABLES), redis_bytes(runtime.redis)
     rows = [row for request_id in ids if (row := runtime.store.get(request_id)) is not None]
     waited = sum(1 for row in rows if row.card_ts is None)
-    print(f"cards that waited for their channel's pace: {waited} of {count}", file=sys.stderr)
     if waited:
-        raise SystemExit("a card waited for its channel's pace: run with more --classes (or 0)")
+        raise SystemExit(
+            f"{waited} of {count} cards waited for their channel's pace: run with more --classes (or 0)"
+        )
     clicks = [click(row.id, row.channel) for row in rows]
     with metered(database, pids, runtime.redis) as decide:
         for body in clicks:
@@ -389,21 +470,27 @@ def countersign_runs(
     with metered(database, pids, runtime.redis) as execute:
         drain(runtime.redis, AGENT_QUEUE, AgentWorker)
         refreshes.refresh_requested(runtime, limit=count)  # the card refreshes the resume jobs asked for
-    done = database.footprint(COUNTERSIGN_TABLES)
     completed = sum(
         1 for request_id in ids if (row := runtime.store.get(request_id)) and row.execution == "executed"
     )
     return Side(
+        runs=count,
         pause=pause,
         resume=decide + execute,
         decide=decide,
-        empty=empty,
-        paused=paused,
-        done=done,
-        redis_paused=redis_paused - redis_empty,
-        redis_done=redis_bytes(runtime.redis) - redis_empty,
+        start=start,
+        paused=grown(start, paused),
+        end=database.footprint(COUNTERSIGN_TABLES),
+        redis_start=redis_start,
+        redis_paused=redis_paused - redis_start,
+        redis_end=redis_bytes(runtime.redis),
         completed=completed,
     )
+
+
+def grown(before: Footprint, after: Footprint) -> Footprint:
+    """What a footprint grew by from `before` to `after`, part by part."""
+    return (after[0] - before[0], after[1] - before[1], after[2] - before[2])
 
 
 def redis_bytes(redis: Redis) -> int:
@@ -476,9 +563,13 @@ def print_keys_left(before: Keyspace, after: Keyspace, runs: int) -> None:
         print(f"{added / runs:8.2f}  {grown / runs:8.1f}  {seen:<18}  {shape}", file=sys.stderr)
 
 
-def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
-    """Measured countersign runs (after the warm-up) on a scratch database, a private redis-server and the
-    sandbox in a child process."""
+@contextmanager
+def countersign_side(args: argparse.Namespace, tmp: Path) -> Iterator[Run]:
+    """countersign up on a scratch database, a private redis-server and the sandbox in a child process,
+    warmed up (`args.warmup` runs): yields the `Run` of its measured runs, and stops it all after.
+    `--profile countersign` profiles the `Run`'s calls; `--redis-profile`, `--sql-profile` and
+    `--redis-keys` cover the whole block, in which only these calls send SQLAlchemy statements and
+    Redis commands (the other side uses neither), and divide by `args.runs`."""
     redis_server, redis_url = start_redis(tmp)
     port = free_port()
     sandbox = Child(
@@ -512,12 +603,21 @@ def countersign_side(args: argparse.Namespace, tmp: Path) -> Side:
                 countersign_runs(runtime, 0, args.warmup, database, pids, args.classes)
                 before = keyspace(runtime.redis) if args.redis_keys else {}
                 memory = memory_parts(runtime.redis)
-                with profiled(args.profile == "countersign"), monitored(args, redis_url), sql_profiled(args):
-                    side = countersign_runs(runtime, args.warmup, args.runs, database, pids, args.classes)
+                with (
+                    profiled(args.profile == "countersign") as chunk,
+                    monitored(args, redis_url),
+                    sql_profiled(args),
+                ):
+                    yield numbered(
+                        lambda first, count: countersign_runs(
+                            runtime, first, count, database, pids, args.classes
+                        ),
+                        args.warmup,
+                        chunk,
+                    )
                 if args.redis_keys:
                     print_keys_left(before, keyspace(runtime.redis), args.runs)
                     print_memory_growth(memory, memory_parts(runtime.redis), args.runs)
-                return side
             finally:
                 database.close()
                 runtime.store.engine.dispose()
@@ -575,7 +675,7 @@ def langgraph_runs(graph: Any, first: int, count: int, database: Database) -> Si
         "decided_by": [{"slack_user_id": APPROVER["id"], "name": APPROVER["name"]}],
         "reason": None,
     }
-    empty = database.footprint(LANGGRAPH_TABLES)
+    start = database.footprint(LANGGRAPH_TABLES)
     with metered(database, {}) as pause:
         for n, config in enumerate(configs, start=first):
             request = {**REQUEST, "action": "issue_refund", "run_id": f"run-{n}", "step": "refund"}
@@ -584,7 +684,15 @@ def langgraph_runs(graph: Any, first: int, count: int, database: Database) -> Si
     with metered(database, {}) as resume:
         results = [graph.invoke(Command(resume=decision), config) for config in configs]
     completed = sum(1 for result in results if result.get("result", "").startswith("refunded"))
-    return Side(pause, resume, empty, paused, database.footprint(LANGGRAPH_TABLES), completed=completed)
+    return Side(
+        runs=count,
+        pause=pause,
+        resume=resume,
+        start=start,
+        paused=grown(start, paused),
+        end=database.footprint(LANGGRAPH_TABLES),
+        completed=completed,
+    )
 
 
 def checkpointer_connection(conninfo: str) -> psycopg.Connection[Any]:
@@ -595,9 +703,11 @@ def checkpointer_connection(conninfo: str) -> psycopg.Connection[Any]:
     )
 
 
-def langgraph_side(args: argparse.Namespace, tmp: Path) -> Side:
-    """Measured LangGraph runs (after the warm-up) on a scratch database of their own (created by
-    `bench_database`, whose countersign tables stay empty and are not counted)."""
+@contextmanager
+def langgraph_side(args: argparse.Namespace, tmp: Path) -> Iterator[Run]:
+    """The LangGraph graph on a scratch database of its own (created by `bench_database`, whose
+    countersign tables stay empty and are not counted), warmed up (`args.warmup` runs): yields the
+    `Run` of its measured runs (`--profile langgraph` profiles its calls), and drops it all after."""
     with bench_database(args.database_url, tmp / "langgraph") as database_url:
         database = Database(database_url)
         try:
@@ -606,8 +716,10 @@ def langgraph_side(args: argparse.Namespace, tmp: Path) -> Side:
                 checkpointer.setup()
                 graph = refund_graph(checkpointer)
                 langgraph_runs(graph, 0, args.warmup, database)
-                with profiled(args.profile == "langgraph"):
-                    return langgraph_runs(graph, args.warmup, args.runs, database)
+                with profiled(args.profile == "langgraph") as chunk:
+                    yield numbered(
+                        lambda first, count: langgraph_runs(graph, first, count, database), args.warmup, chunk
+                    )
         finally:
             database.close()
 
@@ -618,6 +730,12 @@ def langgraph_side(args: argparse.Namespace, tmp: Path) -> Side:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200, help="measured runs each way (default 200)")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=20,
+        help="measured runs of one side before the other side's turn (default 20)",
+    )
     parser.add_argument("--warmup", type=int, default=20, help="runs not measured, first (default 20)")
     parser.add_argument(
         "--classes",
@@ -650,17 +768,52 @@ def main() -> int:
         "--database-url", required=True, help="the PostgreSQL server to create scratch databases on"
     )
     args = parser.parse_args()
+    if args.runs < 1 or args.chunk < 1:
+        parser.error("--runs and --chunk must be at least 1")
     exit_on_sigterm()
     tmp = Path(tempfile.mkdtemp(prefix="countersign-bench-"))
     (tmp / "langgraph").mkdir()
-    countersign = countersign_side(args, tmp)
-    langgraph = langgraph_side(args, tmp)
-    report(args.runs, countersign, langgraph)
+    with countersign_side(args, tmp) as countersign, langgraph_side(args, tmp) as langgraph:
+        cs, lg, ratios = interleaved(countersign, langgraph, args.runs, args.chunk)
+    report(cs, lg)
+    print_ratios(cs.cpu() / lg.cpu(), ratios)
     return 0
 
 
-def report(runs: int, cs: Side, lg: Side) -> None:
+def interleaved(countersign: Run, langgraph: Run, runs: int, chunk: int) -> tuple[Side, Side, list[float]]:
+    """`runs` measured runs a side in alternating chunks of `chunk` runs (countersign's, LangGraph's,
+    countersign's, …; the last pair shorter if `chunk` does not divide `runs`): each side's chunks
+    added up, and each pair's ratio of all CPU per run (countersign / LangGraph), also printed."""
+    chunks: list[tuple[Side, Side]] = []
+    for start in range(0, runs, chunk):
+        count = min(chunk, runs - start)
+        cs, lg = countersign(count), langgraph(count)
+        chunks.append((cs, lg))
+        print(
+            f"chunk pair {len(chunks)} ({count} runs a side): all CPU per run {cs.cpu() * 1000 / count:.2f}"
+            f" / {lg.cpu() * 1000 / count:.2f} ms = {cs.cpu() / lg.cpu():.2f} x",
+            flush=True,
+        )
+    return (
+        reduce(operator.add, (cs for cs, _ in chunks)),
+        reduce(operator.add, (lg for _, lg in chunks)),
+        [cs.cpu() / lg.cpu() for cs, lg in chunks],
+    )
+
+
+def print_ratios(overall: float, ratios: list[float]) -> None:
+    """Print the overall ratio of all CPU per cycle beside the chunk pairs' median and range, the
+    spread the machine's drift and noise leave within one run."""
+    print(
+        f"all CPU per cycle, countersign / LangGraph: overall {overall:.2f} x;"
+        f" chunk pairs ({len(ratios)}): median {statistics.median(ratios):.2f} x,"
+        f" range {min(ratios):.2f}-{max(ratios):.2f} x (spread {max(ratios) - min(ratios):.2f})"
+    )
+
+
+def report(cs: Side, lg: Side) -> None:
     """Print the side-by-side table; ratio = countersign / LangGraph."""
+    runs = cs.runs
 
     def ms(cost: Callable[[Side], float]) -> tuple[float, float]:
         return cost(cs) * 1000 / runs, cost(lg) * 1000 / runs
@@ -668,29 +821,26 @@ def report(runs: int, cs: Side, lg: Side) -> None:
     def per_run(pick: Callable[[Side], float]) -> tuple[float, float]:
         return pick(cs) / runs, pick(lg) / runs
 
-    def cpu(c: Cost) -> float:
-        return c.python + c.postgres + c.redis
-
     rows: list[tuple[str, tuple[float, float] | tuple[str, str]]] = [
-        ("runs measured (completed)", (f"{runs} ({cs.completed})", f"{runs} ({lg.completed})")),
+        ("runs measured (completed)", (f"{cs.runs} ({cs.completed})", f"{lg.runs} ({lg.completed})")),
         ("Python CPU per run, pause (ms)", ms(lambda s: s.pause.python)),
         ("Python CPU per run, resume (ms)", ms(lambda s: s.resume.python)),
         ("  of which the click (ms)", (f"{cs.decide.python * 1000 / runs:.2f}" if cs.decide else "-", "-")),
         ("Python CPU per run, cycle (ms)", ms(lambda s: s.pause.python + s.resume.python)),
         ("PostgreSQL CPU per run, cycle (ms)", ms(lambda s: s.pause.postgres + s.resume.postgres)),
         ("Redis CPU per run, cycle (ms)", ms(lambda s: s.pause.redis + s.resume.redis)),
-        ("all CPU per run, cycle (ms)", ms(lambda s: cpu(s.pause) + cpu(s.resume))),
+        ("all CPU per run, cycle (ms)", ms(Side.cpu)),
         ("SQL statements per run, cycle", per_run(lambda s: s.pause.statements + s.resume.statements)),
         ("Redis commands per run, cycle", per_run(lambda s: s.pause.commands + s.resume.commands)),
         ("wall per run, cycle (ms)", ms(lambda s: s.pause.wall + s.resume.wall)),
-        ("PG bytes per paused run, on disk", per_run(lambda s: s.paused[0] - s.empty[0])),
-        ("PG bytes per paused run, live rows", per_run(lambda s: s.paused[1] - s.empty[1])),
-        ("PG rows per paused run", per_run(lambda s: s.paused[2] - s.empty[2])),
-        ("PG bytes per completed run, on disk", per_run(lambda s: s.done[0] - s.empty[0])),
-        ("PG bytes per completed run, live rows", per_run(lambda s: s.done[1] - s.empty[1])),
-        ("PG rows per completed run", per_run(lambda s: s.done[2] - s.empty[2])),
+        ("PG bytes per paused run, on disk", per_run(lambda s: s.paused[0])),
+        ("PG bytes per paused run, live rows", per_run(lambda s: s.paused[1])),
+        ("PG rows per paused run", per_run(lambda s: s.paused[2])),
+        ("PG bytes per completed run, on disk", per_run(lambda s: s.end[0] - s.start[0])),
+        ("PG bytes per completed run, live rows", per_run(lambda s: s.end[1] - s.start[1])),
+        ("PG rows per completed run", per_run(lambda s: s.end[2] - s.start[2])),
         ("Redis bytes per paused run", per_run(lambda s: s.redis_paused)),
-        ("Redis bytes per completed run", per_run(lambda s: s.redis_done)),
+        ("Redis bytes per completed run", per_run(lambda s: s.redis_end - s.redis_start)),
         ("sandbox (Slack) CPU per run, not counted (ms)", ms(lambda s: s.pause.sandbox + s.resume.sandbox)),
     ]
     print_table(
