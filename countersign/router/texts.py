@@ -276,6 +276,17 @@ def escalated_note(request: Request) -> str:
     )
 
 
+def escalation_failed_note(request: Request, channel: str, found: int) -> str:
+    """The thread reply under the card of a request whose escalation to `channel` found `found`
+    approvers (its users and user groups resolved), fewer than its quorum, so the policy's timeout
+    denied it (fail closed): what went wrong, for whoever keeps the policy's user groups."""
+    return (
+        f"⚠ No decision in time, and no escalation: the next level's approvers in {conversation(channel)} "
+        f"are {found} people, fewer than the {request.required_approvals} approval(s) needed (a user "
+        "group empty, gone or shrunk?), so the policy's timeout denied it."
+    )
+
+
 def timed_out_text(request: Request) -> str:
     """Answer to a click after the request's deadline (the timeout sweep decides it any moment)."""
     return (
