@@ -71,6 +71,21 @@ def sanitize(text: str) -> str:
     return text.translate(_REPLACED)
 
 
+def hidden_characters(text: str) -> str | None:
+    """The Edit modal's hint for a value holding characters `sanitize` replaces (controls,
+    bidirectional overrides), which a text input shows as they are (the value must stay exact, so an
+    untouched one is no edit): how many and which code points; None when there are none."""
+    found = [ord(c) for c in text if ord(c) in _UNSAFE]
+    if not found:
+        return None
+    kinds = sorted(set(found))
+    named = ", ".join(f"U+{c:04X}" for c in kinds[:5]) + (", …" if len(kinds) > 5 else "")
+    return (
+        f"⚠ This value holds {len(found)} control or bidirectional character(s) ({named}), which can "
+        "reorder or hide what you read here; Details shows the value escaped."
+    )
+
+
 def show(value: Any) -> str:
     """`value` as a reviewer reads it: a string as it is, anything else as compact JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
