@@ -51,12 +51,21 @@ def refund(payload: dict[str, Any]) -> str:
     return done
 
 
+def _line(text: str) -> str:
+    """`text` (a reviewer's reason, a Slack name) as one line a terminal shows as it is: each line
+    break as ⏎, and any other character Python deems unprintable (`str.isprintable`: controls such as
+    ESC, which starts a terminal escape sequence; bidirectional overrides such as U+202E, which
+    reorder what is read) as U+FFFD."""
+    flat = text.replace("\r\n", "\n")
+    return "".join("⏎" if c in "\r\n" else c if c.isprintable() else "\ufffd" for c in flat)
+
+
 def resume(data: dict[str, Any]) -> str | None:
     """The resume job: run the approved refund once, or print why nothing runs."""
     decision = Decision.from_json(data)
     if decision.outcome == Outcome.REJECTED:
         who = ", ".join(d["name"] for d in decision.decided_by) or "the policy"
-        print(f"REFUND REJECTED by {who}: {decision.reason or 'no reason given'}", flush=True)
+        print(f"REFUND REJECTED by {_line(who)}: {_line(decision.reason or 'no reason given')}", flush=True)
         return None
     if not decision.may_run:
         print("REFUND EXPIRED: nobody decided in time, and the policy's timeout denied it", flush=True)

@@ -43,6 +43,7 @@ from .texts import (
     clip,
     conversation,
     escape,
+    hidden_characters,
     mentions,
     not_executed,
     not_resumed,
@@ -421,7 +422,8 @@ def edit_view(request: Request) -> dict[str, Any]:
 
     Decimal and integer fields are `number_input`s (`min_value`/`max_value` as strings, as
     Slack's schema requires); text fields are `plain_text_input`s, multi-line for a value over 80
-    characters or with a line break (`texts.LINE_BREAKS`). Submitting approves with edits.
+    characters or with a line break (`texts.LINE_BREAKS`), with a hint when the value holds
+    controls or bidirectional overrides (`texts.hidden_characters`). Submitting approves with edits.
     """
     blocks: list[Block] = [
         SectionBlock(text=plain(f"Edit, then approve: {one_line(request.summary)}", MAX_SECTION_TEXT))
@@ -443,7 +445,11 @@ def edit_view(request: Request) -> dict[str, Any]:
                 min_value=spec.min,
                 max_value=spec.max,
             )
-        blocks.append(InputBlock(block_id=edit_block_id(name), label=plain(name, 2000), element=element))
+        hint = hidden_characters(original)  # the input shows them raw: say so
+        shown = None if hint is None else plain(hint, 2000)
+        blocks.append(
+            InputBlock(block_id=edit_block_id(name), label=plain(name, 2000), element=element, hint=shown)
+        )
     return _form("Edit and approve", blocks, EDIT_CALLBACK, request, submit="Approve")
 
 

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 _DECIMAL = re.compile(r"^-?[0-9]+(\.[0-9]+)?$", re.ASCII)
 _INTEGER = re.compile(r"^-?[0-9]+$", re.ASCII)
+_CR = re.compile(r"\r\n?")
 MAX_DIGITS = 30
 
 
@@ -153,11 +154,15 @@ def _value(text: str, spec: EditableField) -> tuple[Decimal | str | None, str | 
 
 def _parse(raw: str | None, original: Any, spec: EditableField) -> tuple[Any, str | None]:
     """The value typed for one field, checked (`_value`): a text exactly as typed (its line breaks
-    and spaces are the reviewer's, and an untouched value is no edit), a number without the white
-    space around it; `(None, error)` for nothing but white space."""
+    and spaces are the reviewer's, and an untouched value is no edit, even when the original's CRLF
+    or CR line breaks come back as LF, as a browser's textarea gives them: the HTML standard's
+    "normalize newlines" of a textarea's value), a number without the white space around it;
+    `(None, error)` for nothing but white space."""
     text = raw or ""
     if not text.strip():
         return None, texts.ENTER_A_VALUE
+    if spec.type == "text" and isinstance(original, str) and _CR.sub("\n", original) == text:
+        return original, None  # shown untouched: a browser gives a textarea's CRLF and CR back as LF
     if spec.type != "text":
         text = text.strip()
     value, error = _value(text, spec)

@@ -71,6 +71,21 @@ def sanitize(text: str) -> str:
     return text.translate(_REPLACED)
 
 
+def hidden_characters(text: str) -> str | None:
+    """The Edit modal's hint for a value holding characters `sanitize` replaces (controls,
+    bidirectional overrides), which a text input shows as they are (the value must stay exact, so an
+    untouched one is no edit): how many and which code points; None when there are none."""
+    found = [ord(c) for c in text if ord(c) in _UNSAFE]
+    if not found:
+        return None
+    kinds = sorted(set(found))
+    named = ", ".join(f"U+{c:04X}" for c in kinds[:5]) + (", …" if len(kinds) > 5 else "")
+    return (
+        f"⚠ This value holds {len(found)} control or bidirectional character(s) ({named}), which can "
+        "reorder or hide what you read here; Details shows the value escaped."
+    )
+
+
 def show(value: Any) -> str:
     """`value` as a reviewer reads it: a string as it is, anything else as compact JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -273,6 +288,17 @@ def escalated_note(request: Request) -> str:
     return (
         f"⤴ No decision in time: escalated to {conversation(request.channel)}, "
         f"where {mentions(request.approvers)} decide it."
+    )
+
+
+def escalation_failed_note(request: Request, channel: str, found: int) -> str:
+    """The thread reply under the card of a request whose escalation to `channel` found `found`
+    approvers (its users and user groups resolved), fewer than its quorum, so the policy's timeout
+    denied it (fail closed): what went wrong, for whoever keeps the policy's user groups."""
+    return (
+        f"⚠ No decision in time, and no escalation: the next level's approvers in {conversation(channel)} "
+        f"are {found} people, fewer than the {request.required_approvals} approval(s) needed (a user "
+        "group empty, gone or shrunk?), so the policy's timeout denied it."
     )
 
 

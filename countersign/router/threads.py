@@ -2,7 +2,8 @@
 reviewers look, instead of new top-level messages (the card is rewritten too).
 
 Reminders are posted by `delivery.remind` (due times in the store). Here: the escalation notice
-under the card of the level left behind (`escalated`), and, when a decided card is rewritten, the
+under the card of the level left behind (`escalated`), or why there was no escalation
+(`escalation_failed`), and, when a decided card is rewritten, the
 news it shows about the agent's side (`refresh`): the execution's outcome, a refusal by the agent's
 worker, or why the agent has not run the decision (`OutboxEvent.problem`: a resume job that failed
 or was not taken, a webhook failing or given up). Each note is posted once per request and kind: a
@@ -94,3 +95,14 @@ def escalated(runtime: Runtime, old: Request, new: Request) -> None:
     """The escalation notice under the card of the level `old` was at: where the request went and
     who decides it now."""
     note_once(runtime, old, f"escalated-{old.level}", texts.escalated_note(new))
+
+
+def escalation_failed(runtime: Runtime, request: Request, channel: str, found: int) -> None:
+    """The note under the card of `request` (at the level it expired at) when its escalation to
+    `channel` found `found` approvers, too few for its quorum, and it was denied instead."""
+    note_once(
+        runtime,
+        request,
+        f"escalation-failed-{request.level}",
+        texts.escalation_failed_note(request, channel, found),
+    )

@@ -260,7 +260,10 @@ def _escalate(runtime: Runtime, request: Request, level: Level) -> int:
         runtime.store.record(
             request.id, "escalation_failed", "policy", why="too_few_approvers", approvers=approvers
         )
-        return _expire(runtime, [(request, TimeoutResult.DENY)])
+        denied = _expire(runtime, [(request, TimeoutResult.DENY)])
+        if denied:
+            threads.escalation_failed(runtime, request, level.channel, len(approvers))
+        return denied
     row = runtime.store.escalate(request, level.channel, approvers)
     if row is None:
         return 0

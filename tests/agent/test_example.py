@@ -50,6 +50,12 @@ def test_the_example_agent_prints_one_line_for_each_outcome(
     decided_card(client, redis, runtime, sb, func=RESUME, vote="rejected", run_id="rejected")
     assert printed(runtime, redis, capsys) == ["REFUND REJECTED by lee: wrong customer"]
 
+    hostile = "bad \u202eredro\u202c\x1b[2J\r\nline 2"  # a bidi override, a clear-screen escape, CRLF
+    decided_card(client, redis, runtime, sb, func=RESUME, vote="rejected", why=hostile, run_id="hostile")
+    assert printed(runtime, redis, capsys) == [
+        "REFUND REJECTED by lee: bad \ufffdredro\ufffd\ufffd[2J⏎line 2"
+    ]
+
     expiring, _ = post_card(
         client, redis, sb, resume={"queue": agent.QUEUE, "func": RESUME}, run_id="expired"
     )

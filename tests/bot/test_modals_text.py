@@ -70,3 +70,46 @@ def test_a_text_submitted_as_shown_is_no_edit(
     row = store.get(request_id)
     assert row is not None and row.edits == [] and row.approved_payload is not None
     assert row.approved_payload["memo"] == MEMO
+
+
+def test_a_crlf_text_given_back_with_lf_as_a_browser_does_is_no_edit(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """A browser's textarea gives CRLF and CR back as LF (the HTML standard's "normalize newlines"):
+    an untouched value the agent sent with CRLF is no edit, and the agent runs its own bytes."""
+    sb, _ = sandbox
+    memo = "Refund for order 4471\r\nCustomer called twice\rThird line  \r\n"
+    request_id, card = post_card(
+        client, redis, sb, payload={"amount": "120.00", "currency": "USD", "memo": memo}, run_id="crlf"
+    )
+    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-memo")
+    as_shown = "Refund for order 4471\nCustomer called twice\nThird line  \n"
+    assert sb.submit_view(view["id"], "U0LEAD", {"edit-amount": "120.00", "edit-memo": as_shown})[0] == 200
+    wait_for(lambda: status(store, request_id) == "approved")
+    row = store.get(request_id)
+    assert row is not None and row.edits == [] and row.approved_payload is not None
+    assert row.approved_payload["memo"] == memo
+
+
+def test_a_text_with_a_bidi_override_is_prefilled_exactly_with_a_hint_saying_so(
+    client: ApprovalClient, redis: Redis, store: Store, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """The input must hold the exact value (an untouched one is no edit), so it shows U+202E raw: the
+    hint under it tells the reviewer what they read may be reordered."""
+    sb, _ = sandbox
+    memo = "pay to \u202eKCAB\u202c, then\x1b[2J done"
+    request_id, card = post_card(
+        client, redis, sb, payload={"amount": "120.00", "currency": "USD", "memo": memo}, run_id="bidi"
+    )
+    view = open_view(sb, card, EDIT_ACTION, "U0LEAD", "edit-memo")
+    blocks = {b.get("block_id"): b for b in view["view"]["blocks"]}
+    assert blocks["edit-memo"]["element"]["initial_value"] == memo
+    assert blocks["edit-memo"]["hint"]["text"] == (
+        "⚠ This value holds 3 control or bidirectional character(s) (U+001B, U+202C, U+202E), which can "
+        "reorder or hide what you read here; Details shows the value escaped."
+    )
+    assert "hint" not in blocks["edit-amount"]
+    assert sb.submit_view(view["id"], "U0LEAD", {"edit-amount": "120.00", "edit-memo": memo})[0] == 200
+    wait_for(lambda: status(store, request_id) == "approved")
+    row = store.get(request_id)
+    assert row is not None and row.edits == []

@@ -76,14 +76,15 @@ def decided_card(
     sb: Sandbox,
     func: str = agent.EXECUTE_FUNC,
     vote: str = "approved",
+    why: str = "wrong customer",
     **overrides: Any,
 ) -> tuple[str, dict[str, Any]]:
     """A refund (with `overrides`) resumed by `func` on the test agent's queue (default: its
     `execute`, through `approved_action`), whose card is posted and which U0LEAD has decided by
-    `vote`; returns its id and card."""
+    `vote` (with reason `why` when rejected); returns its id and card."""
     resume = {"queue": agent.QUEUE, "func": func}
     request_id, card = post_card(client, redis, sb, resume=resume, **overrides)
-    reason = "wrong customer" if vote == "rejected" else None
+    reason = why if vote == "rejected" else None
     runtime.store.vote(
         request_id, {"slack_user_id": "U0LEAD", "name": "lee"}, vote, runtime.resume_event, reason=reason
     )

@@ -299,12 +299,18 @@ def test_an_escalation_to_a_user_group_that_is_gone_denies(
     sandbox: tuple[Sandbox, str],
 ) -> None:
     del sandbox[0].usergroups["S0FINLEADS"]
-    request_id, _ = post_card(client, redis, sandbox[0])
+    request_id, card = post_card(client, redis, sandbox[0])
     age(store, request_id, expires_at=-1)
     timeouts.sweep(runtime)
     row = store.get(request_id)
     assert row is not None and (row.status, row.timeout_result) == ("expired", "deny")
     assert "escalation_failed" in events(store, request_id)
+    [note] = [m for m in sandbox[0].messages("C0FINANCE") if m["thread_ts"] == card["ts"]]
+    assert note["text"] == (  # the channel learns why it was denied, not only the log
+        "⚠ No decision in time, and no escalation: the next level's approvers in <#C0FINLEADS> are 0 "
+        "people, fewer than the 1 approval(s) needed (a user group empty, gone or shrunk?), so the "
+        "policy's timeout denied it."
+    )
 
 
 def vendor_requests(client: ApprovalClient, redis: Redis, store: Store, count: int) -> list[str]:
