@@ -163,17 +163,18 @@ def _verdict(key: str, rule: str, label: str | None, facts: dict[str, Any]) -> V
     return Verdict(key, rule, label, held, error)
 
 
-def judge(action: str, version: int, pick: Callable[[str], Any], facts: dict[str, Any]) -> Gate:
-    """The gate for a request of class `action` under policy `version`, by the rules `pick(key)`
-    returns for it, over `facts` (`{"payload", "confidence", "requester", "action"}`, the CEL
-    variables). `always_review` wins over everything; otherwise the request is approved by policy
-    when `auto_approve` holds, or when `review_when` is set and does not hold."""
+def judge(action: str, pick: Callable[[str], Any], facts: dict[str, Any]) -> Gate:
+    """The gate for a request of class `action`, by the rules `pick(key)` returns for it, over
+    `facts` (`{"payload", "confidence", "requester", "action"}`, the CEL variables).
+    `always_review` wins over everything; otherwise the request is approved by policy when
+    `auto_approve` holds, or when `review_when` is set and does not hold."""
     if pick("always_review"):
         review, verdict = True, None
         reason, says = f"always_review: every {action} needs a human", texts.always_reviewed(action)
     else:
         review, verdict = _review(pick("auto_approve"), pick("review_when"), facts)
-        reason = verdict.technical() if verdict else f"policy v{version} reviews every {action}"
+        every = f"no auto_approve or review_when: every {action} needs a human"
+        reason = verdict.technical() if verdict else every
         says = (
             texts.rule_result(verdict.key, verdict.held, verdict.label)
             if verdict

@@ -374,7 +374,7 @@ class Policy:
         """Whether a request of class `action` needs review, and why, by the class's rules over
         `facts` (`{"payload", "confidence", "requester", "action"}`, the CEL variables); see
         `gate.judge`. A rule that cannot be evaluated fails closed."""
-        return judge(action, self.version, self._pick(action), facts)
+        return judge(action, self._pick(action), facts)
 
     def summary(self) -> str:
         """A human-readable summary of every action class's route (for `countersign policy check`)."""

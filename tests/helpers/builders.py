@@ -211,7 +211,7 @@ def request(**overrides: Any) -> ApprovalRequest:
         "required_approvals": 1,
         "level": 0,
         "expires_at": None,
-        "review_reason": "policy v1 reviews every issue_refund",
+        "review_reason": "the policy reviews every issue_refund request",
         "timeout_result": None,
     }
     values.update(overrides)

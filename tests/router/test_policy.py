@@ -356,6 +356,8 @@ actions:
     assert not any("payload" in gate.says or "confidence" in gate.says for gate in gates)
     assert gates[2].errors[0].startswith("auto_approve: TypeError: No such overload")
     assert gates[4].reason.startswith("review_when could not be evaluated (confidence < 0.9): TypeError")
+    # the rule the Details modal shows after "Policy vN rule:", so it names no version itself
+    assert gates[5].reason == "no auto_approve or review_when: every deploy needs a human"
 
 
 def test_confidence_gate_and_always_review_win(tmp_path: Path) -> None:
