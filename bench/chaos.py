@@ -66,11 +66,14 @@ from bench.common import (
 )
 from countersign import ApprovalClient, RouterUnavailable
 from countersign.ports import free_port
-from countersign.router.cards import APPROVE_ACTION
+from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION, REJECT_ACTION
 from countersign.router.journal import JOURNAL_KEY
 from countersign.sandbox import Sandbox, serve
 from countersign.sandbox.interactivity import encode_payload, signed_post
 from countersign.store import ApprovalRequest, Store
+
+# The buttons a decided card must no longer show (it keeps Details, which decides nothing).
+DECISION_ACTIONS = {APPROVE_ACTION, REJECT_ACTION, EDIT_ACTION}
 
 POLICY = (
     "version: 1\n"
@@ -508,7 +511,13 @@ class Chaos:
             r
             for r in rows.values()
             if r.status in TERMINAL
-            and any(b.get("type") == "actions" for m in cards[r.id] for b in m.get("blocks") or [])
+            and any(
+                element.get("action_id") in DECISION_ACTIONS
+                for m in cards[r.id]
+                for b in m.get("blocks") or []
+                if b.get("type") == "actions"
+                for element in b.get("elements", [])
+            )
         ]
         clicks = self.check_clicks(by_id, trails)
         flagged: dict[str, list[str]] = {
@@ -525,7 +534,7 @@ class Chaos:
             "incomplete audit trails": [
                 r.id for r in rows.values() if not {"requested", r.status, "resume_published"} <= audits[r.id]
             ],
-            "decided cards still showing buttons": [r.id for r in buttons],
+            "decided cards still offering a decision": [r.id for r in buttons],
             "lost clicks (acked, unrecorded, request pending)": clicks["lost"],
             "acked clicks dropped silently": clicks["silent"],
         }
@@ -563,7 +572,7 @@ class Chaos:
             "duplicated executions",
             "never executed",
             "incomplete audit trails",
-            "decided cards still showing buttons",
+            "decided cards still offering a decision",
             "lost clicks (acked, unrecorded, request pending)",
             "acked clicks dropped silently",
         ]
