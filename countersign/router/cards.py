@@ -209,8 +209,12 @@ def _reason(request: Request) -> str:
 
 
 def _card(request: Request, blocks: list[Block], text: str) -> Card:
+    """A card of `request`: `blocks`, which must offer its Details button (every card shows the body,
+    which may fold into "… N more lines: see Details", or only the key fields), and `text`."""
     rendered = [b.to_dict() for b in blocks]
     assert len(rendered) <= MAX_BLOCKS_PER_MESSAGE
+    actions = [e for b in blocks if isinstance(b, ActionsBlock) for e in b.elements]
+    assert any(getattr(e, "action_id", None) == DETAILS_ACTION for e in actions)
     return Card(text=clip(escape(one_line(text)), 3000), blocks=rendered)
 
 
@@ -245,8 +249,14 @@ def decision_buttons(request: Request) -> list[ButtonElement]:
 
 def details_button(request: Request) -> ButtonElement:
     """The Details button (`value`: the request id): on a pending card beside the others, alone on a
-    decided one, whose Details keep the decision (`details.details_view`)."""
+    decided one, whose Details keep the decision (`details.details_view`), and on one escalated away."""
     return ButtonElement(text="Details", action_id=DETAILS_ACTION, value=request.id)
+
+
+def details_only(request: Request, version: str) -> ActionsBlock:
+    """The actions of a card no longer decided on (decided, or escalated away): Details alone, for
+    the record in full to anyone who sees the card."""
+    return ActionsBlock(block_id=f"details-{version}", elements=[details_button(request)])
 
 
 def compact_card(request: Request) -> Card:
@@ -382,7 +392,7 @@ def decided_card(request: Request, refused: str | None = None, problem: ResumePr
     if request.decision_reason:  # typed by a reviewer: as untrusted as the agent's text, and as bounded
         reason = f"Reviewer's reason: {paragraphs(request.decision_reason, CARD_REASON_LINES)}"
         blocks.append(SectionBlock(block_id=f"decided-why-{version}", text=plain(reason, CARD_REASON_MAX)))
-    blocks.append(ActionsBlock(block_id=f"details-{version}", elements=[details_button(request)]))
+    blocks.append(details_only(request, version))
     return _card(request, blocks, f"{request.status.capitalize()}: {request.summary}")
 
 
@@ -469,11 +479,13 @@ def reject_view(request: Request) -> dict[str, Any]:
 
 
 def escalated_card(request: Request, to_channel: str) -> Card:
-    """The old card after an escalation: the same facts, no buttons, and where the request went."""
+    """The old card after an escalation: the same facts, where the request went, and Details alone
+    (the body may fold into "… N more lines: see Details")."""
     blocks = _body(request, f"escalated-{request.level}")
     line = (
         f"⤴ No decision in time: escalated to {conversation(to_channel)} at {when(request.expires_at)} · "
         f"request {request.id}"
     )
     blocks.append(SectionBlock(block_id=f"escalated-{request.level}", text=MarkdownTextObject(text=line)))
+    blocks.append(details_only(request, f"escalated-{request.level}"))
     return _card(request, blocks, f"Escalated: {request.summary}")
