@@ -40,6 +40,7 @@ from ..store import Decider, Execution, Request, ResumeProblem, Status
 from .edits import block_id as edit_block_id
 from .texts import (
     LINE_BREAKS,
+    changes,
     clip,
     conversation,
     escape,
@@ -318,10 +319,7 @@ def edit_line(request: Request) -> str | None:
     """`✏️ amount 120.00 → 100.50, edited by <@U…>` (mrkdwn, escaped) for an edited request, else None."""
     if not request.edits:
         return None
-    changes = ", ".join(
-        f"{e['field']} {one_line(show(e['from']))} → {one_line(show(e['to']))}" for e in request.edits
-    )
-    return f"✏️ {escape(clip(changes, 1500))}, edited by {who(request)}"
+    return f"✏️ {escape(clip(changes(request.edits), 1500))}, edited by {who(request)}"
 
 
 def execution_line(request: Request, refused: str | None, problem: ResumeProblem | None) -> str | None:

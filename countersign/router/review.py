@@ -264,21 +264,25 @@ class Submission:
 
 
 def _check_submitter(
-    runtime: Runtime, request_id: str, user_id: str, error_block: str, step: Step
+    runtime: Runtime, request_id: str, user_id: str, error_block: str, step: Step, plain: bool = True
 ) -> Submission:
-    """Refuse (inline, on `error_block`) a submit by a non-approver or on a decided request."""
+    """Refuse (on `error_block`; `plain` for a modal's inline error) a submit by a non-approver or
+    on a decided request."""
     request = runtime.store.get(request_id)
-    refusal = refuse(runtime, request, request_id, user_id, step, plain=True)
+    refusal = refuse(runtime, request, request_id, user_id, step, plain=plain)
     if refusal is not None:
         return Submission(errors={error_block: refusal})
     return Submission(request=request)
 
 
-def check_edit(runtime: Runtime, request_id: str, user_id: str, values: dict[str, str | None]) -> Submission:
+def check_edit(
+    runtime: Runtime, request_id: str, user_id: str, values: dict[str, str | None], plain: bool = True
+) -> Submission:
     """Validate the Edit modal's submit (`values`: `{block_id: typed text}`): who submits, the
-    request's state, each field and the policy's edit rule."""
+    request's state, each field and the policy's edit rule. A refusal is worded for a modal's
+    inline error (plain text), or with `plain` False for a message (mentions)."""
     first_input = next(iter(values), "edit")
-    submission = _check_submitter(runtime, request_id, user_id, first_input, "edit")
+    submission = _check_submitter(runtime, request_id, user_id, first_input, "edit", plain)
     if submission.request is None:
         return submission
     submission.edit = check(submission.request, values)
@@ -359,7 +363,7 @@ def act(runtime: Runtime, client: WebClient, action: Action) -> Settled | Litera
         request_id, user, where = action.request_id, action.user, action.where
         return cast(runtime, client, request_id, user, Outcome.REJECTED, action.reason, where, action.shown)
     user_id = action.user["slack_user_id"]
-    submission = check_edit(runtime, action.request_id, user_id, action.values)
+    submission = check_edit(runtime, action.request_id, user_id, action.values, plain=False)  # a message
     if not submission.ok:
         delivery.tell(client, action.channel, user_id, next(iter(submission.errors.values()), ""))
         return "refused"

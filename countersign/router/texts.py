@@ -15,6 +15,7 @@ from typing import Any
 
 from ..store import (
     Decider,
+    Edit,
     Request,
     ResumeProblem,
     Status,
@@ -240,13 +241,23 @@ def not_told(problem: WebhookFailing | WebhookDeadLettered) -> str:
     )
 
 
+def changes(edits: list[Edit]) -> str:
+    """A reviewer's edit as one line, `amount 120.00 → 100.50, memo a → b` (unescaped: `escape` it
+    for mrkdwn, `sanitize` it for plain text), each value on one line (`one_line`)."""
+    return ", ".join(f"{e['field']} {one_line(show(e['from']))} → {one_line(show(e['to']))}" for e in edits)
+
+
 def already_decided_text(request: Request, plain: bool = False, user_id: str | None = None) -> str:
     """Answer to a click or submit on a request that is no longer pending (mrkdwn, or `plain` for
-    a modal's inline error, which Slack shows as plain text). To `user_id` among those who decided
-    it, the words a repeated vote gets (`counted_text`): "You had already approved …", whichever
-    surface they clicked on."""
+    a modal's inline error, which Slack shows as plain text: names, not mentions): its verdict and,
+    for an edited approval, the edit that won (`changes`), so the loser of two edits racing knows
+    what was approved. To `user_id` among those who decided it, the words a repeated vote gets
+    (`counted_text`): "You had already approved …", whichever surface they clicked on."""
     text = verdict(request, plain)
     text = text[0].lower() + text[1:]
+    if request.edits:
+        edit = clip(changes(request.edits), 500)
+        text += f", with the edit {sanitize(edit) if plain else escape(edit)}"
     if user_id is not None and user_id in [p["slack_user_id"] for p in request.decided_by or []]:
         return f"You had already {request.status} this request ({text}); your action changed nothing."
     return f"This request was already {text}; your action changed nothing."
@@ -261,12 +272,18 @@ def not_an_approver_text(request: Request) -> str:
 
 def escalated_away_text(request: Request, plain: bool = False) -> str:
     """Answer to a click or submit by an approver of an earlier escalation level: where the request
-    went and who decides it now (mrkdwn mentions, or with `plain`, for a modal's inline error, the
-    channel and user ids as they are)."""
+    went and who decides it now, as mentions (mrkdwn, which renders them as names). With `plain`,
+    for a modal's inline error, which Slack shows as plain text (an id there would read `U0LEAD`):
+    the level, how many approvers decide it there and what to do, in words."""
     if plain:
-        where, who_now = request.channel, ", ".join(request.approvers) or "nobody"
-    else:
-        where, who_now = conversation(request.channel), mentions(request.approvers) or "nobody"
+        count = len(request.approvers)
+        who_now = "its approver decides" if count == 1 else f"its {count} approvers decide"
+        return (
+            f"This request has moved on to escalation level {request.level}, where {who_now} it now, on "
+            "the card countersign posted for them. You were an approver of an earlier level, so your "
+            "action changed nothing; close this form."
+        )
+    where, who_now = conversation(request.channel), mentions(request.approvers) or "nobody"
     return (
         f"This request was escalated to {who_now} in {where}, who decide it now: you were an approver "
         "of an earlier level, so your action changed nothing."
