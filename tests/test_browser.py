@@ -18,10 +18,11 @@ import pytest
 from redis import Redis
 
 from countersign.agent import ApprovalClient
+from countersign.router import timeouts
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from tests.helpers import REPO
-from tests.helpers.builders import post_card, status
+from tests.helpers.builders import age, post_card, status
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -218,3 +219,63 @@ def test_line_breaks_in_a_value_cannot_fake_a_field_on_the_page(
     assert approve.location["y"] - card.location["y"] < 600  # not pushed down by a tall blank gap
     browser.execute_script("arguments[0].scrollIntoView()", card)
     _shot(browser, "10-line-breaks-in-values")
+
+
+ESCALATING = """\
+version: 4
+defaults:
+  channel: C0APPROVALS
+  approvers: {users: [U0LEAD]}
+actions:
+  issue_refund:
+    channel: C0FINANCE
+    approvers: {users: [U0ALICE]}
+    editable: {amount: {type: decimal, places: 2, min: "0.01"}}
+    timeout: 4h
+    on_timeout: escalate
+    escalate: [{channel: C0FINLEADS, approvers: {users: [U0LEAD, U0BOB]}, timeout: 24h, on_timeout: deny}]
+"""
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the page, not SQL
+def test_an_escalated_away_card_keeps_details_and_the_open_edit_says_where_it_went(
+    browser: WebDriver,
+    policy_file: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """alice, level 0's approver, has the Edit modal open when the request escalates to #C0FINLEADS:
+    her submit is refused inline in words (no raw id: the modal shows no mention); her card, rewritten
+    as escalated, still folds the reason ("… 12 more lines: see Details") and offers Details, whose
+    modal has the whole reason."""
+    policy_file.write_text(ESCALATING)
+    sb, url = sandbox
+    reason = "\n".join(f"line {n}: the customer was charged twice" for n in range(1, 21))
+    request_id = _card(client, redis, sb, run_id="escalate", summary="Refund ZETA", reason=reason)
+    browser.get(url + "/")
+    Select(browser.find_element(By.ID, "act-as")).select_by_value("U0ALICE")
+    _press(browser, "Edit", request_id)
+    _shows(browser, "Edit, then approve: Refund ZETA", "#modal")
+    age(runtime.store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)  # level 1: #C0FINLEADS, decided by U0LEAD or U0BOB
+    _fill_modal(browser, "250.00")
+    _shows(browser, "This request has moved on to escalation level 1", "#modal .field .error")
+    error = browser.find_element(By.CSS_SELECTOR, "#modal .field .error").text
+    assert "U0" not in error and "C0FINLEADS" not in error and request_id not in error
+    _shot(browser, "11-edit-after-escalation")
+    browser.find_element(By.CSS_SELECTOR, "#modal .foot button").click()  # Cancel
+    WebDriverWait(browser, WAIT_SECONDS).until(lambda b: not b.find_element(By.ID, "modal").is_displayed())
+
+    old = "//main[@id='channels']//section[h2='#C0FINANCE']"
+    _shows(browser, "escalated to #C0FINLEADS")
+    card = browser.find_element(By.XPATH, f"{old}//div[contains(@class, 'msg')][contains(., 'Refund ZETA')]")
+    assert "… 12 more lines: see Details" in card.text
+    assert [b.text for b in card.find_elements(By.TAG_NAME, "button")] == ["Details"]
+    browser.execute_script("arguments[0].scrollIntoView()", card)
+    _shot(browser, "12-escalated-card-keeps-details")
+    card.find_element(By.XPATH, ".//button[text()='Details']").click()
+    _shows(browser, "line 20: the customer was charged twice", "#modal")
+    _shot(browser, "12b-escalated-card-details")
