@@ -124,15 +124,14 @@ def settle(
     result: Decided | AlreadyDecided | Counted | TimedOut | Refused,
     user_id: str,
     where: str = "card",
+    channel: str | None = None,
 ) -> Settled:
     """Act on a store result: publish the resume event and rewrite the card (`decided`), show the
     quorum so far (`counted`), or refuse a late or unauthorised action (`refused`: audited). The
-    reviewer is answered where they acted: ephemerally in the card's channel for a click on the card,
-    in their DM with the app for one on the Home tab (`where` `home`), which cannot show an
-    ephemeral message, nor can one reach a reviewer who is not in the card's channel
-    (https://docs.slack.dev/reference/methods/chat.postEphemeral: `user_not_in_channel`)."""
+    reviewer is answered where they acted (`answer_in`; `channel`: the one they clicked in, if
+    known)."""
     request = result.request
-    answer_in = request.channel if where == "card" else None
+    answer_in = _answer_in(request, where, channel, result.why if isinstance(result, Refused) else None)
     if isinstance(result, Refused):
         delivery.tell(client, answer_in, user_id, refusal_text(request, result.why, user_id))
         return "refused"
@@ -153,6 +152,21 @@ def settle(
         delivery.tell(client, answer_in, user_id, texts.recorded_resume_later(request))
     after_commit(request, lambda: delivery.update_card(runtime, client, request))
     return "decided"
+
+
+def _answer_in(request: Request, where: str, channel: str | None, why: str | None) -> str | None:
+    """Where a reviewer is answered, ephemerally, or None for their DM with the app: for a click on
+    a card, the channel they clicked in (`channel`), or without one (a modal's submit) the card's,
+    the request's channel. The DM for an action on the Home tab (`where` `home`), which cannot show
+    an ephemeral message, and for an earlier level's approver (`why` `earlier_level`) whose channel
+    is not known: the request's channel is now the next level's, where they may not be, and an
+    ephemeral message cannot reach a reviewer outside its channel
+    (https://docs.slack.dev/reference/methods/chat.postEphemeral: `user_not_in_channel`)."""
+    if where != "card":
+        return None
+    if channel is not None:
+        return channel
+    return None if why == "earlier_level" else request.channel
 
 
 def after_commit(request: Request, effect: Callable[[], object]) -> bool:
@@ -181,10 +195,12 @@ def cast(
     reason: str | None = None,
     where: str = "card",
     shown: cards.Shown | None = None,
+    channel: str | None = None,
 ) -> Settled | Literal["unknown_request"]:
     """Count a reviewer's approval or rejection (quorum rules in `Store.vote`; `where` they clicked
     and what they were `shown`, audited) and act on it: `decided` | `counted` | `refused`, or
-    `unknown_request` (audited; the caller answers the reviewer, since only it knows where)."""
+    `unknown_request` (audited; the caller answers the reviewer, since only it knows where).
+    `channel`: the one they clicked in, where they are answered (`settle`)."""
     user_id = user["slack_user_id"]
     step: Step = "approve" if vote == Outcome.APPROVED else "reject"
     try:
@@ -201,7 +217,7 @@ def cast(
     except UnknownRequest:
         runtime.store.record(request_id, "refused", user_id, why="unknown_request", step=step)
         return "unknown_request"
-    return settle(runtime, client, result, user_id, where)
+    return settle(runtime, client, result, user_id, where, channel)
 
 
 def approve(
@@ -214,9 +230,11 @@ def approve(
     shown: cards.Shown | None = None,
 ) -> Settled:
     """The Approve button (on a card, or the Home tab: `where`; what the clicker was `shown`): vote
-    to approve; a click on a request countersign does not know is answered in `channel`, where the
-    click came from."""
-    outcome = cast(runtime, client, request_id, user, Outcome.APPROVED, where=where, shown=shown)
+    to approve; the clicker is answered in `channel`, where the click came from (`settle`), a click on
+    a request countersign does not know too."""
+    outcome = cast(
+        runtime, client, request_id, user, Outcome.APPROVED, where=where, shown=shown, channel=channel
+    )
     if outcome != "unknown_request":
         return outcome
     delivery.tell(client, channel, user["slack_user_id"], texts.UNKNOWN_REQUEST)

@@ -26,6 +26,10 @@ class Workspace:
     answers for external members of a shared channel. Their clicks and modal submits carry the two
     workspaces the way Slack sends them (see ``Sandbox.click_payload`` and ``Sandbox.submit_payload``).
 
+    ``channel_members`` (settable, empty at first) maps a channel id -> the ids of its members, for a
+    channel whose membership matters: chat.postEphemeral to a user outside a listed channel answers
+    ``user_not_in_channel``, as Slack does; a channel not listed takes anyone.
+
     ``bot_token`` (settable, None at first) is the bot's token: when set, the Web API answers any other
     token ``invalid_auth``, as Slack answers a token it does not know; when None it takes any bot token.
 
@@ -60,6 +64,7 @@ class Workspace:
         self.users = dict(DEFAULT_USERS if users is None else users)
         self.usergroups = {group: list(members) for group, members in DEFAULT_USERGROUPS.items()}
         self.user_teams: dict[str, str] = {}
+        self.channel_members: dict[str, list[str]] = {}
         self.bot_token: str | None = None
         self.base_url: str | None = None
         self.clock = clock

@@ -20,7 +20,7 @@ from sqlalchemy import text
 
 from countersign.agent import ApprovalClient
 from countersign.router import review, timeouts
-from countersign.router.cards import EDIT_ACTION
+from countersign.router.cards import APPROVE_ACTION, EDIT_ACTION
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
@@ -43,6 +43,10 @@ actions:
     on_timeout: escalate
     escalate: [{channel: C0FINLEADS, approvers: {users: [U0LEAD, U0BOB]}, timeout: 24h, on_timeout: deny}]
 """
+ESCALATED_AWAY = (
+    "This request was escalated to <@U0LEAD> or <@U0BOB> in <#C0FINLEADS>, who decide it now: you were an "
+    "approver of an earlier level, so your action changed nothing."
+)
 RAW_ID = re.compile(r"\b[UWCDGS]0[A-Z0-9]+\b|\b[0-9A-HJKMNP-TV-Z]{26}\b")  # Slack ids, ULIDs
 NAMES = {"U0LEAD": "lee", "U0ALICE": "alice"}
 
@@ -104,11 +108,41 @@ def test_an_edit_acted_on_after_an_escalation_is_answered_in_a_message_with_ment
     action = review.Action("edit", request_id, alice, values={"edit-amount": "250"})
     assert review.act(runtime, runtime.slack, action) == "refused"
     [told] = [m for m in sb.messages() if m["channel"].startswith("D") and "escalated" in m["text"]]
-    assert told["text"] == (
-        "This request was escalated to <@U0LEAD> or <@U0BOB> in <#C0FINLEADS>, who decide it now: you "
-        "were an approver of an earlier level, so your action changed nothing."
-    )
+    assert told["text"] == ESCALATED_AWAY
     assert status(store, request_id) == "pending"
+
+
+def test_an_earlier_levels_approver_is_answered_where_they_can_read_it(
+    policy_file: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+    bot: str,
+) -> None:
+    """U0ALICE is not in #C0FINLEADS, where the request went (Slack refuses an ephemeral there:
+    `user_not_in_channel`). Her click on level 0's card is answered ephemerally on that card's
+    channel; her edit refused after its ack (the escalation came between her submit's read and its
+    decision) in a DM from the app: both say who decides it now."""
+    policy_file.write_text(EDIT_THEN_ESCALATE)
+    sb, _ = sandbox
+    sb.channel_members["C0FINLEADS"] = ["U0LEAD", "U0BOB"]
+    request_id, card = post_card(client, redis, sb, payload={"amount": "300.00", "currency": "USD"})
+    stale_click = sb.click_payload(card["channel"], card["ts"], APPROVE_ACTION, "U0ALICE")
+    submission = review.check_edit(runtime, request_id, "U0ALICE", {"edit-amount": "250"})
+    assert submission.ok
+    age(store, request_id, expires_at=-1)
+    timeouts.sweep(runtime)  # level 1: #C0FINLEADS
+
+    assert sb.send_signed(stale_click)[0] == 200
+    [told] = wait_for(lambda: sb.ephemerals("U0ALICE"), what="the answer to her click")
+    assert told["channel"] == "C0FINANCE" and told["text"] == ESCALATED_AWAY
+    alice = {"slack_user_id": "U0ALICE", "name": "alice"}
+    assert review.approve_edited(runtime, runtime.slack, alice, submission) == "refused"
+    [dm] = [m for m in sb.messages() if m["channel"].startswith("D") and "escalated" in m["text"]]
+    assert dm["text"] == ESCALATED_AWAY
+    assert status(store, request_id) == "pending" and events(store, request_id).count("refused") == 2
 
 
 @pytest.mark.parametrize(

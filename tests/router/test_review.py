@@ -312,7 +312,8 @@ def test_an_edit_checked_before_an_escalation_is_refused_to_the_earlier_level(
 ) -> None:
     """U0ALICE's edit is valid when `check_edit` reads the request (before the ack); the request then
     escalates to U0BOB before the decision is written. The decision, authorised on the row it locks,
-    refuses her: audited, told, and the request waits for U0BOB at level 1 with nothing to resume."""
+    refuses her: audited, told (in a DM), and the request waits for U0BOB at level 1 with nothing to
+    resume."""
     policy_file.write_text(EDIT_THEN_ESCALATE)
     sb, _ = sandbox
     request_id, _ = post_card(client, redis, sb, payload={"amount": "300.00", "currency": "USD"})
@@ -331,4 +332,6 @@ def test_an_edit_checked_before_an_escalation_is_refused_to_the_earlier_level(
     refusals = [(e.actor, e.detail) for e in store.audit_trail(request_id) if e.event == "refused"]
     assert refusals == [("U0ALICE", {"why": "earlier_level", "step": "edit"})]
     assert store.outbox_event(request_id) is None
-    assert "escalated to <@U0BOB> in <#C0FINLEADS>" in str(sb.ephemerals("U0ALICE"))
+    # told in a DM from the app: #C0FINLEADS is the request's channel now, which she may not be in
+    told = [m["text"] for m in sb.messages() if m["channel"].startswith("D")]
+    assert "escalated to <@U0BOB> in <#C0FINLEADS>" in str(told)

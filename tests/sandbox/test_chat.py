@@ -98,6 +98,20 @@ def test_post_ephemeral(client: WebClient, sb: Sandbox) -> None:
     assert error["error"] == "user_not_found"
 
 
+def test_post_ephemeral_to_someone_outside_a_channel_with_listed_members(
+    client: WebClient, sb: Sandbox
+) -> None:
+    """Slack refuses an ephemeral message to a user who is not in the channel
+    (https://docs.slack.dev/reference/methods/chat.postEphemeral: `user_not_in_channel`); the sandbox
+    does for a channel whose members it lists, and takes anyone in the others."""
+    sb.channel_members["C0FINLEADS"] = ["U0LEAD", "U0BOB"]
+    error = api_error(lambda: client.chat_postEphemeral(channel="C0FINLEADS", user="U0ALICE", text="x"))
+    assert error["error"] == "user_not_in_channel"
+    assert client.chat_postEphemeral(channel="C0FINLEADS", user="U0BOB", text="x")["ok"]
+    assert client.chat_postEphemeral(channel=CHANNEL, user="U0ALICE", text="x")["ok"]
+    assert [e["user"] for e in sb.ephemerals()] == ["U0BOB", "U0ALICE"]
+
+
 def test_optional_per_channel_pacing(server: SandboxServer, clock: FakeClock) -> None:
     paced = Sandbox(SECRET, clock=clock, post_rate_per_channel=1.0, post_burst=2)
     with serve(paced) as other:

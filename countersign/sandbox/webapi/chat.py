@@ -102,14 +102,15 @@ def post_ephemeral(ws: Workspace, params: Params) -> ApiResponse:
 
     https://docs.slack.dev/reference/methods/chat.postEphemeral : ``channel`` is a conversation id (a
     user id is ``channel_not_found``: ``arguments.channel``) and ``user`` must be in it. Unknown user →
-    ``user_not_found``; a user outside a DM or group DM the bot opened → ``user_not_in_channel`` (the
-    sandbox knows no other channel's members).
+    ``user_not_found``; a user outside a DM or group DM the bot opened, or outside a channel whose
+    members the workspace lists (``Workspace.channel_members``) → ``user_not_in_channel`` (a channel
+    not listed takes anyone).
     """
     channel = arguments.channel(params)
     user = params.get("user")
     if user not in ws.users:
         raise ApiError("user_not_found")
-    members = ws.state.dms.get(channel)
+    members = ws.state.dms.get(channel, ws.channel_members.get(channel))
     if members is not None and user not in members:
         raise ApiError("user_not_in_channel")
     text, blocks = arguments.content(params, MAX_MESSAGE_TEXT)
