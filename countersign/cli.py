@@ -37,6 +37,7 @@ from .exceptions import (
 )
 from .ports import port_is_free
 from .schema import ALLOW_HTTP, ApprovalRequestV1, parse
+from .untrusted import escaped, json_text, log_to_stderr
 
 REQUEST_HELP = {
     "action": "required: the action class, e.g. issue_refund (the policy is keyed by it)",
@@ -106,7 +107,7 @@ commands of a second terminal run in this directory read (the environment wins).
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `countersign` console script; returns the exit status."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_to_stderr()
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         status = args.handler(args) or 0
@@ -147,12 +148,10 @@ def _reader_gone() -> int:
 
 
 def _fail(exc: BaseException, status: int) -> int:
-    """Print `countersign: error: <message>` on stderr, `sanitize`d (it may quote what an agent
-    wrote), and return `status`."""
-    from .router.texts import sanitize
-
+    """Print `countersign: error: <message>` on stderr, one line `untrusted.escaped` (it may quote
+    what an agent or a reviewer wrote), and return `status`."""
     message = exc.args[0] if isinstance(exc, LookupError) and exc.args else str(exc)
-    print(f"countersign: error: {sanitize(message)}", file=sys.stderr)
+    print(f"countersign: error: {escaped(str(message))}", file=sys.stderr)
     return status
 
 
@@ -361,12 +360,10 @@ def _show(args: argparse.Namespace) -> None:
 
 
 def _print_json(data: Any) -> None:
-    """Print `data` as indented JSON for a terminal (`texts.json_text`): a bidirectional override
+    """Print `data` as indented JSON for a terminal (`untrusted.json_text`): a bidirectional override
     or other control character an agent wrote is escaped as `\\uXXXX`, never raw, so it cannot
     reorder or hide what the operator reads, and the JSON parses back to exactly `data` (a payload
     copied from it still matches its grant)."""
-    from .router.texts import json_text
-
     print(json_text(data))
 
 

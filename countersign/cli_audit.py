@@ -19,11 +19,11 @@ from sqlalchemy import Engine
 from . import cli_args
 from .config import load_settings
 from .exceptions import UsageError
-from .router.texts import json_text
 from .schema import iso
 from .store import check_schema, create_db_engine
 from .store.chain import AuditChain, Head
 from .store.history import export
+from .untrusted import escaped, json_text
 
 COLUMNS = (
     "id",
@@ -116,7 +116,7 @@ def _verify(args: argparse.Namespace) -> int:
     anchor = None if args.head is None else _anchor(args.head)
     verdict = _chain().verify(anchor)
     if verdict.problem is not None:
-        print(f"countersign: audit chain broken: {verdict.problem}", file=sys.stderr)
+        print(f"countersign: audit chain broken: {escaped(verdict.problem)}", file=sys.stderr)
         return 1
     print(json.dumps({"sealed": verdict.sealed, "unsealed": verdict.unsealed}))
     return 0
@@ -124,7 +124,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> None:
     """Write one line per audit event on stdout (`store.history.export`): JSON lines, or CSV with a
-    header whose `edits` and `detail` cells are JSON (`texts.json_text`: controls and bidirectional
+    header whose `edits` and `detail` cells are JSON (`untrusted.json_text`: controls and bidirectional
     characters escaped, losslessly; CSV's text cells exact); times ISO 8601 UTC. Raises `UsageError` when
     `--since` is not before `--until`."""
     since, until = cli_args.window(args.since, args.until, days=0)

@@ -19,9 +19,9 @@ from .router.dryrun import dry_run
 from .router.policy import load_policy
 from .router.replay import replay
 from .router.suggest import MIN_DECISIONS, suggest
-from .router.texts import sanitize
 from .store import check_schema, create_db_engine
 from .store.history import recorded
+from .untrusted import escaped, sanitize
 
 
 def add_parsers(policy: Any) -> None:
@@ -71,10 +71,10 @@ def _check(args: argparse.Namespace) -> int:
             old, policy = policy, load_policy(args.new)
             print(sanitize(successor(old, policy)))
             if (unbumped := version_not_bumped(old, policy)) is not None:
-                print(f"countersign: warning: {sanitize(unbumped)}", file=sys.stderr)
+                print(f"countersign: warning: {escaped(unbumped)}", file=sys.stderr)
         print(sanitize(policy.summary() if request is None else dry_run(policy, request)))
     except PolicyError as exc:
-        print(f"countersign: policy error: {sanitize(str(exc))}", file=sys.stderr)
+        print(f"countersign: policy error: {escaped(str(exc))}", file=sys.stderr)
         return 1
     return 0
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from . import cli_args
 from .config import load_settings
-from .router.texts import json_text, one_line, sanitize
 from .store import check_schema, create_db_engine
 from .store.stats import OUTCOMES, QUICK_SECONDS, REVIEWER_OUTCOMES, Stats, stats
+from .untrusted import json_text, one_line, sanitize
 
 COLUMNS = ("requests", *OUTCOMES, "escalated")
 """An action class's count columns: the outcomes add up to `requests`; `escalated` counts those of
@@ -38,7 +38,7 @@ def add_parser(commands: Any) -> None:
 
 def _stats(args: argparse.Namespace) -> None:
     """Print `{since, actions: {class: tally}, reviewers: {user: tally}}` (`Tally.as_dict`) with
-    `--json` (`texts.json_text`: a reviewer's reject reason parses back exact, its controls escaped),
+    `--json` (`untrusted.json_text`: a reviewer's reject reason parses back exact, its controls escaped),
     else two tables and the reject reasons, each on one line and `sanitize`d."""
     since = cli_args.since(args, 30)
     engine = create_db_engine(load_settings().DATABASE_URL)
@@ -85,8 +85,8 @@ def _table(title: str, columns: tuple[str, ...], shapes: dict[str, dict[str, Any
 
 def _reasons(found: Stats) -> None:
     """Print `rejected <class>: <count>: <reason>` per reject reason, most given first; a reason (a
-    reviewer's text) on one line (`texts.one_line`), its controls and bidirectional overrides as
-    U+FFFD (`texts.sanitize`)."""
+    reviewer's text) on one line (`untrusted.one_line`), its controls and bidirectional overrides as
+    U+FFFD (`untrusted.sanitize`)."""
     for name, tally in sorted(found.actions.items()):
         for reason, count in tally.reasons.most_common():
             print(f"rejected {name}: {count}: {sanitize(one_line(reason))}")

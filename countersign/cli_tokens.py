@@ -14,9 +14,9 @@ from pydantic import ValidationError
 from .config import load_settings
 from .connections import Connections
 from .exceptions import UnknownAction, UnknownToken, UsageError
-from .router.texts import json_text
 from .schema import ACTION_CLASS, QueueResume, check_requester, iso, one_line
 from .store.tokens import Tokens
+from .untrusted import json_text
 
 
 def add_parsers(commands: Any) -> None:

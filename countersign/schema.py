@@ -33,6 +33,7 @@ from pydantic import (
 
 from .defaults import ROUTER_QUEUES
 from .exceptions import InvalidRequest
+from .untrusted import escaped
 from .validation import Matches, error_text
 
 M = TypeVar("M", bound=BaseModel)
@@ -424,13 +425,14 @@ def errors_line(errors: Iterable[Mapping[str, Any]], root: str, outer: Collectio
     `'<where>: <words>'` joined by `; `: where is the error's location (`field_name`s joined by dots)
     without the parts in `outer` (FastAPI's `body`, `query`…, which name no field) or the tag
     pydantic puts after `resume`, and `root` when nothing is left; the words are `error_text`'s.
-    Control characters are written `\\xNN`, so the line stays one line."""
+    The line is `untrusted.escaped` (controls, bidirectional characters and line breaks as
+    `\\uXXXX`), so it stays one line, shown in its stored order."""
     parts = []
     for error in errors:
         loc = _without_tags([p for p in error.get("loc", ()) if p not in outer])
         where = ".".join(field_name(p) for p in loc) or root
         parts.append(f"{where}: {error_text(error)}")
-    return "; ".join(parts).translate(_CONTROL)
+    return escaped("; ".join(parts))
 
 
 def _without_tags(loc: Sequence[str | int]) -> list[str | int]:
@@ -445,6 +447,3 @@ def field_name(part: str | int) -> str:
     hold dots, spaces, line breaks or characters that look like others)."""
     text = str(part)
     return text if (text.isascii() and text.isidentifier()) or isinstance(part, int) else json.dumps(text)
-
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]}

@@ -79,8 +79,11 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any],
     gate: CountersignGate = GATE,
     tools: Sequence[BaseTool] = (issue_refund,),
+    handle_tool_errors: bool = False,
 ) -> Any:
-    """The agent: the model node, then the tools node (gated), until the model answers in words."""
+    """The agent: the model node, then the tools node (gated), until the model answers in words. With
+    `handle_tool_errors` the tools node answers the model with what a tool raised (LangGraph's error
+    text) instead of raising it out of the graph."""
     model = ScriptedRefundModel().bind_tools(tools)
 
     def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
@@ -88,7 +91,8 @@ def build_graph(
 
     builder = StateGraph(MessagesState)
     builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode(tools, wrap_tool_call=gate))
+    errors = {"handle_tool_errors": True} if handle_tool_errors else {}
+    builder.add_node("tools", ToolNode(tools, wrap_tool_call=gate, **errors))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")

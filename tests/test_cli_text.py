@@ -1,13 +1,16 @@
 """What the CLI prints of an agent's (or a reviewer's) text, on real Redis, SQLite and PostgreSQL:
-JSON through `texts.json_text`, every control and bidirectional character escaped as `\\uXXXX`, so
-that it parses back to exactly what was sent (a payload copied from `show --with-grant` still matches
-its grant); text lines through `texts.sanitize` and `one_line`. Never a raw one on the operator's
+JSON through `untrusted.json_text`, every control and bidirectional character escaped as `\\uXXXX`,
+so that it parses back to exactly what was sent (a payload copied from `show --with-grant` still
+matches its grant); error lines through `untrusted.escaped`, table lines through `untrusted.sanitize`
+and `one_line`. Never a raw one on the operator's
 terminal. Trial findings: a summary with U+202E printed raw, reordering what the operator read; then,
 replaced by U+FFFD, a payload printed with its grant no longer matched it."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -21,7 +24,7 @@ from countersign.cli import main
 from countersign.grant import verify_grant
 from countersign.router import relay
 from countersign.router.runtime import Runtime
-from countersign.router.texts import json_text, sanitize
+from countersign.untrusted import LogFormatter, json_text, sanitize
 from tests.helpers import README_REQUEST, anyone, drain
 from tests.helpers.builders import refund
 
@@ -72,6 +75,26 @@ def test_json_text_escapes_every_character_sanitize_replaces_and_parses_back_exa
         assert all(f"\\u{ord(c):04x}" in printed for c in unsafe if c >= " ")
         assert set(text) - unsafe - set("\t\n\r") <= set(printed)  # the rest raw, JSON's escapes aside
         assert indent or "\n" not in printed
+
+
+def test_a_log_line_shows_what_it_quotes_escaped_on_one_line() -> None:
+    """A log record quoting a reviewer's command text (C0, C1, DEL, bidirectional controls, a line
+    break starting what looks like another record) is one line with them as `\\uXXXX`; its
+    traceback keeps its lines."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(LogFormatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger("tests.log_line")
+    logger.addHandler(handler)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logger.error("/countersign %s failed", "show\x07\x1b[2J\x7f\x9b\u202e\nERROR forged", exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    first, *trace = out.getvalue().splitlines()
+    assert first == "ERROR /countersign show\\u0007\\u001b[2J\\u007f\\u009b\\u202e\\u000aERROR forged failed"
+    assert trace[0] == "Traceback (most recent call last):" and trace[-1] == "ValueError: boom"
 
 
 def test_pending_and_show_print_agent_text_escaped_and_exact(
@@ -148,9 +171,9 @@ def test_stats_and_audit_export_show_a_reject_reason_safely(
 def test_policy_check_and_errors_never_print_a_control_raw(
     env: dict[str, str], policy_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A dry run prints the payload as escaped JSON; an error line quoting an agent's value (a
-    field the policy declares editable) escapes it too, and one quoting anything else has its
-    controls as U+FFFD."""
+    """A dry run prints the payload as escaped JSON; an error line escapes what it quotes
+    (`untrusted.escaped`), an agent's value (a field the policy declares editable) or anything else
+    (a path): C0 (BEL, ESC), DEL, C1 (CSI, NEL) and bidirectional controls as `\\uXXXX`."""
     payload = {"amount": "120.00", "currency": "USD", "note": SPOOF}
     assert main(["policy", "check", str(policy_file), "--request", json.dumps(refund(payload=payload))]) == 0
     printed = capsys.readouterr().out
@@ -161,6 +184,10 @@ def test_policy_check_and_errors_never_print_a_control_raw(
     error = capsys.readouterr().err
     assert error.startswith('countersign: error: payload.amount: "Refund 10\\u202e00001 USD\\u2066 via')
     assert not RAW & set(error)
-    refused = _cli("show", "x", env={**env, "COUNTERSIGN_POLICY": "/no/such/\u202epolicy.yml"}, cwd=tmp_path)
-    assert refused.returncode == 2 and "/no/such/\ufffdpolicy.yml" in refused.stderr, refused.stderr
-    assert not RAW & set(refused.stderr)
+    path = "/no/such/\x07\x1b[2J\x7f\x9b\x85\u202epolicy.yml"
+    refused = _cli("show", "x", env={**env, "COUNTERSIGN_POLICY": path}, cwd=tmp_path)
+    shown = "/no/such/\\u0007\\u001b[2J\\u007f\\u009b\\u0085\\u202epolicy.yml"
+    assert refused.returncode == 2 and shown in refused.stderr, refused.stderr
+    assert (
+        not set("\x07\x1b\x7f\x9b\x85\u202e") & set(refused.stderr) and len(refused.stderr.splitlines()) == 1
+    )

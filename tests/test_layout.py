@@ -26,10 +26,11 @@ SHARED = {
     "ports",
     "schema",
     "slackhttp",
+    "untrusted",
     "validation",
     "workers",
 }
-LEAVES = {"defaults", "exceptions", "files"}  # import nothing of ours; even `store` may use them
+LEAVES = {"defaults", "exceptions", "files", "untrusted"}  # import nothing of ours; even `store` may use them
 
 
 def _modules() -> dict[str, Path]:

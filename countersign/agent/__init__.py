@@ -20,9 +20,10 @@ from ..exceptions import (
 from ..store import Outcome, TimeoutResult, Via
 from .async_client import AsyncApprovalClient
 from .client import ApprovalClient, RequestState
-from .execution import approved_action, execute_approved, report_outcome
+from .execution import ActionFailed, approved_action, execute_approved, report_outcome
 
 __all__ = [
+    "ActionFailed",
     "ApprovalClient",
     "AsyncApprovalClient",
     "CountersignError",

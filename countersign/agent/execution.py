@@ -39,6 +39,16 @@ AGENT = "agent"
 MAX_DETAIL = 2000  # characters of an outcome's detail kept in the audit trail and shown on the card
 
 
+class ActionFailed(Exception):
+    """What `fn` raises for an action that failed where its framework caught the error (e.g. a tool
+    error that LangGraph's `ToolNode` answered the model with): `execute_approved` records the
+    outcome as `<kind>: <message>`, the original error's type name and message, not as this class."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 def execute_approved(
     decision: dict[str, Any] | Decision,
     fn: Callable[[dict[str, Any]], T],
@@ -52,8 +62,9 @@ def execute_approved(
     `already_executed`, `already_failed`, `outcome_unknown`: a run claimed before never reported
     its outcome, `unknown_request`) before running anything, audited as
     `execution_refused` and shown on the card (`malformed_decision` names no request to do it
-    for); re-raises what `fn` raises, after recording the failure, and, in an RQ job, with no retry
-    left (`_no_retry`: the action ran once; a job calling it is not retried once it claimed).
+    for); re-raises what `fn` raises, after recording the failure as `<type>: <message>` (for an
+    `ActionFailed`, its `kind`), and, in an RQ job, with no retry left (`_no_retry`: the action ran
+    once; a job calling it is not retried once it claimed).
     """
     runtime = runtime or current()
     runtime.settings.require("COUNTERSIGN_SECRET", needed_by="execute_approved in the agent's worker")
@@ -67,7 +78,8 @@ def execute_approved(
     try:
         result = fn(decision["payload"])
     except Exception as exc:
-        report_outcome(request_id, False, f"{type(exc).__name__}: {exc}", runtime)
+        kind = exc.kind if isinstance(exc, ActionFailed) else type(exc).__name__
+        report_outcome(request_id, False, f"{kind}: {exc}", runtime)
         raise
     report_outcome(request_id, True, None if result is None else str(result), runtime)
     return result

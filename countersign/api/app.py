@@ -27,6 +27,7 @@ from ..exceptions import IdempotencyConflict, InvalidRequest, RouterUnavailable
 from ..router.runtime import Runtime, current
 from ..schema import ApprovalRequestV1, errors_line
 from ..store.tokens import Tokens
+from ..untrusted import escaped
 from .models import OutcomeReport
 from .routes import MAX_WAIT_SECONDS, router
 
@@ -81,8 +82,11 @@ def create_api(runtime: Runtime | None = None, slack: WSGIApp | None = None) -> 
 
 
 def _answer_errors_in_one_line(app: FastAPI) -> None:
+    """Every error the API answers is `{"error": <one line>}`, the line `untrusted.escaped` (it may
+    quote what an agent sent)."""
+
     def problem(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-        return JSONResponse({"error": message}, status, headers)
+        return JSONResponse({"error": escaped(message)}, status, headers)
 
     async def http_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)

@@ -19,23 +19,28 @@ asked again with the same key and gets the same request id, so nothing is asked 
 On resume the value is the decision (`Decision.to_json()`): an approval runs the tool with the
 approved (possibly edited) arguments through `execute_approved` (once, only for a valid grant); a
 rejection or an expiry runs nothing and answers the model with an error `ToolMessage` carrying the
-reviewer's reason. Needs `pip install 'countersign[langgraph]'` and a checkpointer on the graph.
+reviewer's reason. A tool error the `ToolNode` answers the model with (an error `ToolMessage`, not
+raised) is the execution's failure, recorded as the error's type and message (`ToolFailed`). Needs
+`pip install 'countersign[langgraph]'` and a checkpointer on the graph.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.prebuilt.tool_node import TOOL_CALL_ERROR_TEMPLATE, ToolCallRequest
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Interrupt, interrupt
 
-from ..agent import ApprovalClient, Decision, ExecutionRefused, execute_approved
+from ..agent import ActionFailed, ApprovalClient, Decision, ExecutionRefused, execute_approved
 from ..connections import current
+from ..untrusted import one_line
 from .gates import ToolGate, not_run
 
 REQUEST_ID = "countersign_request_id"
@@ -43,12 +48,42 @@ REQUEST_ID = "countersign_request_id"
 Handler = Callable[[ToolCallRequest], ToolMessage | Command[Any]]
 
 
-class ToolFailed(Exception):
-    """The gated tool answered with an error `ToolMessage` (`ToolNode` caught what it raised)."""
+# `ToolNode(handle_tool_errors=True)` answers the model `TOOL_CALL_ERROR_TEMPLATE` filled with the
+# `repr` of what the tool raised: "Error: ValueError('card declined')\n Please fix your mistakes."
+# (langgraph/prebuilt/tool_node.py, `_handle_tool_error`).
+_BEFORE, _AFTER = TOOL_CALL_ERROR_TEMPLATE.split("{error}")
+_REPR = re.compile(r"([A-Za-z_]\w*)\((.*)\)", re.DOTALL)  # `BaseException.__repr__`: Name(args)
+
+
+class ToolFailed(ActionFailed):
+    """The gated tool answered with an error `ToolMessage` (`message`: the `ToolNode`, or the tool's
+    own `handle_tool_error`, caught what it raised). Recorded as the original error's type and
+    message when the answer is `ToolNode`'s error text (`original`), else as `ToolFailed: <the
+    answer>`; on one line (`untrusted.one_line`), cut to `MAX_DETAIL` by `report_outcome`."""
 
     def __init__(self, message: ToolMessage) -> None:
-        super().__init__(str(message.content))
+        kind, text = original(str(message.content))
+        super().__init__(kind, one_line(text))
         self.message = message
+
+
+def original(answer: str) -> tuple[str, str]:
+    """The type name and message of the error a `ToolNode` answered the model with `answer` for
+    (`"Error: ValueError('card declined')\\n Please fix your mistakes."` → `("ValueError", "card
+    declined")`, as `str` gives the message), else `("ToolFailed", answer)`. Arguments that are not
+    Python literals are kept as the `repr` wrote them (`("PaymentError", "<Card 42>")`)."""
+    if not (answer.startswith(_BEFORE) and answer.endswith(_AFTER)):
+        return "ToolFailed", answer
+    error = answer[len(_BEFORE) : len(answer) - len(_AFTER)]
+    found = _REPR.fullmatch(error)
+    if found is None:
+        return "ToolFailed", answer
+    kind, args = found[1], found[2]
+    try:
+        values: tuple[Any, ...] = ast.literal_eval(f"({args},)") if args else ()
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return kind, args
+    return kind, str(values[0]) if len(values) == 1 else str(values) if values else ""
 
 
 @dataclass(frozen=True)

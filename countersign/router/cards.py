@@ -37,9 +37,9 @@ from slack_sdk.models.views import View
 
 from ..schema import payload_sha256
 from ..store import Decider, Execution, Request, ResumeProblem, Status
+from ..untrusted import LINE_BREAKS, one_line, sanitize
 from .edits import block_id as edit_block_id
 from .texts import (
-    LINE_BREAKS,
     changes,
     clip,
     conversation,
@@ -48,9 +48,7 @@ from .texts import (
     mentions,
     not_executed,
     not_resumed,
-    one_line,
     paragraphs,
-    sanitize,
     show,
     verdict,
     when,
@@ -167,7 +165,7 @@ def facts(request: Request) -> list[str]:
 
 def field_line(name: str, value: Any) -> str:
     """One payload field as a card shows it, `amount: 120.00` (before `CARD_FIELD_MAX` clips it): the
-    value on one line (`texts.one_line`), so it cannot look like another field."""
+    value on one line (`untrusted.one_line`), so it cannot look like another field."""
     return f"{name}: {one_line(show(value))}"
 
 
@@ -430,7 +428,7 @@ def edit_view(request: Request) -> dict[str, Any]:
 
     Decimal and integer fields are `number_input`s (`min_value`/`max_value` as strings, as
     Slack's schema requires); text fields are `plain_text_input`s, multi-line for a value over 80
-    characters or with a line break (`texts.LINE_BREAKS`), with a hint when the value holds
+    characters or with a line break (`untrusted.LINE_BREAKS`), with a hint when the value holds
     controls or bidirectional overrides (`texts.hidden_characters`). Submitting approves with edits.
     """
     blocks: list[Block] = [

@@ -16,6 +16,7 @@ from typing import Any
 from slack_sdk.models.blocks import Block, HeaderBlock, MarkdownTextObject, SectionBlock
 
 from ..store import Request, Status
+from ..untrusted import json_text, one_line
 from .cards import (
     MAX_BLOCKS_PER_VIEW,
     MAX_HEADER_TEXT,
@@ -27,7 +28,7 @@ from .cards import (
     plain,
     verdict_line,
 )
-from .texts import clip, json_text, one_line
+from .texts import clip
 
 # views.* refuse a view over 250 kB (`view_too_large`: https://docs.slack.dev/reference/methods/views.push);
 # the Details modal keeps its text under this many bytes of JSON, leaving room for the rest of the view.

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..schema import ApprovalRequestV1, parse
+from ..untrusted import json_text
 from .gate import facts_of
 from .policy import Policy
-from .texts import json_text
 
 # The fields of a request the policy never reads; a dry run may leave them out.
 PLACEHOLDERS = {

@@ -20,6 +20,7 @@ import cel
 
 from ..exceptions import CountersignError, InvalidRequest
 from ..store import Edit, EditableField, Request
+from ..untrusted import json_text
 from . import texts
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,9 @@ def _as_text(value: Any, spec: EditableField) -> str | None:
 
 
 def _shown(value: Any) -> str:
-    """`value` as one line of JSON for an error line (`texts.json_text`: an agent's controls and
+    """`value` as one line of JSON for an error line (`untrusted.json_text`: an agent's controls and
     bidirectional overrides escaped), cut to 40 characters."""
-    text = texts.json_text(value, indent=None)
-    return text if len(text) <= 40 else text[:39] + "…"
+    return texts.clip(json_text(value, indent=None), 40)
 
 
 def _declared(spec: EditableField) -> str:

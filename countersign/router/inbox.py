@@ -23,6 +23,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from ..store import AuditEvent, Execution, Request, Status
+from ..untrusted import one_line
 from .cards import (
     CARD_FIELD_MAX,
     MAX_BLOCKS_PER_VIEW,
@@ -32,7 +33,7 @@ from .cards import (
     payload_lines,
     plain,
 )
-from .texts import USER_ID_PREFIXES, clip, code, escape, one_line, verdict, when
+from .texts import USER_ID_PREFIXES, clip, code, escape, verdict, when
 
 MAX_LISTED = 20  # requests in one answer: two blocks each, within Slack's 50 a message
 MAX_TRAIL = 12  # audit events `show` lists, the latest

@@ -3,13 +3,13 @@
 Texts come in two forms where both are needed: mrkdwn for messages (mentions and date tokens,
 which Slack renders) and `plain` for a modal's inline errors, which Slack shows as plain text.
 Everything an agent wrote is untrusted: `sanitize` it for plain text and `escape` it for mrkdwn
-(https://docs.slack.dev/messaging/formatting-message-text).
+(https://docs.slack.dev/messaging/formatting-message-text); `countersign.untrusted` holds the rules
+for showing such text anywhere.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..store import (
     WebhookDeadLettered,
     WebhookFailing,
 )
+from ..untrusted import UNSAFE, one_line, sanitize
 
 
 def clip(text: str, limit: int) -> str:
@@ -44,39 +45,11 @@ def code(text: str, limit: int) -> str:
     return "`" + escape(clip(text, limit)).replace("`", "\u02cb") + "`"
 
 
-# The one table of characters agent text may not show raw: bidirectional overrides and isolates,
-# and the marks that steer them (LRM, RLM, ALM), can make text display in another order than it is
-# stored ("Trojan Source", CVE-2021-42574); the C0 and C1 controls (but tab, LF and CR), DEL among
-# them, have no business on a card or a terminal (ESC and CSI start terminal escape sequences).
-# `sanitize` replaces them by U+FFFD, `json_text` escapes them losslessly.
-_UNSAFE = frozenset(
-    [
-        *range(0x00, 0x09),
-        0x0B,
-        0x0C,
-        *range(0x0E, 0x20),
-        *range(0x7F, 0xA0),
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-        0x200E,
-        0x200F,
-        0x061C,
-    ]
-)
-_REPLACED = dict.fromkeys(_UNSAFE, "\ufffd")
-
-
-def sanitize(text: str) -> str:
-    """`text` with every `_UNSAFE` character (controls, bidirectional overrides) replaced by U+FFFD:
-    lossy, for text a reviewer or operator only reads (cards, modals, the CLI's tables)."""
-    return text.translate(_REPLACED)
-
-
 def hidden_characters(text: str) -> str | None:
     """The Edit modal's hint for a value holding characters `sanitize` replaces (controls,
     bidirectional overrides), which a text input shows as they are (the value must stay exact, so an
     untouched one is no edit): how many and which code points; None when there are none."""
-    found = [ord(c) for c in text if ord(c) in _UNSAFE]
+    found = [ord(c) for c in text if ord(c) in UNSAFE]
     if not found:
         return None
     kinds = sorted(set(found))
@@ -92,44 +65,15 @@ def show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-# Every character that ends a line or paragraph somewhere (`str.splitlines`' set: LF, VT, FF, CR,
-# the file/group/record separators, NEL, and Unicode's line and paragraph separators).
-LINE_BREAKS = "\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029"
-NEWLINE_MARK = "⏎"
-_MARKED = str.maketrans(dict.fromkeys(LINE_BREAKS, NEWLINE_MARK))
-_SPACES = re.compile(r"[^\S\n]{2,}")
-
-
-def one_line(text: str) -> str:
-    """`text` as one line, so that agent text on a card cannot start what looks like another field
-    or push the rest of the card down: every line break (`LINE_BREAKS`, or CRLF) shown as one "⏎",
-    and every run of other white space as one space. Never longer than `text`."""
-    return _SPACES.sub(" ", text.replace("\r\n", "\n").translate(_MARKED))
-
-
 def paragraphs(text: str, lines: int) -> str:
     """`text` (e.g. an agent's reason) with its line breaks kept but bounded: every kind of
-    `LINE_BREAKS` as a newline, runs of white space as one space, no blank line twice in a row, at
+    `untrusted.LINE_BREAKS` as a newline, runs of white space as one space, no blank line twice in a row, at
     most `lines` lines, then "… N more lines: see Details"."""
     kept = [" ".join(line.split()) for line in text.splitlines()]
     kept = [line for n, line in enumerate(kept) if line or (n and kept[n - 1])]
     more = len(kept) - lines
     cut = [*kept[:lines], f"… {more} more line{'s' if more > 1 else ''}: see Details"] if more > 0 else kept
     return "\n".join(cut).strip()
-
-
-# Inside strings JSON escapes every character below U+0020 itself, and the only raw ones left in its
-# output are the newlines of its indentation: those stay.
-_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _UNSAFE.union(map(ord, LINE_BREAKS)) if c >= 0x20}
-
-
-def json_text(data: Any, indent: int | None = 2) -> str:
-    """`data` as JSON (pretty, `indent` spaces; None: one line) for a modal or a terminal, every
-    `_UNSAFE` character and line break that JSON leaves raw (DEL, the C1 controls with NEL,
-    bidirectional overrides and marks, U+2028/2029) escaped as `\\uXXXX`: a string value stays
-    visibly one string in its stored order, and the text parses back to exactly `data` (a signed
-    payload still verifies). Values JSON has no type for (datetimes, …) are written as `str` gives them."""
-    return json.dumps(data, indent=indent, ensure_ascii=False, default=str).translate(_JSON_ESCAPES)
 
 
 def mentions(users: list[str], limit: int = 10, joiner: str = " or ") -> str:

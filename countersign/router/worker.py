@@ -49,6 +49,7 @@ from .. import outages
 from ..config import Settings
 from ..heap import freeze_loaded
 from ..store.chain import AuditChain
+from ..untrusted import log_to_stderr
 from ..workers import CountersignWorker
 from . import home, journal, refreshes, relay, reload, timeouts, webhooks
 from .jobs import INTAKE_QUEUE, foreign, json_queue, request_refresh, resumed_request
@@ -170,7 +171,7 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
     again resume and intake jobs that Redis lost, note resume jobs no worker took in
     `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one did), and replay the
     reviewers' actions that a dead web process had acked but not recorded."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_to_stderr()
     assert settings.COUNTERSIGN_POLICY is not None
     reload.at_start(settings.COUNTERSIGN_POLICY, policy)
     runtime = Runtime(settings)

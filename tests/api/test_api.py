@@ -386,6 +386,16 @@ def test_a_payload_breaking_a_declared_field_gets_422_naming_it_and_is_never_enq
     assert agent.get(f"/v1/requests/{accepted}").json()["status"] == "pending"
 
 
+def test_a_422_shows_the_controls_of_what_it_quotes_escaped(agent: httpx.Client) -> None:
+    """A 422 quoting an agent's value shows its C0 (BEL), DEL, C1 (CSI, NEL) and bidirectional
+    controls as `\\uXXXX` (`untrusted.escaped`), in their stored order, on one line."""
+    amount = "\x07\x7f\x9b\x85\u202e"
+    answer = agent.post("/v1/requests", json=refund(payload={"amount": amount, "currency": "USD"}))
+    refused = _problem(answer, 422)
+    assert refused.startswith('payload.amount: "\\u0007\\u007f\\u009b\\u0085\\u202e" breaks '), refused
+    assert not set(amount) & set(refused)
+
+
 def test_intake_checks_declared_fields_by_the_policy_in_force_when_it_runs(
     agent: httpx.Client, redis: Redis, policy_file: Path, runtime: Runtime, sandbox: tuple[Sandbox, str]
 ) -> None:

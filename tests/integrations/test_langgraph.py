@@ -17,13 +17,19 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.prebuilt.tool_node import TOOL_CALL_ERROR_TEMPLATE, ToolCallRequest
 from redis import Redis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from countersign.agent import ApprovalClient
-from countersign.integrations.langgraph import CountersignGate, pending, resume_graph, run_until_decided
+from countersign.integrations.langgraph import (
+    CountersignGate,
+    original,
+    pending,
+    resume_graph,
+    run_until_decided,
+)
 from countersign.router import relay
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
@@ -135,47 +141,43 @@ def test_an_expired_request_runs_nothing_and_tells_the_model(
 
 
 @SQLITE
-def test_a_new_process_resumes_the_thread_from_the_checkpointer_and_a_repeated_decision_runs_nothing(
+@pytest.mark.parametrize(
+    ("copies", "again"),
+    [
+        pytest.param(1, None, id="delivered-twice"),
+        pytest.param(2, "already_executed", id="replayed-into-an-older-checkpoint"),
+    ],
+)
+def test_a_new_process_resumes_the_thread_and_a_repeated_decision_runs_nothing(
     client: ApprovalClient,
     redis: Redis,
     sandbox: tuple[Sandbox, str],
     bot: str,
     refunds: Refunds,
-    checkpointer: InMemorySaver,
     config: dict[str, Any],
+    copies: int,
+    again: str | None,
 ) -> None:
+    """A new graph object (the agent's process started again) resumes the paused thread from the
+    checkpointer, the thread found from the request. The decision delivered again finds nothing
+    waiting for it (None); replayed into another copy of the paused thread (`copies`: an older
+    checkpoint), the call is refused by the grant (`again`), not run again."""
     sb, _ = sandbox
-    request_id, card = paused(build_graph(checkpointer, tools=[refunds.tool]), config, redis, sb)
+    savers = [InMemorySaver() for _ in range(copies)]  # copies of the paused thread
+    request_id, card = paused(build_graph(savers[0], tools=[refunds.tool]), config, redis, sb)
+    for saver in savers[1:]:
+        build_graph(saver, tools=[refunds.tool]).invoke(ASK, config)  # the same call: the same request
     approve(sb, card)
     decision = client.wait(request_id, timeout=10)
 
-    restarted = build_graph(checkpointer, tools=[refunds.tool])  # the agent's process started again
-    result = resume_graph(restarted, decision.to_json())  # the thread found from the request
+    result = resume_graph(build_graph(savers[0], tools=[refunds.tool]), decision.to_json())
     assert tool_answer(result).content == "refunded 120.00 USD to cus_ACME"
-    assert resume_graph(restarted, decision) is None  # delivered again: nothing waits for it
+    repeated = resume_graph(build_graph(savers[-1], tools=[refunds.tool]), decision)
+    if again is None:
+        assert repeated is None
+    else:
+        assert again in str(tool_answer(repeated).content)
     assert refunds.runs == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
-
-
-@SQLITE
-def test_a_decision_replayed_into_an_older_checkpoint_is_refused_by_the_grant_not_run_again(
-    client: ApprovalClient,
-    redis: Redis,
-    sandbox: tuple[Sandbox, str],
-    bot: str,
-    refunds: Refunds,
-    config: dict[str, Any],
-) -> None:
-    sb, _ = sandbox
-    first, second = InMemorySaver(), InMemorySaver()  # two copies of the paused thread
-    request_id, card = paused(build_graph(first, tools=[refunds.tool]), config, redis, sb)
-    build_graph(second, tools=[refunds.tool]).invoke(ASK, config)  # the same call: the same request
-    approve(sb, card)
-    decision = client.wait(request_id, timeout=10)
-
-    resume_graph(build_graph(first, tools=[refunds.tool]), decision, config)
-    again = resume_graph(build_graph(second, tools=[refunds.tool]), decision, config)
-    assert refunds.runs == [{"amount": "120.00", "currency": "USD", "customer": "cus_ACME"}]
-    assert "already_executed" in str(tool_answer(again).content)
 
 
 @SQLITE
@@ -233,21 +235,43 @@ def test_a_resume_job_resumes_the_thread_on_the_agents_worker_once(
     assert len(graph_agent.RUNS) == 1
 
 
-def declined_refund(handled: bool) -> BaseTool:
-    """The refund tool whose payment provider refuses: it raises `ToolException("card_declined")`,
-    which with `handle_tool_error` it answers the model with (an error `ToolMessage`)."""
+def declined_refund(error: Exception, handled: bool) -> BaseTool:
+    """The refund tool whose payment provider refuses: it raises `error`, which with
+    `handle_tool_error` (a `ToolException`) it answers the model with (an error `ToolMessage`)."""
 
     @tool
     def issue_refund(amount: str, currency: str, customer: str) -> str:
         """Refund `amount` in `currency` to `customer`."""
-        raise ToolException("card_declined")
+        raise error
 
     issue_refund.handle_tool_error = handled
     return issue_refund
 
 
+TOOL_ERRORS = [
+    pytest.param(
+        ToolException("card_declined"), True, False, "card_declined", "ToolFailed: card_declined", id="tool"
+    ),
+    pytest.param(
+        ValueError("card declined\nby the issuer"),
+        False,
+        True,
+        "Error: ValueError('card declined\\nby the issuer')\n Please fix your mistakes.",
+        "ValueError: card declined⏎by the issuer",
+        id="tool-node",
+    ),
+    pytest.param(
+        ToolException("card_declined"), False, False, None, "ToolException: card_declined", id="raised"
+    ),
+]
+"""What the approved tool raises (`error`); whether the tool answers it (`by_tool`: its own
+`handle_tool_error`) or the `ToolNode` does (`by_node`: `handle_tool_errors`, LangGraph's text);
+what the model is told (`told`; None: raised out of the graph); the recorded outcome's detail."""
+
+
 @SQLITE
-def test_a_tool_error_the_model_is_told_is_still_the_executions_failure(
+@pytest.mark.parametrize(("error", "by_tool", "by_node", "told", "detail"), TOOL_ERRORS)
+def test_a_tool_error_is_the_executions_failure_with_the_errors_type_and_message(
     client: ApprovalClient,
     runtime: Runtime,
     redis: Redis,
@@ -255,35 +279,50 @@ def test_a_tool_error_the_model_is_told_is_still_the_executions_failure(
     bot: str,
     checkpointer: InMemorySaver,
     config: dict[str, Any],
+    error: Exception,
+    by_tool: bool,
+    by_node: bool,
+    told: str | None,
+    detail: str,
 ) -> None:
-    """A tool that answers its own error (`handle_tool_error`) returns it as an error `ToolMessage`
-    through the `ToolNode`: the model is told it, and the execution is recorded failed."""
+    """A tool error the model is told (an error `ToolMessage` through the `ToolNode`) or that leaves
+    the graph is the execution's failure, recorded (the outcome row, and the card) on one line as
+    the error's type and message: recovered from LangGraph's text (`ToolNode` writes the error's
+    `repr`); the tool's own answer does not name it (`ToolFailed`)."""
     sb, _ = sandbox
-    graph = build_graph(checkpointer, tools=[declined_refund(handled=True)])
+    tools = [declined_refund(error, handled=by_tool)]
+    graph = build_graph(checkpointer, tools=tools, handle_tool_errors=by_node)
     request_id, card = paused(graph, config, redis, sb)
     approve(sb, card)
-    result = resume_graph(graph, client.wait(request_id, timeout=10), config)
-    assert (tool_answer(result).content, tool_answer(result).status) == ("card_declined", "error")
-    failed_on_card(runtime.store, redis, sb, request_id, card, "ToolFailed: card_declined")
+    decision = client.wait(request_id, timeout=10)
+    if told is None:
+        with pytest.raises(type(error), match=str(error)):
+            resume_graph(graph, decision, config)
+    else:
+        answer = tool_answer(resume_graph(graph, decision, config))
+        assert (answer.content, answer.status) == (told, "error")
+    failed_on_card(runtime.store, redis, sb, request_id, card, detail)
 
 
-@SQLITE
-def test_a_tool_error_raised_out_of_the_graph_is_the_executions_failure(
-    client: ApprovalClient,
-    runtime: Runtime,
-    redis: Redis,
-    sandbox: tuple[Sandbox, str],
-    bot: str,
-    checkpointer: InMemorySaver,
-    config: dict[str, Any],
+class PaymentError(Exception):
+    """An error whose argument is no Python literal in its `repr`."""
+
+
+@pytest.mark.parametrize(
+    ("raised", "recorded"),
+    [
+        (ValueError("declined", 402), ("ValueError", "('declined', 402)")),
+        (ValueError(), ("ValueError", "")),
+        (PaymentError(object), ("PaymentError", "<class 'object'>")),
+    ],
+)
+def test_the_error_a_tool_node_answered_with_is_read_back_as_str_gives_it(
+    raised: Exception, recorded: tuple[str, str]
 ) -> None:
-    sb, _ = sandbox
-    graph = build_graph(checkpointer, tools=[declined_refund(handled=False)])
-    request_id, card = paused(graph, config, redis, sb)
-    approve(sb, card)
-    with pytest.raises(ToolException, match="card_declined"):
-        resume_graph(graph, client.wait(request_id, timeout=10), config)
-    failed_on_card(runtime.store, redis, sb, request_id, card, "ToolException: card_declined")
+    """`original` reads the error's type and message back from `ToolNode`'s text, as `str` gives the
+    message; a text of any other shape is `ToolFailed`'s."""
+    assert original(TOOL_CALL_ERROR_TEMPLATE.format(error=repr(raised))) == recorded
+    assert original("card_declined") == ("ToolFailed", "card_declined")
 
 
 @pytest.fixture
