@@ -4,11 +4,14 @@ abandoned and runs it again."""
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from redis import Redis
 from rq import RateLimit, Retry, SimpleWorker
@@ -100,14 +103,16 @@ WORKER = (
 MAINTENANCE_SECONDS = 2  # a short maintenance interval, for the test
 
 
-def _start_worker(redis_server: RedisServer) -> subprocess.Popen[bytes]:
-    """A countersign worker on `QUEUE` in a process of its own, RQ's maintenance every
-    `MAINTENANCE_SECONDS`."""
+def _start_worker(
+    redis_server: RedisServer, maintenance: int = MAINTENANCE_SECONDS, output: int = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
+    """A countersign worker on `QUEUE` in a process of its own, RQ's maintenance every `maintenance`
+    seconds, its log written to `output` (a file descriptor)."""
     return subprocess.Popen(
-        [sys.executable, "-c", WORKER, redis_server.url, QUEUE, str(MAINTENANCE_SECONDS)],
+        [sys.executable, "-c", WORKER, redis_server.url, QUEUE, str(maintenance)],
         cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
         start_new_session=True,  # Ctrl-C reaches pytest alone; its `finally` kills it
     )
 
@@ -211,3 +216,76 @@ def test_a_stop_asked_for_as_a_job_succeeds_ends_the_worker_after_the_job(redis:
     assert stopped == ["busy"]  # still busy as the success was recorded
     assert queue.count == 2  # stopped after the first job, the others left for the next worker
     assert not Job.exists(f"{RESUME_JOB_PREFIX}stop-0", connection=redis)  # which ran and was deleted
+
+
+class _LogReader(threading.Thread):
+    """Reads a worker's log from the read end of its pipe (and drops it) while not paused."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.reading, self.lock = fd, threading.Event(), threading.Lock()
+        self.reading.set()
+
+    def run(self) -> None:
+        while self.reading.wait():
+            with self.lock:
+                ready = self.reading.is_set() and select.select([self.fd], [], [], 0.1)[0]
+                if ready and not os.read(self.fd, 1 << 16):
+                    return
+
+    def pause(self) -> None:
+        """Stop reading; returns once no read is under way."""
+        self.reading.clear()
+        with self.lock:
+            pass
+
+
+def _fill(fd: int) -> None:
+    """Write to the non-blocking `fd` (a pipe) until it is full."""
+    for size in (1 << 16, 1):
+        try:
+            while True:
+                os.write(fd, b"x" * size)
+        except BlockingIOError:
+            pass
+
+
+def _blocked_writing(pid: int) -> bool:
+    """Process `pid`'s main thread waits in a write to a full pipe (Linux's /proc)."""
+    return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
+
+
+def test_a_stop_landing_in_the_log_line_of_a_job_just_taken_ends_the_worker_after_that_job(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """RQ's warm shutdown raised `StopRequested`, an `Exception`, where the signal landed in a worker
+    running no job; landing in a log call (whose `emit` catches every `Exception`) it was swallowed,
+    and the worker went on taking jobs for good. Here the signal lands in RQ's log line of the job it
+    has just taken (its log pipe full, as a slow reader leaves it): the worker runs that job, then
+    ends."""
+    read_end, write_end = os.pipe()
+    filler = os.open(f"/proc/self/fd/{write_end}", os.O_WRONLY | os.O_NONBLOCK)  # the worker's end blocks
+    worker = _start_worker(redis_server, maintenance=600, output=write_end)
+    os.close(write_end)
+    reader = _LogReader(read_end)
+    reader.start()
+    try:
+        wait_for(lambda: _state(redis, worker.pid) == "idle", timeout=60, what="the worker to wait idle")
+        reader.pause()
+        _fill(filler)
+        job = json_queue(QUEUE, redis).enqueue(agent.FUNC, {"outcome": "approved"}, result_ttl=0)
+        wait_for(lambda: _blocked_writing(worker.pid), timeout=30, what="the worker to log the job it took")
+        worker.terminate()
+        reader.reading.set()
+        worker.wait(timeout=30)  # TimeoutExpired: the stop was lost, the worker runs on
+        assert agent.resumed(redis) == [{"outcome": "approved"}]  # the job it had taken ran
+        taken_off = json_queue(QUEUE, redis).intermediate_queue_key
+        assert not Job.exists(job.id, connection=redis) and not redis.lrange(taken_off, 0, -1)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        os.close(filler)
+        reader.reading.set()
+        reader.join(timeout=10)  # every write end closed: it reads the end of the log
+        os.close(read_end)
