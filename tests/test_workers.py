@@ -1,6 +1,6 @@
 """countersign's RQ worker class (`countersign/workers.py`): RQ's bookkeeping of the worker itself is
-sent every few seconds, not several times a job, and RQ still finds the job of a killed worker
-abandoned and runs it again."""
+sent every few seconds, not several times a job, RQ still finds the job of a killed worker
+abandoned and runs it again, and a warm shutdown is not lost wherever its signal lands."""
 
 from __future__ import annotations
 

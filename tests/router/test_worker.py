@@ -1,6 +1,7 @@
 """The router worker as a real process: it survives its own SIGKILL without leaving anything behind
-that could take the next job (a forked child holding the dead worker's blocked Redis command), and
-its sweep says on the card when no agent worker takes a resume job."""
+that could take the next job (a forked child holding the dead worker's blocked Redis command), its
+sweep says on the card when no agent worker takes a resume job, and a sweep that does not end on
+SIGTERM does not hold the worker's stop."""
 
 from __future__ import annotations
 
@@ -126,3 +127,34 @@ def test_the_worker_says_on_the_card_when_no_agent_worker_takes_a_resume_job(
         rewritten["blocks"]
     )
     assert client.get(request_id).resume["problem"]["waited_seconds"] == 60  # type: ignore[index]
+
+
+def _sweep(worker: int) -> int | None:
+    """The process id of `worker`'s sweep (its spawned child; the other is multiprocessing's resource
+    tracker), once it runs."""
+    for pid in children(worker):
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    return None
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_a_sweep_that_does_not_end_on_sigterm_does_not_hold_the_workers_stop(
+    env: dict[str, str], redis: Redis
+) -> None:
+    """The worker SIGTERMs its sweep as it stops, and multiprocessing joined it at exit without a
+    bound: a sweep that SIGTERM cannot reach (here: stopped with SIGSTOP; in life, a wait in a C call)
+    held the worker's stop for as long as it lasted. It is killed after `workers.CHILD_STOP_SECONDS`."""
+    worker = countersign(env, "worker")
+    sweep = None
+    try:
+        wait_for(lambda: Worker.all(connection=redis), timeout=60, what="the worker to register")
+        sweep = wait_for(lambda: _sweep(worker.pid), timeout=30, what="the sweep process")
+        os.kill(sweep, signal.SIGSTOP)
+        stop(worker)  # TimeoutExpired: the worker waits for its sweep
+        wait_for(lambda: not alive(sweep), what="the sweep to be gone")
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        if sweep is not None and alive(sweep):
+            os.kill(sweep, signal.SIGKILL)
