@@ -191,16 +191,16 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
                 ("timeouts", lambda: timeouts.sweep(runtime)),
                 ("relay", lambda: _relay(runtime)),
                 ("webhooks", deliverer.tick),
-                ("cards", lambda: refreshes.refresh_requested(runtime)),
-                ("home", lambda: home.publish_due(runtime)),
-                ("seal", chain.seal),
             ]
-            if ticks % HEAL_EVERY_TICKS == 0:
+            if ticks % HEAL_EVERY_TICKS == 0:  # before the cards: a card they ask to rewrite is, this tick
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))
                 steps.append(("untaken", lambda: relay.note_untaken(runtime.store, runtime.redis, wait)))
                 steps.append(("taken", lambda: relay.clear_taken(runtime.store, runtime.redis)))
                 steps.append(("intake", lambda: relay.requeue_intake(runtime.store, runtime.redis)))
                 steps.append(("journal", lambda: journal.replay(runtime)))
+            steps.append(("cards", lambda: refreshes.refresh_requested(runtime)))
+            steps.append(("home", lambda: home.publish_due(runtime)))
+            steps.append(("seal", chain.seal))
             for name, step in steps:  # each step on its own: one failing does not stop the others
                 failures.run(name, step)
             ticks += 1
