@@ -80,8 +80,9 @@ job's modules, the database pool and the Slack and Redis clients are loaded once
   bound, so a child that SIGTERM cannot reach (stopped, or in a C call) held its worker's stop for
   good; it is killed (SIGKILL) after that time instead.
 
-Each of these saves Redis commands or round trips a job (`bench/pause_vs_langgraph.py --redis-profile`:
-BENCHMARKS.md, "Issue 14, second pass" and "Issue 14, fifth pass"). RQ's job records (the execution
+The changes to RQ's bookkeeping save Redis commands or round trips a job
+(`bench/pause_vs_langgraph.py --redis-profile`: BENCHMARKS.md, "Issue 14, second pass" and "Issue
+14, fifth pass"). RQ's job records (the execution
 record, the registries, the job hash, the intermediate queue) hold what they hold with `SimpleWorker`
 while a job runs, and are gone when it has succeeded, so RQ's maintenance (abandoned jobs, the
 intermediate queue, lanes), retries, `rq info` and the failed registry work as with `SimpleWorker`;
