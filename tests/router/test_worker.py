@@ -14,16 +14,18 @@ from pathlib import Path
 import pytest
 from redis import Redis
 from rq import Worker
-from sqlalchemy import update
+from rq.scheduler import SCHEDULER_LOCKING_KEY_TEMPLATE
+from sqlalchemy import func, insert, select, update
 
 from countersign.agent import ApprovalClient
-from countersign.router import relay
+from countersign.router import relay, timeouts
+from countersign.router.jobs import INTAKE_QUEUE, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import OutboxEvent
+from countersign.store import ApprovalRequest, AuditEvent, OutboxEvent
 from countersign.store.models import utcnow_plus
 from tests.helpers import alive, children, countersign, settled, stop, wait_for
-from tests.helpers.builders import decided_card, edited_card, refund
+from tests.helpers.builders import decided_card, edited_card, new_request, refund
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,3 +160,44 @@ def test_a_sweep_that_does_not_end_on_sigterm_does_not_hold_the_workers_stop(
             worker.kill()
         if sweep is not None and alive(sweep):
             os.kill(sweep, signal.SIGKILL)
+
+
+BACKLOG = 5000
+
+
+def test_a_worker_whose_sweep_drains_a_backlog_stops_promptly_and_loses_nothing(
+    env: dict[str, str], redis: Redis, runtime: Runtime
+) -> None:
+    """SIGTERM while the sweep expires a backlog (batches of 500): the worker and its sweep stop (the
+    sweep by its own exit, which releases RQ's scheduler lock, not killed), and what the stop cut
+    short is finished by the next sweep: every request expired once, with one resume event, one
+    `expired` audit event and one resume job."""
+    store = runtime.store
+    template = new_request(store)
+    with store.engine.begin() as connection:
+        row = connection.execute(select(ApprovalRequest.__table__).where(ApprovalRequest.id == template.id))
+        values = dict(row.mappings().one())
+        copies = [{**values, "id": f"B{n:025d}", "idempotency_key": f"backlog-{n}"} for n in range(BACKLOG)]
+        connection.execute(insert(ApprovalRequest.__table__), copies)
+        connection.execute(update(ApprovalRequest).values(expires_at=utcnow_plus(-1)))
+
+    def count(*where: object) -> int:
+        with store.engine.connect() as connection:
+            return int(connection.execute(select(func.count()).where(*where)).scalar_one())
+
+    worker = countersign(env, "worker")
+    try:
+        wait_for(lambda: count(ApprovalRequest.status == "expired"), timeout=60, what="the sweep to expire")
+        stop(worker)  # TimeoutExpired: the stop waited for the backlog
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert redis.get(SCHEDULER_LOCKING_KEY_TEMPLATE % INTAKE_QUEUE) is None  # the sweep ended on SIGTERM
+
+    while timeouts.sweep(runtime, rewrites=0) or relay.sweep(store, redis):  # the next sweep's work
+        pass
+    total = BACKLOG + 1
+    assert count(ApprovalRequest.status == "expired") == total
+    assert count(OutboxEvent.published_at.is_not(None)) == count(OutboxEvent.id.is_not(None)) == total
+    assert count(AuditEvent.event == "expired") == total
+    assert json_queue(template.resume_queue, redis).count == total
