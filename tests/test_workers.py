@@ -289,3 +289,29 @@ def test_a_stop_landing_in_the_log_line_of_a_job_just_taken_ends_the_worker_afte
         reader.reading.set()
         reader.join(timeout=10)  # every write end closed: it reads the end of the log
         os.close(read_end)
+
+
+def test_a_second_sigterm_stops_a_worker_in_its_job_at_once_and_the_job_is_retried(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """The first SIGTERM waits for the running job (a warm shutdown); a second one, a second or more
+    later (RQ ignores one sooner), is RQ's cold shutdown: the job is cut short, recorded as failed and
+    put back on its queue by its `Retry`, and the worker ends."""
+    queue = json_queue(QUEUE, redis)
+    job = queue.enqueue(agent.HANG_FUNC, retry=Retry(max=1), job_timeout=600)
+    worker = _start_worker(redis_server)
+    try:
+        wait_for(lambda: redis.get(agent.HANGING_KEY), timeout=60, what="the job to start")
+        worker.terminate()
+        key = f"rq:worker:{_only_worker(redis)}"
+        wait_for(lambda: redis.hget(key, "shutdown_requested_date"), what="the warm shutdown")
+        first = time.monotonic()
+        wait_for(lambda: time.monotonic() - first > 1.5, what="RQ's second between the two signals")
+        assert worker.poll() is None and job.get_status(refresh=True) == "started"  # waiting for the job
+        worker.terminate()
+        worker.wait(timeout=30)
+        assert job.get_status(refresh=True) == "queued" and queue.job_ids == [job.id]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
