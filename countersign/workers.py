@@ -66,9 +66,23 @@ job's modules, the database pool and the Slack and Redis clients are loaded once
 - **One heartbeat thread a worker**, not one a job: it beats for whichever job runs (RQ's
   `maintain_heartbeats` every `job_monitoring_interval` seconds of that job) and waits while none
   does; a beat is sent under the thread's lock, so none is under way for a job once it has ended.
+- **A warm shutdown that cannot be lost.** RQ's first SIGTERM or SIGINT (`request_stop`) makes the
+  next one a cold shutdown and, in a worker not running a job, raises `StopRequested` wherever the
+  signal landed. That is an `Exception`: landing in a log call (`logging.Handler.emit` catches every
+  `Exception` and prints "--- Logging error ---"), or in any other `except Exception`, it was
+  swallowed, the worker went on taking jobs, and only a second signal or a SIGKILL stopped it (seen
+  with the log line RQ writes as it takes a job, while its output pipe was full). This class raises
+  `_WarmStop`, a `SystemExit`, which no `except Exception` catches and RQ's work loop lets through
+  (after its teardown); and a worker that has taken a job off the queue (RQ's dequeue holds it, or
+  `execute_job` runs it) counts as busy: it runs that job, then stops.
+- **Child processes stopped within `CHILD_STOP_SECONDS`** (`stop_child`): RQ's stop of the worker's
+  scheduler (`stop_scheduler`, a SIGTERM) and `multiprocessing` at exit wait for a child without a
+  bound, so a child that SIGTERM cannot reach (stopped, or in a C call) held its worker's stop for
+  good; it is killed (SIGKILL) after that time instead.
 
-Each of these saves Redis commands or round trips a job (`bench/pause_vs_langgraph.py --redis-profile`:
-BENCHMARKS.md, "Issue 14, second pass" and "Issue 14, fifth pass"). RQ's job records (the execution
+The changes to RQ's bookkeeping save Redis commands or round trips a job
+(`bench/pause_vs_langgraph.py --redis-profile`: BENCHMARKS.md, "Issue 14, second pass" and "Issue
+14, fifth pass"). RQ's job records (the execution
 record, the registries, the job hash, the intermediate queue) hold what they hold with `SimpleWorker`
 while a job runs, and are gone when it has succeeded, so RQ's maintenance (abandoned jobs, the
 intermediate queue, lanes), retries, `rq info` and the failed registry work as with `SimpleWorker`;
@@ -77,11 +91,14 @@ RQ's failure and retry paths are RQ's own.
 
 from __future__ import annotations
 
+import multiprocessing.process
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from redis.client import Pipeline
@@ -101,6 +118,14 @@ from .defaults import OWN_JOB_PREFIXES
 
 HEARTBEAT_EVERY_SECONDS = 5.0
 """The worker's own heartbeat is sent at most this often (RQ's default TTL of it: 480 s)."""
+CHILD_STOP_SECONDS = 5.0
+"""How long a worker waits for a child process of its own (the router's sweep, RQ's scheduler) to
+end after its SIGTERM before it kills it (`stop_child`)."""
+
+
+class _WarmStop(SystemExit):
+    """A warm shutdown of a worker that runs no job, raised where the signal landed instead of RQ's
+    `StopRequested`: a `SystemExit`, which no `except Exception` swallows (module docstring)."""
 
 
 class CountersignWorker(SimpleWorker):
@@ -117,6 +142,8 @@ class CountersignWorker(SimpleWorker):
         self._state_sent: str | None = None
         self._suspension_checked_at = float("-inf")
         self._job_heartbeat = _JobHeartbeat(self)
+        self._holds_job = False  # execute_job runs: a warm shutdown waits for the job
+        self._jobs_run = 0
 
     @property
     def dequeue_timeout(self) -> int:
@@ -158,10 +185,46 @@ class CountersignWorker(SimpleWorker):
             self.scheduler.register_death()
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        execution = self.prepare_execution(job)
-        with self._job_heartbeat.running(job, execution):
-            self.perform_job(job, queue, execution)
-        self.set_state(WorkerStatus.IDLE)
+        self._holds_job = True
+        try:
+            execution = self.prepare_execution(job)
+            with self._job_heartbeat.running(job, execution):
+                self.perform_job(job, queue, execution)
+            self.set_state(WorkerStatus.IDLE)
+        finally:
+            self._holds_job = False
+        self._jobs_run += 1
+
+    def work(self, *args: Any, **kwargs: Any) -> bool:
+        """RQ's work loop (same arguments), which a warm shutdown of this worker while it runs no job
+        ends by `_WarmStop` (after RQ's teardown). Returns whether it ran any job."""
+        try:
+            return bool(super().work(*args, **kwargs))
+        except _WarmStop:
+            return self._jobs_run > 0
+
+    def request_stop(self, signum: int, frame: FrameType | None) -> None:
+        """RQ's warm shutdown, the handler of a first SIGTERM or SIGINT: the next one is a cold
+        shutdown (`request_force_stop`); a worker that holds a job (`execute_job` runs it, or RQ's
+        dequeue has just taken it: `_dequeued`) stops after it, as RQ's busy worker does; one that
+        holds none stops at once, by `_WarmStop` raised where the signal landed (module docstring)."""
+        self._shutdown_requested_date = now()
+        signal.signal(signal.SIGINT, self.request_force_stop)
+        signal.signal(signal.SIGTERM, self.request_force_stop)
+        self.handle_warm_shutdown_request()  # type: ignore[no-untyped-call]
+        if not (self._holds_job or self.get_state() == WorkerStatus.BUSY or _dequeued(frame)):
+            raise _WarmStop(0)
+        self._stop_requested = True
+        self.set_shutdown_requested_date()  # type: ignore[no-untyped-call]
+        if self.scheduler:
+            self.stop_scheduler()
+
+    def stop_scheduler(self) -> None:
+        """RQ's stop of the worker's scheduler process (a SIGTERM and a wait), killed if it has not
+        ended within `CHILD_STOP_SECONDS` (`stop_child`)."""
+        process = self.scheduler._process if self.scheduler else None
+        if process is not None and process.pid:
+            stop_child(process)
 
     def teardown(self) -> None:
         """RQ's teardown (the worker's death registered), then the heartbeat thread ended."""
@@ -235,10 +298,8 @@ class CountersignWorker(SimpleWorker):
 
     def _send_idle(self, pipeline: Pipeline) -> None:
         """`idle` written to the worker's hash on `pipeline`, the process's own state left `busy`
-        until the job has returned (`execute_job` then sets it without sending it again). RQ's warm
-        shutdown (`request_stop`) raises `StopRequested` at once in a worker that is not busy: set
-        here, a SIGTERM in the rest of the success handling would raise it in the middle of it, and
-        inside a logging call, which swallows it, the stop would be lost."""
+        until the job has returned (`execute_job` then sets it without sending it again), so that
+        RQ's view of the worker, like `request_stop`'s, is of a worker still running its job."""
         pipeline.hset(self.key, "state", WorkerStatus.IDLE)
         self._state_sent = WorkerStatus.IDLE
 
@@ -269,6 +330,34 @@ class CountersignWorker(SimpleWorker):
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
         """The job has returned or raised: its end time, without RQ's heartbeat on the job's hash."""
         job.ended_at = now()
+
+
+def stop_child(process: multiprocessing.process.BaseProcess, seconds: float = CHILD_STOP_SECONDS) -> None:
+    """SIGTERM `process` (a child of this one) and wait for it to end, at most `seconds`; then SIGKILL
+    and reap it if it still runs, also when the wait is cut short (a cold shutdown's `SystemExit`).
+    multiprocessing joins its children at exit without a bound: a child that SIGTERM cannot reach
+    (stopped, or waiting in a C call) would hold its parent's exit for as long as it lasts."""
+    try:
+        process.terminate()
+        process.join(seconds)
+    finally:
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+_DEQUEUE = BaseWorker.dequeue_job_and_maintain_ttl.__code__
+
+
+def _dequeued(frame: FrameType | None) -> bool:
+    """Whether the main thread, interrupted at `frame` (a signal handler's), is in RQ's dequeue
+    (`dequeue_job_and_maintain_ttl`) after it took a job off the queue: its `result` is set (the job
+    is then in RQ's intermediate queue, which only this worker would take it from at once)."""
+    while frame is not None:
+        if frame.f_code is _DEQUEUE:
+            return frame.f_locals.get("result") is not None
+        frame = frame.f_back
+    return False
 
 
 def _deleted_on_success(job: Job, default_result_ttl: int) -> bool:

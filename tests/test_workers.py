@@ -1,14 +1,17 @@
 """countersign's RQ worker class (`countersign/workers.py`): RQ's bookkeeping of the worker itself is
-sent every few seconds, not several times a job, and RQ still finds the job of a killed worker
-abandoned and runs it again."""
+sent every few seconds, not several times a job, RQ still finds the job of a killed worker
+abandoned and runs it again, and a warm shutdown is not lost wherever its signal lands."""
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from redis import Redis
 from rq import RateLimit, Retry, SimpleWorker
@@ -100,14 +103,16 @@ WORKER = (
 MAINTENANCE_SECONDS = 2  # a short maintenance interval, for the test
 
 
-def _start_worker(redis_server: RedisServer) -> subprocess.Popen[bytes]:
-    """A countersign worker on `QUEUE` in a process of its own, RQ's maintenance every
-    `MAINTENANCE_SECONDS`."""
+def _start_worker(
+    redis_server: RedisServer, maintenance: int = MAINTENANCE_SECONDS, output: int = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
+    """A countersign worker on `QUEUE` in a process of its own, RQ's maintenance every `maintenance`
+    seconds, its log written to `output` (a file descriptor)."""
     return subprocess.Popen(
-        [sys.executable, "-c", WORKER, redis_server.url, QUEUE, str(MAINTENANCE_SECONDS)],
+        [sys.executable, "-c", WORKER, redis_server.url, QUEUE, str(maintenance)],
         cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
         start_new_session=True,  # Ctrl-C reaches pytest alone; its `finally` kills it
     )
 
@@ -211,3 +216,102 @@ def test_a_stop_asked_for_as_a_job_succeeds_ends_the_worker_after_the_job(redis:
     assert stopped == ["busy"]  # still busy as the success was recorded
     assert queue.count == 2  # stopped after the first job, the others left for the next worker
     assert not Job.exists(f"{RESUME_JOB_PREFIX}stop-0", connection=redis)  # which ran and was deleted
+
+
+class _LogReader(threading.Thread):
+    """Reads a worker's log from the read end of its pipe (and drops it) while not paused."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.reading, self.lock = fd, threading.Event(), threading.Lock()
+        self.reading.set()
+
+    def run(self) -> None:
+        while self.reading.wait():
+            with self.lock:
+                ready = self.reading.is_set() and select.select([self.fd], [], [], 0.1)[0]
+                if ready and not os.read(self.fd, 1 << 16):
+                    return
+
+    def pause(self) -> None:
+        """Stop reading; returns once no read is under way."""
+        self.reading.clear()
+        with self.lock:
+            pass
+
+
+def _fill(fd: int) -> None:
+    """Write to the non-blocking `fd` (a pipe) until it is full."""
+    for size in (1 << 16, 1):
+        try:
+            while True:
+                os.write(fd, b"x" * size)
+        except BlockingIOError:
+            pass
+
+
+def _blocked_writing(pid: int) -> bool:
+    """Process `pid`'s main thread waits in a write to a full pipe (Linux's /proc)."""
+    return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
+
+
+def test_a_stop_landing_in_the_log_line_of_a_job_just_taken_ends_the_worker_after_that_job(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """RQ's warm shutdown raised `StopRequested`, an `Exception`, where the signal landed in a worker
+    running no job; landing in a log call (whose `emit` catches every `Exception`) it was swallowed,
+    and the worker went on taking jobs for good. Here the signal lands in RQ's log line of the job it
+    has just taken (its log pipe full, as a slow reader leaves it): the worker runs that job, then
+    ends."""
+    read_end, write_end = os.pipe()
+    filler = os.open(f"/proc/self/fd/{write_end}", os.O_WRONLY | os.O_NONBLOCK)  # the worker's end blocks
+    worker = _start_worker(redis_server, maintenance=600, output=write_end)
+    os.close(write_end)
+    reader = _LogReader(read_end)
+    reader.start()
+    try:
+        wait_for(lambda: _state(redis, worker.pid) == "idle", timeout=60, what="the worker to wait idle")
+        reader.pause()
+        _fill(filler)
+        job = json_queue(QUEUE, redis).enqueue(agent.FUNC, {"outcome": "approved"}, result_ttl=0)
+        wait_for(lambda: _blocked_writing(worker.pid), timeout=30, what="the worker to log the job it took")
+        worker.terminate()
+        reader.reading.set()
+        worker.wait(timeout=30)  # TimeoutExpired: the stop was lost, the worker runs on
+        assert agent.resumed(redis) == [{"outcome": "approved"}]  # the job it had taken ran
+        taken_off = json_queue(QUEUE, redis).intermediate_queue_key
+        assert not Job.exists(job.id, connection=redis) and not redis.lrange(taken_off, 0, -1)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        os.close(filler)
+        reader.reading.set()
+        reader.join(timeout=10)  # every write end closed: it reads the end of the log
+        os.close(read_end)
+
+
+def test_a_second_sigterm_stops_a_worker_in_its_job_at_once_and_the_job_is_retried(
+    redis: Redis, redis_server: RedisServer
+) -> None:
+    """The first SIGTERM waits for the running job (a warm shutdown); a second one, a second or more
+    later (RQ ignores one sooner), is RQ's cold shutdown: the job is cut short, recorded as failed and
+    put back on its queue by its `Retry`, and the worker ends."""
+    queue = json_queue(QUEUE, redis)
+    job = queue.enqueue(agent.HANG_FUNC, retry=Retry(max=1), job_timeout=600)
+    worker = _start_worker(redis_server)
+    try:
+        wait_for(lambda: redis.get(agent.HANGING_KEY), timeout=60, what="the job to start")
+        worker.terminate()
+        key = f"rq:worker:{_only_worker(redis)}"
+        wait_for(lambda: redis.hget(key, "shutdown_requested_date"), what="the warm shutdown")
+        first = time.monotonic()
+        wait_for(lambda: time.monotonic() - first > 1.5, what="RQ's second between the two signals")
+        assert worker.poll() is None and job.get_status(refresh=True) == "started"  # waiting for the job
+        worker.terminate()
+        worker.wait(timeout=30)
+        assert job.get_status(refresh=True) == "queued" and queue.job_ids == [job.id]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()

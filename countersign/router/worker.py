@@ -35,7 +35,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from redis.exceptions import RedisError
 from rq.executions import Execution
@@ -50,7 +49,7 @@ from ..config import Settings
 from ..heap import freeze_loaded
 from ..store.chain import AuditChain
 from ..untrusted import log_to_stderr
-from ..workers import CountersignWorker
+from ..workers import CountersignWorker, stop_child
 from . import home, journal, refreshes, relay, reload, timeouts, webhooks
 from .jobs import INTAKE_QUEUE, foreign, json_queue, request_refresh, resumed_request
 from .reload import PolicyHolder
@@ -73,16 +72,13 @@ class RouterWorker(CountersignWorker):
 
     policies: PolicyHolder | None = None
 
-    def execute_job(self, job: Any, queue: Any) -> Any:
+    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
+        """RQ's `perform_job` for one of countersign's router jobs, with the newest good policy; any
+        other job (`jobs.foreign`: e.g. a resume job `func(decision)` that names the router's queue,
+        enqueued before requests were refused for it) is failed without its function or callbacks
+        being imported or called (`refuse`). Returns True when the job ran and succeeded."""
         if self.policies is not None:
             self.policies.current()
-        return super().execute_job(job, queue)
-
-    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
-        """RQ's `perform_job` for one of countersign's router jobs; any other job (`jobs.foreign`:
-        e.g. a resume job `func(decision)` that names the router's queue, enqueued before requests
-        were refused for it) is failed without its function or callbacks being imported or called
-        (`refuse`). Returns True when the job ran and succeeded."""
         refusal = foreign(job)
         if refusal is None:
             return super().perform_job(job, queue, execution)
@@ -144,7 +140,7 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
         freeze_loaded()  # the worker's modules, policy and connections, out of the full collections' reach
         worker.work(burst=burst, logging_level=settings.COUNTERSIGN_LIBRARY_LOG_LEVEL)
     finally:
-        sweeper.terminate()
+        stop_child(sweeper)  # SIGTERM; a sweep still running after CHILD_STOP_SECONDS is killed
 
 
 def start_sweep(runtime: Runtime) -> multiprocessing.process.BaseProcess:
@@ -171,6 +167,8 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
     again resume and intake jobs that Redis lost, note resume jobs no worker took in
     `COUNTERSIGN_RESUME_WAIT_SECONDS` (and clear that once one did), and replay the
     reviewers' actions that a dead web process had acked but not recorded."""
+    signal.signal(signal.SIGTERM, _exit_once)
+    signal.signal(signal.SIGINT, _exit_once)  # Ctrl-C in a terminal reaches the whole process group
     log_to_stderr()
     assert settings.COUNTERSIGN_POLICY is not None
     reload.at_start(settings.COUNTERSIGN_POLICY, policy)
@@ -194,16 +192,16 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
                 ("timeouts", lambda: timeouts.sweep(runtime)),
                 ("relay", lambda: _relay(runtime)),
                 ("webhooks", deliverer.tick),
-                ("cards", lambda: refreshes.refresh_requested(runtime)),
-                ("home", lambda: home.publish_due(runtime)),
-                ("seal", chain.seal),
             ]
-            if ticks % HEAL_EVERY_TICKS == 0:
+            if ticks % HEAL_EVERY_TICKS == 0:  # before the cards: a card they ask to rewrite is, this tick
                 steps.append(("heal", lambda: relay.heal(runtime.store, runtime.redis)))
                 steps.append(("untaken", lambda: relay.note_untaken(runtime.store, runtime.redis, wait)))
                 steps.append(("taken", lambda: relay.clear_taken(runtime.store, runtime.redis)))
                 steps.append(("intake", lambda: relay.requeue_intake(runtime.store, runtime.redis)))
                 steps.append(("journal", lambda: journal.replay(runtime)))
+            steps.append(("cards", lambda: refreshes.refresh_requested(runtime)))
+            steps.append(("home", lambda: home.publish_due(runtime)))
+            steps.append(("seal", chain.seal))
             for name, step in steps:  # each step on its own: one failing does not stop the others
                 failures.run(name, step)
             ticks += 1
@@ -219,16 +217,19 @@ def _schedule(scheduler: RQScheduler) -> None:
         scheduler.heartbeat()
     else:
         scheduler.acquire_locks()
-        signal.signal(signal.SIGTERM, _exit_once)  # acquire_locks installs its own handler
     if scheduler.acquired_locks:
         scheduler.enqueue_scheduled_jobs()
 
 
 def _exit_once(*_: object) -> None:
-    """SIGTERM in the sweep process: exit (releasing the scheduler's locks). A second SIGTERM, e.g.
-    the worker's `terminate()` after Ctrl-C reached the whole process group, is ignored, so that it
-    cannot interrupt the exit itself (a traceback from Python's atexit)."""
+    """SIGTERM or SIGINT in the sweep process: exit now, where the signal landed (`SystemExit`,
+    releasing the scheduler's locks on the way out). Every step is one the sweep redoes if a process
+    dies in it (a transaction not committed, a lease that runs out, an outbox event left unpublished).
+    Further SIGTERMs and SIGINTs, e.g. the worker's after Ctrl-C reached the whole process group, are
+    ignored, so that they cannot interrupt the exit itself (a traceback from Python's atexit); the
+    worker kills a sweep that has not ended `CHILD_STOP_SECONDS` after its SIGTERM (`stop_child`)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(0)
 
 

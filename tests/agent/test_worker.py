@@ -256,6 +256,27 @@ def test_the_scheduler_of_a_killed_agent_worker_ends_with_it_and_the_next_worker
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_a_scheduler_that_does_not_end_on_sigterm_does_not_hold_the_workers_stop(
+    env: dict[str, str], redis: Redis
+) -> None:
+    """RQ stops the worker's scheduler process with a SIGTERM and a wait without a bound: a scheduler
+    SIGTERM cannot reach (here: stopped with SIGSTOP) held the worker's stop for good. It is killed
+    after `workers.CHILD_STOP_SECONDS`."""
+    worker = countersign(env, "agent-worker", QUEUE)
+    child = None
+    try:
+        _, child = wait_for(lambda: _scheduler(redis), timeout=60, what="the worker's scheduler")
+        os.kill(child, signal.SIGSTOP)
+        stop(worker)  # TimeoutExpired: the worker waits for its scheduler
+        assert _gone(child)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        if child is not None and not _gone(child):
+            os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
 def test_an_action_whose_worker_was_killed_in_it_is_shown_as_of_unknown_outcome_not_as_executed(
     env: dict[str, str],
     redis: Redis,

@@ -1,6 +1,7 @@
 """The router worker as a real process: it survives its own SIGKILL without leaving anything behind
-that could take the next job (a forked child holding the dead worker's blocked Redis command), and
-its sweep says on the card when no agent worker takes a resume job."""
+that could take the next job (a forked child holding the dead worker's blocked Redis command), its
+sweep says on the card when no agent worker takes a resume job, and a sweep that does not end on
+SIGTERM does not hold the worker's stop."""
 
 from __future__ import annotations
 
@@ -13,16 +14,18 @@ from pathlib import Path
 import pytest
 from redis import Redis
 from rq import Worker
-from sqlalchemy import update
+from rq.scheduler import SCHEDULER_LOCKING_KEY_TEMPLATE
+from sqlalchemy import func, insert, select, update
 
 from countersign.agent import ApprovalClient
-from countersign.router import relay
+from countersign.router import relay, timeouts
+from countersign.router.jobs import INTAKE_QUEUE, json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
-from countersign.store import OutboxEvent
+from countersign.store import ApprovalRequest, AuditEvent, OutboxEvent
 from countersign.store.models import utcnow_plus
 from tests.helpers import alive, children, countersign, settled, stop, wait_for
-from tests.helpers.builders import decided_card, edited_card, refund
+from tests.helpers.builders import decided_card, edited_card, new_request, refund
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,3 +129,75 @@ def test_the_worker_says_on_the_card_when_no_agent_worker_takes_a_resume_job(
         rewritten["blocks"]
     )
     assert client.get(request_id).resume["problem"]["waited_seconds"] == 60  # type: ignore[index]
+
+
+def _sweep(worker: int) -> int | None:
+    """The process id of `worker`'s sweep (its spawned child; the other is multiprocessing's resource
+    tracker), once it runs."""
+    for pid in children(worker):
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    return None
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # process behaviour, not SQL
+def test_a_sweep_that_does_not_end_on_sigterm_does_not_hold_the_workers_stop(
+    env: dict[str, str], redis: Redis
+) -> None:
+    """The worker SIGTERMs its sweep as it stops, and multiprocessing joined it at exit without a
+    bound: a sweep that SIGTERM cannot reach (here: stopped with SIGSTOP; in life, a wait in a C call)
+    held the worker's stop for as long as it lasted. It is killed after `workers.CHILD_STOP_SECONDS`."""
+    worker = countersign(env, "worker")
+    sweep = None
+    try:
+        wait_for(lambda: Worker.all(connection=redis), timeout=60, what="the worker to register")
+        sweep = wait_for(lambda: _sweep(worker.pid), timeout=30, what="the sweep process")
+        os.kill(sweep, signal.SIGSTOP)
+        stop(worker)  # TimeoutExpired: the worker waits for its sweep
+        wait_for(lambda: not alive(sweep), what="the sweep to be gone")
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        if sweep is not None and alive(sweep):
+            os.kill(sweep, signal.SIGKILL)
+
+
+BACKLOG = 5000
+
+
+def test_a_worker_whose_sweep_drains_a_backlog_stops_promptly_and_loses_nothing(
+    env: dict[str, str], redis: Redis, runtime: Runtime
+) -> None:
+    """SIGTERM while the sweep expires a backlog (batches of 500): the worker and its sweep stop (the
+    sweep by its own exit, which releases RQ's scheduler lock, not killed), and what the stop cut
+    short is finished by the next sweep: every request expired once, with one resume event, one
+    `expired` audit event and one resume job."""
+    store = runtime.store
+    template = new_request(store)
+    with store.engine.begin() as connection:
+        row = connection.execute(select(ApprovalRequest.__table__).where(ApprovalRequest.id == template.id))
+        values = dict(row.mappings().one())
+        copies = [{**values, "id": f"B{n:025d}", "idempotency_key": f"backlog-{n}"} for n in range(BACKLOG)]
+        connection.execute(insert(ApprovalRequest.__table__), copies)
+        connection.execute(update(ApprovalRequest).values(expires_at=utcnow_plus(-1)))
+
+    def count(*where: object) -> int:
+        with store.engine.connect() as connection:
+            return int(connection.execute(select(func.count()).where(*where)).scalar_one())
+
+    worker = countersign(env, "worker")
+    try:
+        wait_for(lambda: count(ApprovalRequest.status == "expired"), timeout=60, what="the sweep to expire")
+        stop(worker)  # TimeoutExpired: the stop waited for the backlog
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert redis.get(SCHEDULER_LOCKING_KEY_TEMPLATE % INTAKE_QUEUE) is None  # the sweep ended on SIGTERM
+
+    while timeouts.sweep(runtime, rewrites=0) or relay.sweep(store, redis):  # the next sweep's work
+        pass
+    total = BACKLOG + 1
+    assert count(ApprovalRequest.status == "expired") == total
+    assert count(OutboxEvent.published_at.is_not(None)) == count(OutboxEvent.id.is_not(None)) == total
+    assert count(AuditEvent.event == "expired") == total
+    assert json_queue(template.resume_queue, redis).count == total
