@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -145,19 +145,24 @@ def _drain(runtime: Runtime, batch: int, until: float) -> int:
     (Redis, and this process's CPU) overlap instead of taking turns; the next batch is published
     only when the one before has been, and everything else (`_report`: logs, a lost card adopted
     through Slack) stays on this thread. The outbox is unchanged by it: each batch is committed
-    before its publish starts, and an event whose publish failed stays unpublished for the relay."""
+    before its publish starts, and an event whose publish failed stays unpublished for the relay.
+    The publishing thread is a daemon: a sweep told to stop (SIGTERM: `SystemExit` on this thread)
+    exits without waiting for it, which could wait on a database lock the interrupted statement
+    still holds; its events stay unpublished for the next sweep's relay."""
     decided = _expire_due(runtime, batch)
     if len(decided) < batch:
         return _expired(runtime, decided)
     changed = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="countersign-publish") as publisher:
-        while decided:
-            publishing = publisher.submit(_publish, runtime, decided)
-            more = len(decided) == batch and time.monotonic() < until
-            following = _expire_due(runtime, batch) if more else []
-            publishing.result()  # `_publish` raises nothing
-            changed += _report(runtime, decided)
-            decided = following
+    while decided:
+        publishing = threading.Thread(
+            target=_publish, args=(runtime, decided), name="countersign-publish", daemon=True
+        )
+        publishing.start()
+        more = len(decided) == batch and time.monotonic() < until
+        following = _expire_due(runtime, batch) if more else []
+        publishing.join()  # `_publish` raises nothing
+        changed += _report(runtime, decided)
+        decided = following
     return changed
 
 
