@@ -95,11 +95,12 @@ def blocked(redis: Redis) -> int:
 
 
 class Counted:
-    """SELECTs run on an engine (its `before_cursor_execute` event)."""
+    """SELECTs run on a store's engines (their `before_cursor_execute` event)."""
 
     def __init__(self, store: Store) -> None:
         self.selects = 0
-        event.listen(store.engine, "before_cursor_execute", self._seen)
+        for engine in store.engines:  # its transactions' and its single statements' (autocommit)
+            event.listen(engine, "before_cursor_execute", self._seen)
 
     def _seen(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         self.selects += statement.lstrip().upper().startswith("SELECT")

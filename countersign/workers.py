@@ -63,6 +63,11 @@ job's modules, the database pool and the Slack and Redis clients are loaded once
   (`release_slot`), but with the lane's width the job carries (`rate_limit_concurrency`) instead of
   reading it back from the lane's hash (`_release_lane`: one round trip fewer an intake job). Other
   jobs (card rewrites, an agent's own jobs) take RQ's path.
+- **A success callback's writes in that transaction**: a callback of one of countersign's own jobs
+  may queue its Redis writes onto the transaction that deletes the job (`in_success_transaction`)
+  instead of sending them apart (the resume job's marker, `agent.callbacks.resume_done`: one round
+  trip fewer a resume job). RQ runs the callback just before that transaction; outside such a
+  worker (RQ's own worker classes) the callback writes as before.
 - **One heartbeat thread a worker**, not one a job: it beats for whichever job runs (RQ's
   `maintain_heartbeats` every `job_monitoring_interval` seconds of that job) and waits while none
   does; a beat is sent under the thread's lock, so none is under way for a job once it has ended.
@@ -96,8 +101,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from types import FrameType
 from typing import Any
 
@@ -186,12 +192,15 @@ class CountersignWorker(SimpleWorker):
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         self._holds_job = True
+        writes: list[Write] | None = [] if _ends_with_its_job(job, self.default_result_ttl) else None
+        token = _SUCCESS_WRITES.set(writes)
         try:
             execution = self.prepare_execution(job)
             with self._job_heartbeat.running(job, execution):
                 self.perform_job(job, queue, execution)
             self.set_state(WorkerStatus.IDLE)
         finally:
+            _SUCCESS_WRITES.reset(token)
             self._holds_job = False
         self._jobs_run += 1
 
@@ -244,8 +253,8 @@ class CountersignWorker(SimpleWorker):
             self.heartbeat(heartbeat_ttl, pipeline=pipeline)
             job.prepare_for_execution(self.name, pipeline=pipeline)
             pipeline.persist(job.key)
-            if len(self.queues) == 1:
-                pipeline.lrem(Queue(job.origin, connection=self.connection).intermediate_queue_key, 1, job.id)
+            if len(self.queues) == 1:  # the job came from it: its intermediate queue, no new `Queue`
+                pipeline.lrem(self.queues[0].intermediate_queue_key, 1, job.id)
             pipeline.execute()
         self.executions[execution.id] = execution
         return execution
@@ -269,6 +278,8 @@ class CountersignWorker(SimpleWorker):
             self.increment_successful_job_count(pipeline=pipeline)
             self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
             _delete_succeeded(job, execution, pipeline)
+            for write in _SUCCESS_WRITES.get() or ():  # queued by its success callback
+                write(pipeline)
             self._send_idle(pipeline)
             pipeline.execute()
         self.executions.pop(execution.id, None)
@@ -358,6 +369,25 @@ def _dequeued(frame: FrameType | None) -> bool:
             return frame.f_locals.get("result") is not None
         frame = frame.f_back
     return False
+
+
+Write = Callable[[Pipeline], object]
+"""A Redis write queued onto a pipeline (`in_success_transaction`)."""
+_SUCCESS_WRITES: ContextVar[list[Write] | None] = ContextVar("countersign_success_writes", default=None)
+"""While a countersign worker runs one of countersign's own jobs, the writes its success callback
+queued for the transaction that deletes it (`CountersignWorker.handle_job_success`); else None."""
+
+
+def in_success_transaction(write: Write) -> bool:
+    """For an RQ success callback: queue `write` onto the MULTI/EXEC in which a countersign worker
+    deletes the job that succeeded, which RQ sends right after the callback returns, instead of a
+    round trip of its own. False when no countersign worker runs one of countersign's own jobs here
+    (RQ's own worker classes, another job): then the caller writes itself."""
+    writes = _SUCCESS_WRITES.get()
+    if writes is None:
+        return False
+    writes.append(write)
+    return True
 
 
 def _deleted_on_success(job: Job, default_result_ttl: int) -> bool:

@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 from redis import Redis
-from rq import RateLimit, Retry, SimpleWorker
+from rq import Callback, RateLimit, Retry, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from countersign.defaults import INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX
-from countersign.router.jobs import json_queue
+from countersign.defaults import INTAKE_JOB_PREFIX, RESUME_JOB_PREFIX, RESUME_MARKER_TTL_SECONDS
+from countersign.router.jobs import RESUME_DONE_CALLBACK, RESUMED, json_queue, resumed_key
 from countersign.workers import CountersignWorker
 from tests.helpers import REPO, agent, wait_for
 from tests.helpers.redis_server import RedisServer
@@ -86,6 +86,56 @@ def test_a_lane_slot_is_released_with_the_width_its_job_carries(redis: Redis) ->
     assert queue.count == 0 and not redis.keys(f"rq:job:{INTAKE_JOB_PREFIX}*")
     assert not redis.zcard("rq:rl:countersign:intake:width:allowed")
     assert not redis.zcard("rq:rl:countersign:intake:width:rate_limited")
+
+
+def _resume_job_commands(redis: Redis, worker_class: type[SimpleWorker], request_id: str) -> list[str]:
+    """The Redis commands (MONITOR) of a resume job of request `request_id` with countersign's
+    `on_success` callback (`resume_done`), run on `worker_class` (burst) in this process."""
+    queue = json_queue(QUEUE, redis)
+    job_id = f"{RESUME_JOB_PREFIX}{request_id}"
+    queue.enqueue(
+        agent.PROCESS_FUNC,
+        0,
+        job_id=job_id,
+        unique=True,
+        result_ttl=0,
+        on_success=Callback(RESUME_DONE_CALLBACK),
+    )
+    seen: list[str] = []
+    end = f"test-workers-end-{request_id}"
+
+    def listen() -> None:
+        with redis.monitor() as monitor:  # type: ignore[no-untyped-call]
+            ready.set()
+            for command in monitor.listen():
+                if str(command["command"]) == f"EXISTS {end}":
+                    return
+                seen.append(str(command["command"]))
+
+    ready = threading.Event()
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    assert ready.wait(10)
+    worker_class([queue], connection=redis, serializer=JSONSerializer).work(burst=True)
+    redis.exists(end)
+    listener.join(10)
+    assert queue.fetch_job(job_id) is None  # deleted once run
+    return seen
+
+
+def test_a_resume_jobs_marker_is_left_in_the_transaction_that_deletes_the_job(redis: Redis) -> None:
+    """Issue 14: on countersign's worker the resume job's `on_success` marker (`resume_done`) goes in
+    the MULTI/EXEC that deletes the job, not a round trip of its own; on RQ's own worker class, which
+    has no such transaction, the callback still leaves it. Either way it is kept as long as ever."""
+    for worker_class, request_id in ((CountersignWorker, "01TESTFOLDED"), (SimpleWorker, "01TESTAPART")):
+        commands = _resume_job_commands(redis, worker_class, request_id)
+        marker = resumed_key(request_id)
+        assert redis.get(marker) == RESUMED and redis.ttl(marker) > RESUME_MARKER_TTL_SECONDS - 60
+        at = next(n for n, command in enumerate(commands) if command.startswith(f"SET {marker} "))
+        transaction = commands[max(i for i in range(at) if commands[i] == "MULTI") :]
+        transaction = transaction[: transaction.index("EXEC")]
+        deleted = any(c.startswith(f"DEL rq:job:{RESUME_JOB_PREFIX}{request_id}") for c in transaction)
+        assert deleted == (worker_class is CountersignWorker), (worker_class, transaction)
 
 
 def _only_worker(redis: Redis) -> str:

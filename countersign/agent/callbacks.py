@@ -24,6 +24,7 @@ from rq.job import Job
 from ..connections import current
 from ..exceptions import ExecutionRefused
 from ..router.jobs import mark_resumed, request_refresh, resumed_request
+from ..workers import in_success_transaction
 from .execution import AGENT, MAX_DETAIL
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,10 @@ def resume_failed(
 
 def resume_done(job: Job, connection: Redis, result: Any) -> None:
     """RQ `on_success` callback of a resume job: leave its marker (`jobs.mark_resumed`), since RQ
-    deletes the job itself. Raises redis-py's `RedisError` (RQ then records the job as failed and
-    retries it; `execute_approved` still runs a payload once)."""
+    deletes the job itself; on a countersign worker in the transaction that deletes the job
+    (`workers.in_success_transaction`), elsewhere at once. Raises redis-py's `RedisError` (RQ then
+    records the job as failed and retries it; `execute_approved` still runs a payload once), as
+    does that transaction."""
     request_id = resumed_request(job.id)
-    if request_id is not None:
+    if request_id is not None and not in_success_transaction(lambda pipe: mark_resumed(pipe, request_id)):
         mark_resumed(connection, request_id)

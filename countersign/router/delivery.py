@@ -68,6 +68,7 @@ MAX_BACKOFF_SECONDS = 600
 NO_ANSWER_BACKOFF_SECONDS = 5  # a post Slack did not answer: again after 5 s, 10 s, ... at most each minute
 MAX_NO_ANSWER_BACKOFF_SECONDS = 60
 REFRESH_BACKOFF_SECONDS = 30  # a decided card Slack would not rewrite is tried again this often
+UPDATE = "chat.update"  # held off after a 429 until its Retry-After (`pace.HeldOff`)
 VANISHED = {"message_not_found", "cant_update_message"}
 BAD_BLOCKS = {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"}
 NO_CHANNEL = {"not_in_channel", "channel_not_found", "is_archived"}
@@ -281,7 +282,9 @@ def update_card(
 
     A decided card is the one that must not lie, so when Slack will not rewrite it now (429, for its
     `Retry-After`; 5xx; a timeout or a network error) the card sweep tries again
-    (`Store.refresh_card_later`, every `REFRESH_BACKOFF_SECONDS` at most) until it succeeds; a
+    (`Store.refresh_card_later`, every `REFRESH_BACKOFF_SECONDS` at most) until it succeeds; so
+    does one decided while chat.update is held off after a 429 (`Runtime.held_off`), without a call
+    that Slack would only answer with another 429 (the sweep's own rewrites, when due, call it); a
     decided card that is gone or no longer ours to edit is replaced by one status message, which
     later rewrites edit. A decided request whose card was posted by a process that died before
     storing its `ts` has the card looked up and adopted first (`_adopt`). Any other error is
@@ -295,6 +298,10 @@ def update_card(
         request = _adopt(runtime, request) or request
     if request.card_ts is None:
         return
+    if decided and request.card_refresh_due_at is None and (left := runtime.held_off.seconds_left(UPDATE)):
+        log.warning("request %s: card not updated (chat.update held off %d s after a 429)", request.id, left)
+        runtime.store.refresh_card_later(request.id, left)  # as after its own 429: the sweep's, when due
+        return
     card = (
         cards.decided_card(request, refused, problem)
         if decided
@@ -306,6 +313,8 @@ def update_card(
         )
     except (SlackApiError, OSError) as exc:
         log.warning("request %s: card not updated (%s)", request.id, _error(exc))
+        if isinstance(exc, SlackApiError) and rate_limited(exc):
+            runtime.held_off.hold(UPDATE, retry_after(exc))
         if decided:
             _not_rewritten(runtime, client, request, card, exc)
         return

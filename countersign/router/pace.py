@@ -10,6 +10,7 @@ card waits for (`expected_card`).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, NamedTuple
 
@@ -136,3 +137,23 @@ def slot_keys(channel: str, request_id: str, level: int) -> list[str]:
     `request_id` at `level` in it."""
     channel_key = f"countersign:pace:{channel}"
     return [channel_key, f"{channel_key}:{request_id}:{level}"]
+
+
+class HeldOff:
+    """The Web API methods Slack answered 429 for, each held off in this process until its
+    `Retry-After` has passed. Slack counts a method's calls per workspace and app (chat.update: Tier 3,
+    50+ a minute) and asks a client over its limit to wait that many seconds before calling it
+    again (https://docs.slack.dev/apis/web-api/rate-limits): a call meanwhile only draws another 429.
+    Safe to share between threads (a race at worst calls Slack once more)."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}  # method -> time.monotonic() it may be called again
+
+    def hold(self, method: str, seconds: int) -> None:
+        """Hold `method` off for `seconds` from now (never shortening a longer hold)."""
+        self._until[method] = max(self._until.get(method, 0.0), time.monotonic() + seconds)
+
+    def seconds_left(self, method: str) -> int:
+        """Whole seconds (rounded up) until `method` may be called again; 0 when it may now."""
+        left = self._until.get(method, 0.0) - time.monotonic()
+        return math.ceil(left) if left > 0 else 0

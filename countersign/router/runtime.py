@@ -28,6 +28,7 @@ from ..exceptions import ConfigError, ServiceUnavailable
 from ..slackhttp import PooledWebClient
 from ..store import Request, ResumeEvent
 from .jobs import resume_job_id
+from .pace import HeldOff
 
 if TYPE_CHECKING:  # the policy (and its CEL engine) is imported when first needed
     from .policy import Policy
@@ -69,6 +70,11 @@ class Runtime(Connections):
             timeout=SLACK_TIMEOUT_SECONDS,
             retry_handlers=[ConnectionErrorRetryHandler(), ServerErrorRetryHandler()],
         )
+
+    @cached_property
+    def held_off(self) -> HeldOff:
+        """The Web API methods Slack rate-limited, held off until their `Retry-After` (`pace.HeldOff`)."""
+        return HeldOff()
 
     def check_slack(self) -> None:
         """A start-up check: Slack takes the bot token (auth.test). Raises `ConfigError` or

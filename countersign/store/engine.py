@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import logging
 import select
+import threading
+import weakref
+from collections.abc import Callable
 from importlib.resources import files as resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, event, inspect
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 
 from ..exceptions import SchemaOutOfDate
@@ -45,15 +48,54 @@ def create_db_engine(url: str) -> Engine:
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() != "sqlite":
-        engine = create_engine(parsed)
-        event.listen(engine, "checkout", _alive_on_checkout)
-        return engine
+        return _postgresql_engine(parsed)
     if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):
         _private_database(Path(parsed.database))
     engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MILLISECONDS / 1000})
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _postgresql_engine(url: URL, autocommit: bool = False) -> Engine:
+    """A PostgreSQL `Engine` whose pooled connections are checked on checkout (`_alive_on_checkout`);
+    with `autocommit`, its connections are in autocommit from their connect on (each statement its
+    own transaction: `single_statement_engine`)."""
+    engine = create_engine(url, isolation_level="AUTOCOMMIT") if autocommit else create_engine(url)
+    event.listen(engine, "checkout", _alive_on_checkout)
+    return engine
+
+
+def single_statement_engine(engine: Engine) -> Engine | None:
+    """For a PostgreSQL `engine`, a second `Engine` on its URL whose connections are in autocommit
+    from their connect on, for statements that are a transaction of their own (`Queries._connection`,
+    `Queries._read`): no BEGIN and COMMIT round trips (psycopg sends each apart). None for SQLite.
+
+    `engine.execution_options(isolation_level="AUTOCOMMIT")` shares `engine`'s pool instead, so it
+    turns autocommit on as it checks a connection out and off again as it checks it in (SQLAlchemy's
+    "Setting Transaction Isolation Levels including DBAPI Autocommit", which warns of that reset):
+    about 70 µs of CPU a statement here (BENCHMARKS.md, "Issue 14, tenth pass"). This engine has a
+    pool of its own and is disposed with `engine` (its `engine_disposed` event); statements sent
+    through it fire its own events, not `engine`'s (`Queries.engines` lists both). One such engine
+    per `engine`, shared by every store made on it (`Store`, `Tokens`, ...)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    with _SINGLE_LOCK:
+        single = _SINGLE.get(engine)
+        if single is None:
+            single = _SINGLE[engine] = _postgresql_engine(engine.url, autocommit=True)
+            event.listen(engine, "engine_disposed", _dispose_too(single))
+    return single
+
+
+_SINGLE: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+"""Each PostgreSQL engine's `single_statement_engine`, kept as long as the engine is."""
+_SINGLE_LOCK = threading.Lock()
+
+
+def _dispose_too(single: Engine) -> Callable[[Engine], None]:
+    """An `engine_disposed` listener disposing `single` with the engine it listens to."""
+    return lambda _engine: single.dispose()
 
 
 def _alive_on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Engine, func, insert, literal, select
 from sqlalchemy.orm import Session
 
 from ..exceptions import UnknownRequest
-from .engine import WRITE, create_db_engine
+from .engine import WRITE, create_db_engine, single_statement_engine
 from .models import (
     ApprovalRequest,
     AuditEvent,
@@ -69,9 +69,16 @@ class Queries:
         self.engine = engine
         self._writer = engine.execution_options(**WRITE)
         # On PostgreSQL a statement is a transaction of its own in autocommit: no BEGIN and COMMIT
-        # round trips (psycopg sends each apart). SQLite keeps its BEGIN [IMMEDIATE] (engine.py).
-        postgresql = engine.dialect.name == "postgresql"
-        self._one_statement = engine.execution_options(isolation_level="AUTOCOMMIT") if postgresql else None
+        # round trips (psycopg sends each apart), on an engine whose connections stay in autocommit
+        # (`single_statement_engine`). SQLite keeps its BEGIN [IMMEDIATE] (engine.py).
+        self._one_statement = single_statement_engine(engine)
+
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        """The engines this store sends statements through: `engine`, and on PostgreSQL the one of
+        its single statements in autocommit (`single_statement_engine`), e.g. to listen to their
+        events. Disposing `engine` disposes both."""
+        return (self.engine,) if self._one_statement is None else (self.engine, self._one_statement)
 
     @classmethod
     def from_url(cls, url: str) -> Self:

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 from redis import Redis
-from sqlalchemy import Engine, event
+from sqlalchemy import event
 
 from countersign import connections
 from countersign.agent import (
@@ -58,11 +58,12 @@ def waiting_policy(policy_file: Path) -> Path:
 
 
 class Selects:
-    """How many SELECTs an engine has run since it was made (a SQLAlchemy event listener)."""
+    """How many SELECTs a store's engines have run since it was made (a SQLAlchemy event listener)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, store: Store) -> None:
         self.count = 0
-        event.listen(engine, "before_cursor_execute", self._seen)
+        for engine in store.engines:
+            event.listen(engine, "before_cursor_execute", self._seen)
 
     def _seen(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         self.count += statement.lstrip().upper().startswith("SELECT")
@@ -70,12 +71,13 @@ class Selects:
 
 class DecisionCommits:
     """When the transactions that moved a request out of `pending` committed (`time.monotonic()`, at the
-    engine's `commit` event, just before COMMIT is sent: a latency from it is a little long)."""
+    engines' `commit` event, just before COMMIT is sent: a latency from it is a little long)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, store: Store) -> None:
         self.times: list[float] = []
-        event.listen(engine, "before_cursor_execute", self._statement)
-        event.listen(engine, "commit", self._commit)
+        for engine in store.engines:
+            event.listen(engine, "before_cursor_execute", self._statement)
+            event.listen(engine, "commit", self._commit)
 
     def _statement(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         _, update, rest = statement.partition("UPDATE approval_requests SET")  # also inside a WITH
@@ -180,7 +182,7 @@ def test_a_reviewers_decision_wakes_the_wait_at_once_with_the_typed_decision(
 ) -> None:
     sb, _ = sandbox
     request_id, card = carded(waiting, redis, sb, payload={"amount": "512.40", "currency": "USD"})
-    selects, commits = Selects(agent.store.engine), DecisionCommits(runtime.store.engine)
+    selects, commits = Selects(agent.store), DecisionCommits(runtime.store)
     waiter = Waiter(waiting, request_id)
     blocked(redis)
     review(sb, card)
@@ -203,7 +205,7 @@ def test_a_policy_approval_at_intake_wakes_a_wait_begun_before_intake(
     waiting: ApprovalClient, agent: connections.Connections, runtime: Runtime, redis: Redis
 ) -> None:
     request_id = waiting.request(waited_refund(payload={"amount": "20.00", "currency": "USD"}))
-    selects, commits = Selects(agent.store.engine), DecisionCommits(runtime.store.engine)
+    selects, commits = Selects(agent.store), DecisionCommits(runtime.store)
     waiter = Waiter(waiting, request_id)
     blocked(redis)  # queued: intake has not run
     drain(redis)
@@ -227,7 +229,7 @@ def test_expiry_wakes_the_wait_with_the_timeout_result(
     sandbox: tuple[Sandbox, str],
 ) -> None:
     request_id, _ = carded(waiting, redis, sandbox[0])
-    selects, commits = Selects(agent.store.engine), DecisionCommits(runtime.store.engine)
+    selects, commits = Selects(agent.store), DecisionCommits(runtime.store)
     waiter = Waiter(waiting, request_id)
     blocked(redis)
     age(store, request_id, expires_at=-1)

@@ -143,18 +143,20 @@ def test_an_outcome_without_a_claim_is_recorded_as_before(
 
 @contextmanager
 def _statements(runtime: Runtime) -> Iterator[list[str]]:
-    """The first three words of each SQL statement the store's engine sends meanwhile (BEGINs left out)."""
+    """The first three words of each SQL statement the store's engines send meanwhile (BEGINs left out)."""
     sent: list[str] = []
 
     def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if not statement.startswith("BEGIN"):
             sent.append(" ".join(statement.split()[:3]))
 
-    event.listen(runtime.store.engine, "before_cursor_execute", record)
+    for engine in runtime.store.engines:
+        event.listen(engine, "before_cursor_execute", record)
     try:
         yield sent
     finally:
-        event.remove(runtime.store.engine, "before_cursor_execute", record)
+        for engine in runtime.store.engines:
+            event.remove(engine, "before_cursor_execute", record)
 
 
 def test_a_claim_and_an_outcome_read_only_the_requester_first(

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from redis import Redis
 from sqlalchemy import update
 
 from countersign.agent import ApprovalClient, report_outcome
-from countersign.router import cards, delivery, timeouts
+from countersign.router import cards, delivery, review, timeouts
 from countersign.router.cards import APPROVE_ACTION
 from countersign.router.jobs import json_queue, request_refresh
 from countersign.router.runtime import Runtime
@@ -54,6 +55,36 @@ def test_a_card_slack_rate_limits_after_an_approval_is_rewritten_by_the_sweep(
     timeouts.sweep(runtime)
     assert not decidable(card_at(sb, card["ts"])) and not refresh_due(store, request_id)
     assert "Approved by <@U0LEAD>" in json.dumps(card_at(sb, card["ts"])["blocks"])
+
+
+def test_a_decision_while_chat_update_is_held_off_after_a_429_goes_to_the_sweep_without_a_call(
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """Issue 14: Slack asked to wait 7 s before the next chat.update (a 429); a card decided meanwhile
+    is not sent to Slack (it would only draw another 429) but stored for the card sweep, like the
+    card that drew the 429, due within those seconds; the sweep rewrites both once due."""
+    sb, _ = sandbox
+    first, first_card = post_card(client, redis, sb, run_id="held-1")
+    second, second_card = post_card(client, redis, sb, "C0APPROVALS", run_id="held-2", action="send_email")
+    lee = {"slack_user_id": "U0LEAD", "name": "lee"}
+    sb.inject("chat.update", status=429, retry_after=7)
+    assert review.approve(runtime, runtime.slack, first, lee, "C0FINANCE") == "decided"
+    updates = len(sb.calls("chat.update"))
+    assert review.approve(runtime, runtime.slack, second, lee, "C0APPROVALS") == "decided"
+    assert len(sb.calls("chat.update")) == updates  # held off: no call
+    for request_id, card in ((first, first_card), (second, second_card)):
+        assert status(store, request_id) == "approved" and decidable(card_at(sb, card["ts"], card["channel"]))
+        row = store.get(request_id)
+        assert row is not None and row.card_refresh_due_at is not None
+        assert 0 < (row.card_refresh_due_at - datetime.now(UTC)).total_seconds() <= 7
+        age(store, request_id, card_refresh_due_at=-1)
+    timeouts.sweep(runtime, rewrites=2)  # due: the sweep calls chat.update for each
+    for request_id, card in ((first, first_card), (second, second_card)):
+        assert not decidable(card_at(sb, card["ts"], card["channel"])) and not refresh_due(store, request_id)
 
 
 def test_news_while_slack_puts_a_rewrite_off_waits_for_the_stored_retry_and_is_on_the_card_then(

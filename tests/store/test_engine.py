@@ -26,21 +26,25 @@ def test_connections_the_server_ended_are_replaced_on_checkout_without_a_ping(
     pg_store: Store, postgres_url: str
 ) -> None:
     first = new_request(pg_store)
-    with pg_store.engine.connect() as connection:  # a second pooled connection, idle from now on
-        connection.execute(text("SELECT 1"))
-    with pg_store.engine.connect() as one, pg_store.engine.connect() as two:
-        pids = {
-            one.execute(text("SELECT pg_backend_pid()")).scalar(),
-            two.execute(text("SELECT pg_backend_pid()")).scalar(),
-        }
-    assert pg_store.engine.pool.checkedin() == 2
+    pids = set()
+    for engine in pg_store.engines:  # the transactions' and the single statements' (autocommit)
+        with engine.connect() as connection:  # a second pooled connection, idle from now on
+            connection.execute(text("SELECT 1"))
+        with engine.connect() as one, engine.connect() as two:
+            pids |= {
+                one.execute(text("SELECT pg_backend_pid()")).scalar(),
+                two.execute(text("SELECT pg_backend_pid()")).scalar(),
+            }
+        assert engine.pool.checkedin() == 2
+    assert len(pg_store.engines) == 2 and len(pids) == 4
     admin = create_db_engine(postgres_url)
-    with admin.begin() as connection:  # as a restart would: the server ends both pooled sessions
+    with admin.begin() as connection:  # as a restart would: the server ends every pooled session
         for pid in pids:
             connection.execute(text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid})
     admin.dispose()
     statements: list[str] = []
-    event.listen(pg_store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    for engine in pg_store.engines:
+        event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
 
     assert pg_store.get(first.id) is not None  # on a new connection, not a failed one
     assert new_request(pg_store).id != first.id

@@ -434,7 +434,8 @@ def statements(store: Store) -> list[str]:
                 statement.split()[0] + " " + statement.split()[2 if statement.startswith("INSERT") else 1]
             )
 
-    event.listen(store.engine, "before_cursor_execute", record)
+    for engine in store.engines:
+        event.listen(engine, "before_cursor_execute", record)
     return sent
 
 
