@@ -72,6 +72,7 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
             lambda: http_json(f"{page}/_sandbox/messages?channel=C0FINANCE"), timeout=30, what="card"
         )[0]
         assert request_id in json.dumps(card["blocks"])
+        _second_terminal_sees_the_policy(tmp_path, env["COUNTERSIGN_POLICY"])
         with urllib.request.urlopen(page + "/", timeout=10) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
 
@@ -106,6 +107,23 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
     assert "Traceback" not in text  # the commands stopped before the redis-server they use
     assert "[ERROR]" not in text  # gunicorn's "Worker (pid:…) was sent SIGTERM!" at the stop
     assert "token` will be unused" not in text  # Bolt's warning at every start
+
+
+def _second_terminal_sees_the_policy(cwd: Path, policy: str) -> None:
+    """Trial finding: `.run/.env` lacked the policy `make run` used, so a second terminal's `request`
+    sent an action class the policy does not name, and `policy suggest` asked for `--policy`."""
+    assert run_env(cwd)["COUNTERSIGN_POLICY"] == policy
+    unknown = [*README_REQUEST[:2], "not_in_the_policy", *README_REQUEST[3:]]
+    refused = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", *unknown],
+        cwd=cwd,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0 and "not_in_the_policy" in refused.stderr, refused
+    assert second_terminal(cwd, "policy", "suggest").returncode == 0
 
 
 def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: Path) -> None:
