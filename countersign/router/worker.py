@@ -126,8 +126,10 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
         "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
     )
     assert settings.COUNTERSIGN_POLICY is not None
-    policy = reload.at_start(settings.COUNTERSIGN_POLICY).current()
+    policies = reload.at_start(settings.COUNTERSIGN_POLICY)
+    policy = policies.current()
     runtime.check()
+    reload.against_history(policies, runtime.store.engine)  # after the database check: its lines, if any
     runtime.check_slack()
     log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
@@ -173,8 +175,9 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
     reviewers' actions that a dead web process had acked but not recorded."""
     log_to_stderr()
     assert settings.COUNTERSIGN_POLICY is not None
-    reload.at_start(settings.COUNTERSIGN_POLICY, policy)
+    policies = reload.at_start(settings.COUNTERSIGN_POLICY, policy)
     runtime = Runtime(settings)
+    reload.record_reloads(policies, runtime.store.engine)
     wait = settings.COUNTERSIGN_RESUME_WAIT_SECONDS
     scheduler = RQScheduler(
         [INTAKE_QUEUE],
