@@ -171,6 +171,32 @@ def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: P
     assert not {"resume_republished", "execution_refused"} & set(trail)
 
 
+def test_a_killed_redis_stops_the_stack_in_a_few_lines_its_own_last(tmp_path: Path) -> None:
+    """Trial finding: killing the private redis-server printed 221 lines with 9 tracebacks (RQ's
+    scheduler's, printed twice; the sweep's) before the one line that says what happened. Now each
+    process that stops or fails for want of Redis says so in one line, and the stack's line is last."""
+    env = stack_env(tmp_path)
+    remember_sandbox_port(tmp_path, free_port())
+    process, output, _ = start_stack(tmp_path, env)
+    try:
+        redis = Redis.from_url(env["REDIS_URL"])
+        for queue in ("countersign", "refund-agent"):  # the sweep's scheduler and the agent worker's
+            lock = SCHEDULER_LOCKING_KEY_TEMPLATE % queue
+            wait_for(lambda: redis.exists(lock), timeout=30, what=f"the scheduler of {queue}")  # noqa: B023
+        before = len(output.lines)
+        os.kill(int(redis.info("server")["process_id"]), signal.SIGKILL)
+        assert process.wait(timeout=60) == 1
+    finally:
+        stop_stack(process, output)
+    after = output.lines[before:]
+    assert after[-1] == (
+        "countersign run: stopped, as redis was killed by SIGKILL. "
+        "Run `make run` again to start everything anew\n"
+    )
+    assert not [line for line in after if "Traceback" in line or line.startswith((" ", "\t"))], after
+    assert len(after) <= 12, after  # a line or two per process, not a screenful
+
+
 def _card(page: str, request_id: str) -> dict[str, Any] | None:
     cards = http_json(f"{page}/_sandbox/messages?channel=C0FINANCE")
     return next((card for card in cards if request_id in json.dumps(card["blocks"])), None)

@@ -187,7 +187,7 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
     )
     deliverer = webhooks.Deliverer(runtime)
     chain = AuditChain(runtime.store.engine)
-    failures = outages.Steps(log)  # an outage: one traceback, then a short line a step now and then
+    failures = outages.Steps(log)  # an outage: one line, then a short line a step now and then
     ticks = 0
     try:
         while os.getppid() == parent_pid:
