@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # Chromium is optional (the browser test skips without it): its own stamp, touched only once it is
 # there, so a failed install (apt's lock held by another apt-get on a shared machine, no root) is
-# tried again by the next `make`. apt-get waits up to 120 s for dpkg's lock rather than failing at once.
+# tried again by the next `make`. `apt-get install` waits up to 120 s for dpkg's lock rather than failing
+# at once (`apt-get update` has no such wait for the lists' lock: there, the next `make` is the retry).
 BROWSER := $(VENV)/.chromium
 APT_GET := apt-get -q -o DPkg::Lock::Timeout=120
 

@@ -8,6 +8,8 @@ classes dropped. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,20 @@ def test_a_live_reload_to_a_lower_version_is_taken_with_a_warning(
     assert f"POLICY VERSION GOES BACK: {path} says version 1, below version 2 in force; " in "\n".join(
         _lines(caplog)
     )
+
+
+def test_policy_check_old_new_warns_of_a_lower_version_as_the_reload_does(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.yml", tmp_path / "new.yml"
+    old.write_text(VERSION_2)
+    new.write_text(VERSION_2.replace("version: 2", "version: 1"))
+    checked = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "policy", "check", str(old), str(new)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert checked.returncode == 0, checked
+    assert checked.stderr.startswith(
+        f"countersign: warning: POLICY VERSION GOES BACK: {new} says version 1, below version 2 in force; "
+    ), checked.stderr
