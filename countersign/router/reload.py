@@ -25,6 +25,13 @@ Every process loads the policy when it starts (`at_start`), before it serves any
 always has a last good version to keep: a process that first read the file after it broke would
 have none. A process started by another one from a fresh interpreter (the worker's sweep) is
 handed its parent's version (`PolicyHolder.last_good`) rather than reading the file again.
+
+A process that starts has no version in force to compare the file with, so the router worker
+records in the database each version it takes (at start and on reloads, `record_reloads`) and, as it
+starts, compares the file with the last one recorded and with the highest version a request
+recorded (`against_history`): classes dropped, a version going back, a change under the same version
+are each one warning line, and the file is taken (see `against_history` for why it warns rather than
+refuses). A live reload to a lower version is taken with one warning line too.
 """
 
 from __future__ import annotations
