@@ -99,8 +99,8 @@ settings (environment variables; none is required):
   COUNTERSIGN_SECRET    default: one kept in .run/secret
   COUNTERSIGN_WEBHOOK_SECRET  default: one kept in .run/webhook-secret (signs resume webhooks)
   COUNTERSIGN_LIBRARY_LOG_LEVEL  default WARNING here: no RQ or gunicorn line per job or click
-REDIS_URL, DATABASE_URL and the two secrets as chosen are written to .run/.env, which the
-commands of a second terminal run in this directory read (the environment wins).
+REDIS_URL, DATABASE_URL, the two secrets and COUNTERSIGN_POLICY as chosen are written to .run/.env,
+which the commands of a second terminal run in this directory read (the environment wins).
 """
 
 

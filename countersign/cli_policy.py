@@ -61,17 +61,21 @@ def add_parsers(policy: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
     first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown), and on
-    stderr the reload's warning when NEW changes FILE but keeps its `version`."""
+    stderr the reload's warnings when NEW changes FILE but keeps its `version`, or lowers it."""
     request = None if args.request is None else cli_args.json_arg("--request", args.request)
     try:
         policy = load_policy(args.file)
         if args.new is not None:
-            from .router.policydiff import successor, version_not_bumped
+            from .router.policydiff import successor, version_lowered, version_not_bumped
 
             old, policy = policy, load_policy(args.new)
             print(sanitize(successor(old, policy)))
-            if (unbumped := version_not_bumped(old, policy)) is not None:
-                print(f"countersign: warning: {escaped(unbumped)}", file=sys.stderr)
+            for warning in (
+                version_not_bumped(old, policy),
+                version_lowered(old.version, "in force", policy),
+            ):
+                if warning is not None:
+                    print(f"countersign: warning: {escaped(warning)}", file=sys.stderr)
         print(sanitize(policy.summary() if request is None else dry_run(policy, request)))
     except PolicyError as exc:
         print(f"countersign: policy error: {escaped(str(exc))}", file=sys.stderr)

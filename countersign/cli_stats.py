@@ -4,10 +4,14 @@ the rubber-stamp share and the rejection reasons (`store/stats.py`), as a table 
 from __future__ import annotations
 
 import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from . import cli_args
 from .config import load_settings
+from .router.policy import load_policy
 from .store import check_schema, create_db_engine
 from .store.stats import OUTCOMES, QUICK_SECONDS, REVIEWER_OUTCOMES, Stats, stats
 from .untrusted import json_text, one_line, sanitize
@@ -41,9 +45,12 @@ def _stats(args: argparse.Namespace) -> None:
     `--json` (`untrusted.json_text`: a reviewer's reject reason parses back exact, its controls escaped),
     else two tables and the reject reasons, each on one line and `sanitize`d."""
     since = cli_args.since(args, 30)
-    engine = create_db_engine(load_settings().DATABASE_URL)
+    settings = load_settings()
+    engine = create_db_engine(settings.DATABASE_URL)
     check_schema(engine)
     found = stats(engine, since, args.action, args.quick_seconds)
+    if args.action is not None and not found.actions:
+        print(_nothing_of(args.action, since, settings.COUNTERSIGN_POLICY), file=sys.stderr)
     if args.json:
         shown = {
             "since": since.isoformat(),
@@ -59,6 +66,22 @@ def _stats(args: argparse.Namespace) -> None:
     reviewers = {name: tally.as_reviewer_dict() for name, tally in found.reviewers.items()}
     print(_table("reviewer", REVIEWER_COLUMNS, reviewers))
     _reasons(found)
+
+
+def _nothing_of(action: str, since: datetime, policy: Path | None) -> str:
+    """The line for `--action ACTION` when no request (nor dead-lettered intake message) of it was
+    created since `since`: whether the policy (`COUNTERSIGN_POLICY`, when set) names it."""
+    when = f"since {since:%Y-%m-%d %H:%M} UTC"
+    if policy is None:
+        return (
+            f"countersign stats: no request used {action} {when} (COUNTERSIGN_POLICY unset: no policy to ask)"
+        )
+    if action in load_policy(policy).file.actions:
+        return f"countersign stats: {action} is in the policy, and no request used it {when}"
+    return (
+        f"countersign stats: {action} is not an action class: the policy does not name it and no request "
+        f"used it {when}"
+    )
 
 
 def _table(title: str, columns: tuple[str, ...], shapes: dict[str, dict[str, Any]]) -> str:

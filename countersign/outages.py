@@ -1,6 +1,7 @@
 """Logging a periodic loop's failures without flooding the terminal: a lost connection is logged once
-(one traceback), each failing step then at most one short line every `REPEAT_SECONDS`, and the
-connection's return once ("Redis reachable again after 31 s").
+(one line naming the error; a traceback only for a failure of another kind), each failing step then
+at most one short line every `REPEAT_SECONDS`, and the connection's return once ("Redis reachable
+again after 31 s").
 
 The router worker's sweep runs about ten steps a second (`router.worker.sweep_forever`); with Redis
 or the database gone every one of them fails every tick, and a traceback each would be thousands of
@@ -34,15 +35,17 @@ def lost(exc: BaseException) -> str | None:
     return None
 
 
-def _summary(exc: BaseException) -> str:
+def summary(exc: BaseException) -> str:
+    """`exc` in one short line: its type and its message's first 200 characters, white space folded."""
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
 
 
 class Steps:
     """Runs named steps (`run`), logging to `log`: the first failure of a connection (`lost`) as one
-    error with its traceback, the first failure of a step for another reason with its traceback, and
-    after that one short line per failing step at most every `every` seconds (of `clock`); once every
-    step that failed for a connection has run again, one line saying it is reachable again."""
+    error line (type and message, no traceback), the first failure of a step for another reason
+    with its traceback, and after that one short line per failing step at most every `every` seconds
+    (of `clock`); once every step that failed for a connection has run again, one line saying it is
+    reachable again."""
 
     def __init__(
         self,
@@ -74,15 +77,14 @@ class Steps:
                 "%s unreachable (%s): retrying every step; one line per failing step every %g s "
                 "until it answers",
                 what,
-                _summary(exc),
+                summary(exc),
                 self.every,
-                exc_info=exc,
-            )
+            )  # no traceback: a refused or timed-out connection says all it has in that one line
         elif first:  # a connection already said lost needs no line of its own yet
             if what is None:
                 self.log.error("sweep step %s failed; retrying", name, exc_info=exc)
         elif now - self.logged_at.get(name, now - self.every) >= self.every:
-            self.log.warning("sweep step %s still failing (%s)", name, _summary(exc))
+            self.log.warning("sweep step %s still failing (%s)", name, summary(exc))
         else:
             return
         self.logged_at[name] = now

@@ -54,8 +54,15 @@ SANDBOX_PORT = 3001  # the sandbox's port when no run has remembered one
 STARTUP_TIMEOUT_SECONDS = 10.0
 READY_TIMEOUT_SECONDS = 120.0  # web, worker and agent worker import and check for ~25 s on a busy machine
 COUNTERSIGN = (sys.executable, "-m", "countersign.cli")  # the `countersign` command, as a child process
-# written to `.run/.env`
-SHARED_SETTINGS = ("REDIS_URL", "DATABASE_URL", "COUNTERSIGN_SECRET", "COUNTERSIGN_WEBHOOK_SECRET")
+# written to `.run/.env` (those set): what a second terminal's commands need to reach this stack and
+# check against its policy. Not the sandbox's Slack settings: no command of a second terminal calls Slack.
+SHARED_SETTINGS = (
+    "REDIS_URL",
+    "DATABASE_URL",
+    "COUNTERSIGN_SECRET",
+    "COUNTERSIGN_WEBHOOK_SECRET",
+    "COUNTERSIGN_POLICY",
+)
 
 
 def _redis_answers(url: str) -> bool:
@@ -210,6 +217,7 @@ def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
     if "COUNTERSIGN_POLICY" not in env and EXAMPLE_POLICY.is_file():
         env["COUNTERSIGN_POLICY"] = str(EXAMPLE_POLICY.resolve())
     if "COUNTERSIGN_POLICY" in env:  # checked before anything starts: a bad file is one line, nothing to stop
+        env["COUNTERSIGN_POLICY"] = str(Path(env["COUNTERSIGN_POLICY"]).resolve())  # as `.run/.env` says it
         reload.at_start(env["COUNTERSIGN_POLICY"])
     if not port_is_free("127.0.0.1", settings.PORT):
         raise ConfigError(f"PORT: {settings.PORT} is already in use on 127.0.0.1; set PORT to a free port")
@@ -300,11 +308,12 @@ def _webhook_secret() -> str:
 
 def _write_env_file(env: dict[str, str]) -> None:
     """`.run/.env` (mode 600, it holds the grant and webhook secrets): the settings of
-    `SHARED_SETTINGS` this run chose, which a second terminal's `countersign request`, `show` or
-    `agent-worker` then read."""
+    `SHARED_SETTINGS` this run chose (the policy file as an absolute path), which a second terminal's
+    `countersign request`, `show`, `stats`, `policy suggest`, `report` or `agent-worker` then read."""
     private_dir(ENV_FILE.parent)
     ENV_FILE.unlink(missing_ok=True)  # written afresh each run, private from its first byte
-    quoted = {name: env[name].replace("\\", "\\\\").replace('"', '\\"') for name in SHARED_SETTINGS}
+    chosen = {name: env[name] for name in SHARED_SETTINGS if name in env}
+    quoted = {name: value.replace("\\", "\\\\").replace('"', '\\"') for name, value in chosen.items()}
     write_private(ENV_FILE, "".join(f'{name}="{value}"\n' for name, value in quoted.items()))
 
 

@@ -121,6 +121,7 @@ from rq.utils import now
 from rq.worker import BaseWorker, WorkerStatus
 
 from .defaults import OWN_JOB_PREFIXES
+from .outages import lost, summary
 
 HEARTBEAT_EVERY_SECONDS = 5.0
 """The worker's own heartbeat is sent at most this often (RQ's default TTL of it: 480 s)."""
@@ -453,6 +454,20 @@ class _WorkerBoundScheduler(RQScheduler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._worker_pid = os.getpid()
+
+    def work(self) -> None:
+        """RQ's scheduler loop, run in the scheduler's process, ended by Redis going away (its
+        connection refused or timing out, `outages.lost`) with one warning line: RQ's `run` would
+        log the error with its traceback and raise it again, which `multiprocessing` prints as a
+        second traceback, burying the line that says Redis is gone (`countersign run`'s last). Any
+        other failure is raised as before. The worker starts a scheduler again at its maintenance
+        once its own connection works (RQ's `Worker.run_maintenance_tasks`)."""
+        try:
+            super().work()  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            if lost(exc) != "Redis":
+                raise
+            self.log.warning("scheduler: stopped, as Redis is unreachable (%s)", summary(exc))
 
     def heartbeat(self) -> None:
         """RQ's heartbeat of the scheduler and its locks, or, in the scheduler's process once its

@@ -40,7 +40,7 @@ def test_a_minute_of_redis_outage_is_a_handful_of_lines(
     assert ticks * len(names) == 180
     assert len(during) == 1 + len(names), during  # the loss, then one line per step at 30 s
     assert during[0].startswith("Redis unreachable (ConnectionError")
-    assert [bool(record.exc_info) for record in caplog.records] == [True, False, False, False]
+    assert not any(record.exc_info for record in caplog.records)  # a lost connection is one line
     assert all("still failing" in line for line in during[1:])
 
     caplog.clear()

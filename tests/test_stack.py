@@ -72,6 +72,7 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
             lambda: http_json(f"{page}/_sandbox/messages?channel=C0FINANCE"), timeout=30, what="card"
         )[0]
         assert request_id in json.dumps(card["blocks"])
+        _second_terminal_sees_the_policy(tmp_path, env["COUNTERSIGN_POLICY"])
         with urllib.request.urlopen(page + "/", timeout=10) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
 
@@ -106,6 +107,23 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
     assert "Traceback" not in text  # the commands stopped before the redis-server they use
     assert "[ERROR]" not in text  # gunicorn's "Worker (pid:…) was sent SIGTERM!" at the stop
     assert "token` will be unused" not in text  # Bolt's warning at every start
+
+
+def _second_terminal_sees_the_policy(cwd: Path, policy: str) -> None:
+    """Trial finding: `.run/.env` lacked the policy `make run` used, so a second terminal's `request`
+    sent an action class the policy does not name, and `policy suggest` asked for `--policy`."""
+    assert run_env(cwd)["COUNTERSIGN_POLICY"] == policy
+    unknown = [*README_REQUEST[:2], "not_in_the_policy", *README_REQUEST[3:]]
+    refused = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", *unknown],
+        cwd=cwd,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0 and "not_in_the_policy" in refused.stderr, refused
+    assert second_terminal(cwd, "policy", "suggest").returncode == 0
 
 
 def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: Path) -> None:
@@ -151,6 +169,32 @@ def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: P
     trail = [event["event"] for event in shown["audit"]]
     assert trail.count("executed") == 1
     assert not {"resume_republished", "execution_refused"} & set(trail)
+
+
+def test_a_killed_redis_stops_the_stack_in_a_few_lines_its_own_last(tmp_path: Path) -> None:
+    """Trial finding: killing the private redis-server printed 221 lines with 9 tracebacks (RQ's
+    scheduler's, printed twice; the sweep's) before the one line that says what happened. Now each
+    process that stops or fails for want of Redis says so in one line, and the stack's line is last."""
+    env = stack_env(tmp_path)
+    remember_sandbox_port(tmp_path, free_port())
+    process, output, _ = start_stack(tmp_path, env)
+    try:
+        redis = Redis.from_url(env["REDIS_URL"])
+        for queue in ("countersign", "refund-agent"):  # the sweep's scheduler and the agent worker's
+            lock = SCHEDULER_LOCKING_KEY_TEMPLATE % queue
+            wait_for(lambda: redis.exists(lock), timeout=30, what=f"the scheduler of {queue}")  # noqa: B023
+        before = len(output.lines)
+        os.kill(int(redis.info("server")["process_id"]), signal.SIGKILL)
+        assert process.wait(timeout=60) == 1
+    finally:
+        stop_stack(process, output)
+    after = output.lines[before:]
+    assert after[-1] == (
+        "countersign run: stopped, as redis was killed by SIGKILL. "
+        "Run `make run` again to start everything anew\n"
+    )
+    assert not [line for line in after if "Traceback" in line or line.startswith((" ", "\t"))], after
+    assert len(after) <= 12, after  # a line or two per process, not a screenful
 
 
 def _card(page: str, request_id: str) -> dict[str, Any] | None:

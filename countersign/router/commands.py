@@ -14,18 +14,21 @@ first and posts this answer to the command's `response_url` afterwards.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
 from ..store import Request
+from ..store.stats import dead_lettered
 from . import directory, home, inbox, review
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 COMMAND = inbox.COMMAND
+EVER = datetime(1970, 1, 1, tzinfo=UTC)  # `stats` counts every request, of any age
 
 
 def answer(runtime: Runtime, user_id: str, text: str) -> dict[str, Any]:
@@ -56,9 +59,10 @@ def _stats(runtime: Runtime, user_id: str, action: str | None) -> dict[str, Any]
     if not home.is_admin(runtime, user_id):
         return inbox.admins_only_message()
     counts = runtime.store.counts(action)
+    refused = dead_lettered(runtime.store.engine, EVER, action)
     if action is not None and not counts and action not in runtime.policy.file.actions:
-        return inbox.unknown_action_message(action)
-    return inbox.stats_message(counts, action)
+        return inbox.unknown_action_message(action, refused)
+    return inbox.stats_message(counts, action, refused)
 
 
 def may_see(runtime: Runtime, user_id: str, request: Request) -> bool:

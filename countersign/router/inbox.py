@@ -162,11 +162,20 @@ def admins_only_message() -> dict[str, Any]:
     )
 
 
-def unknown_action_message(action: str) -> dict[str, Any]:
-    """The answer to `stats ACTION` for an action class the policy does not name and no request has."""
+def unknown_action_message(action: str, dead_lettered: int) -> dict[str, Any]:
+    """The answer to `stats ACTION` for an action class the policy does not name and no approval
+    request has: said so, with the `dead_lettered` intake messages that named it (as `countersign
+    stats` and the Home tab's "Gates" count them), when there were any."""
+    if dead_lettered:
+        return _note(
+            "stats",
+            f"{code(action, 64)} is not in the policy; {dead_lettered} dead-lettered "
+            f"request{'s' if dead_lettered != 1 else ''} named it (refused at intake), "
+            "and no other request has it.",
+        )
     return _note(
         "stats",
-        f"{code(action, 64)} is not an action class: the policy does not name it and no request has it.",
+        f"{code(action, 64)} is not an action class: the policy does not name it and no request used it.",
     )
 
 
@@ -189,9 +198,12 @@ def show_message(request: Request, trail: list[AuditEvent]) -> dict[str, Any]:
     return message(f"{request.status}: {escape(one_line(request.summary))}", blocks)
 
 
-def stats_message(counts: dict[tuple[Status, Execution | None], int], action: str | None) -> dict[str, Any]:
-    """The answer to `stats [ACTION]`: requests by status, and the approved ones by how their run
-    went (`executed`, `failed`, `started`, or not run yet)."""
+def stats_message(
+    counts: dict[tuple[Status, Execution | None], int], action: str | None, dead_lettered: int
+) -> dict[str, Any]:
+    """The answer to `stats [ACTION]`: requests by status, the `dead_lettered` intake messages (refused
+    before they became requests), and the approved ones by how their run went (`executed`,
+    `failed`, `started`, or not run yet)."""
     by_status = {status: 0 for status in Status}
     runs: dict[str, int] = {}
     for (status, execution), count in counts.items():
@@ -200,7 +212,9 @@ def stats_message(counts: dict[tuple[Status, Execution | None], int], action: st
             name = str(execution) if execution is not None else "not run"
             runs[name] = runs.get(name, 0) + count
     scope = code(action, 64) if action else "all action classes"
-    parts = [f"{status}: {count}" for status, count in by_status.items()]
+    parts = [f"{status}: {count}" for status, count in by_status.items()] + [
+        f"dead-lettered: {dead_lettered}"
+    ]
     run_text = ", ".join(f"{name} {count}" for name, count in sorted(runs.items()))
     text = (
         f"Requests of {scope}: " + " · ".join(parts) + (f"\nApproved, by run: {run_text}" if run_text else "")

@@ -13,11 +13,12 @@ user group added to `admins`: it lets them see every reviewer's numbers on the H
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..exceptions import PolicyError
 from ..store import Rules
+from ..store.policies import Taken
 from .policy import Policy
 
 DEFAULTS = "defaults"  # the classes a file does not name, when it routes them (`unknown_actions: route`)
@@ -27,13 +28,57 @@ def check_successor(old: Policy, new: Policy) -> list[str]:
     """The weakenings from `old` to `new` (`weakenings`). Raises `PolicyError` when `new` does not
     name an action class of `old` and does not list it under `removed_actions` (a file cut short
     loses the classes after the cut)."""
-    missing = sorted(set(old.file.actions) - set(new.file.actions) - set(new.file.removed_actions))
-    if missing:
+    if missing := dropped(old.file.actions, new):
         raise PolicyError(
             f"{new.path}: version {new.version} does not name the action classes {', '.join(missing)} of "
             f"version {old.version} (a file cut short?); list them under removed_actions to remove them"
         )
     return weakenings(old, new)
+
+
+def dropped(actions: Iterable[str], new: Policy) -> list[str]:
+    """The action classes of `actions` (an earlier version's) that `new` neither names nor lists
+    under `removed_actions`, sorted: what a file cut short loses."""
+    return sorted(set(actions) - set(new.file.actions) - set(new.file.removed_actions))
+
+
+def version_lowered(highest: int, where: str, new: Policy) -> str | None:
+    """The warning line when `new` says a lower `version` than `highest` (the version in force, or
+    the highest `where` names, e.g. "already recorded on requests"): requests and decisions record
+    the version, and it no longer tells which policy came later. None when it does not go back.
+    Logged by `reload.PolicyHolder` on a reload and by `reload.against_history` at start."""
+    if new.version >= highest:
+        return None
+    return (
+        f"POLICY VERSION GOES BACK: {new.path} says version {new.version}, below version {highest} {where}; "
+        f"requests and decisions under it record version {new.version}, so the version no longer tells "
+        f"which policy came later: give it a version above {highest} (a rollback is a new version too)"
+    )
+
+
+def restart_warnings(last: Taken | None, used: int | None, new: Policy) -> list[str]:
+    """The warning lines for `new`, the file a router starts on, against `last` (the version the
+    router took last, `store.policies.last_taken`; None on a new database) and `used` (the highest
+    version a request recorded, or None): the action classes of `last` it drops without listing
+    them under `removed_actions` (which a live reload would have refused), its version going back,
+    or a changed file keeping `last`'s version. Empty for the file in force before, or a first run."""
+    lines = []
+    if last is not None and last.sha256 != new.sha256:
+        if lost := dropped(last.actions, new):
+            lines.append(
+                f"POLICY DROPS ACTION CLASSES AT START: {new.path} (version {new.version}, sha256 "
+                f"{new.sha256[:12]}) does not name {', '.join(lost)} of version {last.version} (sha256 "
+                f"{last.sha256[:12]}), the version in force before (since {last.taken_at:%Y-%m-%d %H:%M} "
+                "UTC); a live reload refuses such a file (a file cut short?). Taken, as no other version is "
+                "in force: restore them, or list them under removed_actions to remove them"
+            )
+        if last.version == new.version:
+            lines.append(_unbumped(last.sha256, new))
+    highest = [(last.version, "in force before")] if last is not None else []
+    highest += [(used, "already recorded on requests")] if used is not None else []
+    if highest and (lowered := version_lowered(*max(highest), new)):
+        lines.append(lowered)
+    return lines
 
 
 def successor(old: Policy, new: Policy) -> str:
@@ -51,8 +96,12 @@ def version_not_bumped(old: Policy, new: Policy) -> str | None:
     printed by `countersign policy check OLD NEW`."""
     if new.version != old.version or new.sha256 == old.sha256:
         return None
+    return _unbumped(old.sha256, new)
+
+
+def _unbumped(old_sha256: str, new: Policy) -> str:
     return (
-        f"POLICY VERSION NOT BUMPED: {new.path} changed (sha256 {old.sha256[:12]} → {new.sha256[:12]}) "
+        f"POLICY VERSION NOT BUMPED: {new.path} changed (sha256 {old_sha256[:12]} → {new.sha256[:12]}) "
         f"but still says version {new.version}; requests and decisions record both files as version "
         f"{new.version}, told apart only by their policy_sha256: give each change its own version"
     )

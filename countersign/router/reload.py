@@ -25,17 +25,29 @@ Every process loads the policy when it starts (`at_start`), before it serves any
 always has a last good version to keep: a process that first read the file after it broke would
 have none. A process started by another one from a fresh interpreter (the worker's sweep) is
 handed its parent's version (`PolicyHolder.last_good`) rather than reading the file again.
+
+A process that starts has no version in force to compare the file with, so the router worker
+records in the database each version it takes (at start and on reloads, `record_reloads`) and, as it
+starts, compares the file with the last one recorded and with the highest version a request
+recorded (`against_history`): classes dropped, a version going back, a change under the same version
+are each one warning line, and the file is taken (see `against_history` for why it warns rather than
+refuses). A live reload to a lower version is taken with one warning line too.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
 from ..exceptions import ConfigError, PolicyError
+from ..store.policies import highest_version_used, last_taken, record_taken
 from .policy import Policy, parse_policy
-from .policydiff import check_successor, version_not_bumped
+from .policydiff import check_successor, restart_warnings, version_lowered, version_not_bumped
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +80,7 @@ class PolicyHolder:
         self._policy = parse_policy(self.path, self._raw)
         self._refused: Stamp | None = None
         self._waiting: Stamp | None = None
+        self.on_taken: Callable[[Policy], None] | None = None  # told of each version a reload takes
 
     def current(self) -> Policy:
         """The policy in force, after taking the file if it changed since the last look and may be
@@ -113,10 +126,14 @@ class PolicyHolder:
             )
         if (unbumped := version_not_bumped(self._policy, policy)) is not None:
             log.warning("%s", unbumped)
+        if (lowered := version_lowered(self._policy.version, "in force", policy)) is not None:
+            log.warning("%s", lowered)
         self._policy, self._raw, self._stamp, self._refused = policy, raw, stamp, None
         log.warning(
             "policy reloaded from %s: version %s, sha256 %s", self.path, policy.version, policy.sha256[:12]
         )
+        if self.on_taken is not None:
+            self.on_taken(policy)
 
     def _settled(self, stamp: Stamp) -> bytes | None:
         """The file's bytes if it has not changed for `SETTLE_SECONDS` nor while it was read, else
@@ -160,3 +177,36 @@ def holder(path: Path | str, version: Version | None = None) -> PolicyHolder:
     if key not in _holders:
         _holders[key] = PolicyHolder(key, version)
     return _holders[key]
+
+
+def against_history(holder: PolicyHolder, engine: Engine) -> None:
+    """At the router's start: compare the version `holder` loaded with what the database `engine`
+    knows (`store.policies`: the version the router took last, the highest a request recorded),
+    log one `WARNING` line per finding (`policydiff.restart_warnings`: action classes dropped, a
+    version going back, a change under the same version), record it as taken, and record each
+    version a later reload takes (`PolicyHolder.on_taken`).
+
+    It warns and does not refuse: a starting process has no other version to keep (a live reload
+    keeps the one in force), an operator who restarts on an older file may mean the rollback, and a
+    router that refused to start would route nothing. Nothing to compare on a new database. Raises
+    `SQLAlchemyError` when the database fails at start.
+    """
+    policy = holder.current()
+    for line in restart_warnings(last_taken(engine), highest_version_used(engine), policy):
+        log.warning("%s", line)
+    record_taken(engine, policy.version, policy.sha256, policy.file.actions)
+    record_reloads(holder, engine)
+
+
+def record_reloads(holder: PolicyHolder, engine: Engine) -> None:
+    """Record in the database `engine` each version a later reload of `holder` takes (the router
+    worker's and its sweep's, each of which reloads on its own)."""
+    holder.on_taken = lambda taken: _record(engine, taken)
+
+
+def _record(engine: Engine, policy: Policy) -> None:
+    """Record `policy` as taken by a reload; a database failure is logged, and the reload stands."""
+    try:
+        record_taken(engine, policy.version, policy.sha256, policy.file.actions)
+    except SQLAlchemyError as exc:
+        log.error("policy version %s not recorded as taken (%s)", policy.version, exc)

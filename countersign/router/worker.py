@@ -122,8 +122,10 @@ def run_worker(runtime: Runtime | None = None, burst: bool = False) -> None:
         "SLACK_BOT_TOKEN", "COUNTERSIGN_POLICY", "COUNTERSIGN_SECRET", needed_by="`countersign worker`"
     )
     assert settings.COUNTERSIGN_POLICY is not None
-    policy = reload.at_start(settings.COUNTERSIGN_POLICY).current()
+    policies = reload.at_start(settings.COUNTERSIGN_POLICY)
+    policy = policies.current()
     runtime.check()
+    reload.against_history(policies, runtime.store.engine)  # after the database check: its lines, if any
     runtime.check_slack()
     log.info("policy %s version %s loaded", policy.path, policy.version)
     signal.signal(signal.SIGHUP, lambda *_: runtime.policies.reload())
@@ -171,8 +173,9 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
     signal.signal(signal.SIGINT, _exit_once)  # Ctrl-C in a terminal reaches the whole process group
     log_to_stderr()
     assert settings.COUNTERSIGN_POLICY is not None
-    reload.at_start(settings.COUNTERSIGN_POLICY, policy)
+    policies = reload.at_start(settings.COUNTERSIGN_POLICY, policy)
     runtime = Runtime(settings)
+    reload.record_reloads(policies, runtime.store.engine)
     wait = settings.COUNTERSIGN_RESUME_WAIT_SECONDS
     scheduler = RQScheduler(
         [INTAKE_QUEUE],
@@ -182,7 +185,7 @@ def sweep_forever(settings: Settings, parent_pid: int, policy: reload.Version) -
     )
     deliverer = webhooks.Deliverer(runtime)
     chain = AuditChain(runtime.store.engine)
-    failures = outages.Steps(log)  # an outage: one traceback, then a short line a step now and then
+    failures = outages.Steps(log)  # an outage: one line, then a short line a step now and then
     ticks = 0
     try:
         while os.getppid() == parent_pid:

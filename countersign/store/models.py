@@ -452,6 +452,19 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None]
 
 
+class PolicyVersion(Base):
+    """A policy version the router took (migration 0018, `store/policies.py`), at start or on a
+    reload: its `version:`, SHA-256 and action classes; `id` orders them."""
+
+    __tablename__ = "policy_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    version: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    actions: Mapped[list[Any]]
+    taken_at: Mapped[datetime] = mapped_column(server_default=utcnow())
+
+
 class AuditSeal(Base):
     """One link of the audit chain (migration 0013, `store/chain.py`): audit event `event_id` sealed
     as the `seq`-th event, with the SHA-256 of its content (`event_sha256`, RFC 8785 canonical JSON

@@ -124,6 +124,13 @@ def stats(engine: Engine, since: datetime, action: str | None = None, quick: flo
     return result
 
 
+def dead_lettered(engine: Engine, since: datetime, action: str | None = None) -> int:
+    """How many intake messages dead-lettered since `since` (UTC) named action class `action` (or
+    any): the requests of a class `stats` counts as `dead_lettered`, never approval requests."""
+    with Session(engine) as session, session.begin():
+        return sum(action is None or name == action for name in _dead_lettered(session, since))
+
+
 def _dead_lettered(session: Session, since: datetime) -> list[str]:
     """The action class of each intake message dead-lettered since `since` (its `request.action`,
     schema.IntakeMessage; `(unreadable)` when it has none)."""

@@ -172,6 +172,32 @@ def test_stats_counts_by_status_and_outcome_for_an_admin(
     assert "pending" not in bogus
 
 
+def test_stats_of_a_class_only_dead_lettered_requests_named_says_so(
+    runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
+) -> None:
+    """Trial finding: a misspelled class whose one request was dead-lettered was "not an action class
+    … no request has it" for `/countersign stats`, while `countersign stats` and the Home tab's
+    Gates listed it with 1 dead-lettered request. Both count it now."""
+    sb, _ = sandbox
+    new_request(runtime.store)
+    misspelled = {"request": {"action": "issue_refnd", "payload": {"amount": "5.00"}}}
+    runtime.store.dead_letter("job-refnd", "action class issue_refnd is not in the policy", misspelled)
+
+    answer = _answer(sb, "U0LEAD", "stats issue_refnd")["text"]
+    assert answer.startswith(
+        "`issue_refnd` is not in the policy; 1 dead-lettered request named it (refused at intake)"
+    ), answer
+    assert (
+        "pending: 1 · approved: 0 · rejected: 0 · expired: 0 · dead-lettered: 1"
+        in _answer(sb, "U0LEAD", "stats")["text"]
+    )
+    assert "dead-lettered: 0" in _answer(sb, "U0LEAD", "stats issue_refund")["text"]
+    nothing = _answer(sb, "U0LEAD", "stats nothing_at_all")["text"]
+    assert nothing.startswith(
+        "`nothing_at_all` is not an action class: the policy does not name it and no request used it."
+    ), nothing
+
+
 def test_stats_and_show_refuse_who_is_not_an_admin(
     runtime: Runtime, sandbox: tuple[Sandbox, str], bot: str
 ) -> None:

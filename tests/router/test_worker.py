@@ -201,3 +201,38 @@ def test_a_worker_whose_sweep_drains_a_backlog_stops_promptly_and_loses_nothing(
     assert count(OutboxEvent.published_at.is_not(None)) == count(OutboxEvent.id.is_not(None)) == total
     assert count(AuditEvent.event == "expired") == total
     assert json_queue(template.resume_queue, redis).count == total
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite"], indirect=True
+)  # process behaviour; SQL: test_reload_history
+def test_a_worker_restarted_on_an_older_shorter_policy_says_so_and_starts(
+    env: dict[str, str], redis: Redis, sandbox: tuple[Sandbox, str], policy_file: Path
+) -> None:
+    """Trial finding: restarted on a file a live reload had refused (an older version, without an
+    action class of the one in force), the worker said only "policy … version 1 loaded"."""
+
+    def start() -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "countersign.cli", "worker", "--burst"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout + done.stderr
+
+    first = start()
+    assert f"policy {policy_file} version 3 loaded" in first and "POLICY" not in first, first
+    policy_file.write_text(
+        policy_file.read_text().replace("version: 3", "version: 2").split("  send_email")[0]
+    )
+    second = start()
+    assert "POLICY DROPS ACTION CLASSES AT START" in second, second
+    assert "does not name send_email of version 3" in second
+    assert (
+        f"POLICY VERSION GOES BACK: {policy_file} says version 2, below version 3 in force before" in second
+    )
+    assert f"policy {policy_file} version 2 loaded" in second
