@@ -1,0 +1,135 @@
+"""A request the policy's gate lets through is never left pending for the card sweep, whatever
+crashes: intake stores it approved by policy in one transaction (`Store.create_approved`), and a
+pending row an older version stored and died before approving (its `requested` event, no card
+lease, no decision) is approved by policy by whichever comes first, the card sweep or the intake
+job run again, and never gets a review card (DESIGN.md, invariant 12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+from sqlalchemy import func, select
+
+from countersign.agent import ApprovalClient
+from countersign.router import intake, timeouts
+from countersign.router.gate import facts_of
+from countersign.router.jobs import INTAKE_QUEUE, json_queue, resume_job_id
+from countersign.router.runtime import Runtime
+from countersign.sandbox import Sandbox
+from countersign.schema import IntakeMessage, parse
+from countersign.store import Decided, Store
+from countersign.store.models import OutboxEvent
+from tests.helpers import agent, drain, wait_for
+from tests.helpers.builders import age, events, refund
+
+SMALL = {"amount": "20.00", "currency": "USD"}  # under the policy's auto_approve: amount < 50
+
+
+def _resume_jobs(redis: Redis, store: Store, request_id: str) -> list[str]:
+    """The ids of the resume jobs on the agent's queue, once the request's one outbox row is there."""
+    with store.engine.connect() as connection:
+        outbox = connection.scalar(select(func.count()).where(OutboxEvent.request_id == request_id))
+    assert outbox == 1
+    return wait_for(lambda: json_queue(agent.QUEUE, redis).job_ids, what="the resume job")
+
+
+def _left_pending(runtime: Runtime, redis: Redis) -> tuple[str, dict[str, Any]]:
+    """What the older intake left when its worker died between storing a request its gate let
+    through and approving it (`Store.create` without a card lease, then a crash before
+    `Store.decide`): the pending row of the request on the intake queue, its `requested` event, and
+    the intake job (RQ runs it again). Returns the request id and the intake message."""
+    [job] = json_queue(INTAKE_QUEUE, redis).get_jobs()
+    message = job.args[0]
+    parsed = parse(IntakeMessage, message, {})
+    policy = runtime.policy
+    request = parsed.request
+    route = policy.admit(request.action, request.payload)
+    gate = policy.gate(request.action, facts_of(request))
+    assert not gate.review
+    values = intake.columns(parsed.request_id, request, policy, route, gate, list(route.approvers.users))
+    row, created = runtime.store.create(values)
+    assert created and row.status == "pending" and row.card_attempts == 0
+    return parsed.request_id, message
+
+
+@pytest.mark.parametrize("first", ["sweep", "intake"])
+def test_a_request_let_through_and_left_pending_by_a_crash_is_approved_by_policy_without_a_card(
+    first: str,
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    sb, _ = sandbox
+    request_id = client.request(refund(payload=SMALL))
+    _left_pending(runtime, redis)
+    age(store, request_id, level_started_at=-60)  # long past the card sweep's grace
+    if first == "sweep":
+        timeouts.sweep(runtime)
+        drain(redis)  # the intake job run again
+    else:
+        drain(redis)
+        timeouts.sweep(runtime)
+    timeouts.sweep(runtime)
+    assert sb.messages() == []  # no card, ever
+    row = store.get(request_id)
+    assert row is not None and (row.status, row.decided_via, row.card_ts) == ("approved", "policy", None)
+    assert row.approved_payload == SMALL and row.grant_expires_at is not None
+    assert events(store, request_id) == ["requested", "approved", "resume_published"]
+    approved = next(e for e in store.audit_trail(request_id) if e.event == "approved")
+    assert approved.actor == "policy" and approved.detail["reason"].startswith("auto_approve: ")
+    assert _resume_jobs(redis, store, request_id) == [resume_job_id(request_id)]
+    drain(redis, agent.QUEUE)
+    assert [d["outcome"] for d in agent.resumed(redis)] == ["approved"]
+
+
+def test_a_request_let_through_is_stored_approved_with_its_resume_job_and_no_card(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    request_id = client.request(refund(payload=SMALL))
+    [job] = json_queue(INTAKE_QUEUE, redis).get_jobs()
+    assert intake.handle(runtime, job.args[0]) == "auto_approved"
+    assert intake.handle(runtime, job.args[0]) == "duplicate"  # the job run again
+    row = store.get(request_id)
+    assert row is not None and (row.status, row.decided_via, row.card_attempts) == ("approved", "policy", 0)
+    assert events(store, request_id) == ["requested", "approved", "resume_published"]
+    assert _resume_jobs(redis, store, request_id) == [resume_job_id(request_id)]
+    age(store, request_id, level_started_at=-60)
+    timeouts.sweep(runtime)
+    assert sandbox[0].messages() == []
+
+
+def test_a_crash_inside_the_approval_by_policy_leaves_nothing_stored(
+    engine_policy: Path, client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime
+) -> None:
+    """The row, its audit events, its resume event and its grant are one transaction: a failure at
+    the last of its steps (the resume event, signed last) leaves no row to misread."""
+    request_id = client.request(refund(payload=SMALL))
+    [job] = json_queue(INTAKE_QUEUE, redis).get_jobs()
+    parsed = parse(IntakeMessage, job.args[0], {})
+    policy = runtime.policy
+    route = policy.admit(parsed.request.action, parsed.request.payload)
+    gate = policy.gate(parsed.request.action, facts_of(parsed.request))
+    values = intake.columns(request_id, parsed.request, policy, route, gate, list(route.approvers.users))
+
+    def dies(row: Any) -> Any:
+        raise SystemExit("the worker dies while the transaction is open")
+
+    with pytest.raises(SystemExit):
+        store.create_approved(values, dies)
+    assert store.get(request_id) is None and store.audit_trail(request_id) == []
+    decided, created = store.create_approved(values, runtime.resume_event)
+    assert created and isinstance(decided, Decided) and decided.request.status == "approved"
+    again, created = store.create_approved(values, runtime.resume_event)
+    assert not created and not isinstance(again, Decided) and again.id == request_id
+    assert events(store, request_id) == ["requested", "approved", "resume_published"]
