@@ -27,8 +27,8 @@ from ..idempotency import release_key, remember_key
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, QueueResume, WebhookResume, parse
 from ..store import Decided, Outcome, Request, Via, eligible_approvers
 from . import directory, homedue, limits, pace, relay
-from .delivery import post_card
-from .gate import Gate
+from .delivery import post_card, refresh
+from .gate import Gate, let_through
 from .jobs import INTAKE_RETRY, leave_intake_lane
 from .pace import CLOCK_SLACK_SECONDS, Slot
 from .policy import Policy, Route
@@ -132,9 +132,9 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
             "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id
         )
     if approved is not None:
-        return _approved_by_policy(runtime, approved, gate.reason)
-    if not gate.review:  # the earlier request with the same key, or this one decided already
-        return approve_by_policy(runtime, row, gate.reason)
+        return _approved_by_policy(runtime, approved)
+    if let_through(row.rules.review_rule):  # stored before, its own gate's answer governs it
+        return approve_by_policy(runtime, row)
     if row.id != parsed.request_id:  # the row of an earlier request with the same key: its own time
         reserved = None
     try:
@@ -302,27 +302,31 @@ def _lookup_later(later: RetryLater, failed: str) -> RetryLater | PolicyError:
     return RetryLater(max(later.seconds, Retry.get_interval(runs, INTAKE_RETRY.intervals)), later.why)
 
 
-def approve_by_policy(runtime: Runtime, row: Request, rule: str) -> Taken:
-    """Approve the stored pending `row` by policy (`rule`, the gate's reason), as the gate of a
-    request with its key and payload said: `auto_approved`, or `duplicate` when it is decided
-    already (a policy decision is never late)."""
+def approve_by_policy(runtime: Runtime, row: Request) -> Taken:
+    """Approve the stored pending `row`, which its gate let through (`gate.let_through` of its
+    `rules.review_rule`, the decision's reason), by policy: `auto_approved`, or `duplicate` when it
+    is decided already (a policy decision is never late). For a row an older version stored
+    pending and died before approving (DESIGN.md, invariant 12)."""
     result = runtime.store.decide(
         row.id,
         Outcome.APPROVED,
         [],
         via=Via.POLICY,
         resume=runtime.resume_event,
-        reason=rule,
+        reason=row.rules.review_rule,
         grant_ttl=row.rules.grant_ttl_seconds,
     )
-    return _approved_by_policy(runtime, result, rule) if isinstance(result, Decided) else "duplicate"
+    return _approved_by_policy(runtime, result) if isinstance(result, Decided) else "duplicate"
 
 
-def _approved_by_policy(runtime: Runtime, decided: Decided, rule: str) -> Taken:
+def _approved_by_policy(runtime: Runtime, decided: Decided) -> Taken:
     """Publish the resume job of a request just approved by policy, after its commit
-    (`relay.try_publish`; the outbox relay publishes it if this is lost): `auto_approved`."""
+    (`relay.try_publish`; the outbox relay publishes it if this is lost), and rewrite its card if
+    an older version posted one for it (`delivery.refresh`): `auto_approved`."""
     relay.try_publish(runtime.redis, decided.event)
-    log.info("request %s approved by policy (%s)", decided.request.id, rule)
+    log.info("request %s approved by policy (%s)", decided.request.id, decided.request.rules.review_rule)
+    if decided.request.card_ts is not None:
+        refresh(runtime, decided.request.id)
     return "auto_approved"
 
 

@@ -84,7 +84,7 @@ def _card_due(runtime: Runtime, request: Request) -> Posted | Taken:
     if not let_through(request.rules.review_rule):
         return post_card(runtime, request)
     log.warning("request %s: let through by its gate but left pending; approving it by policy", request.id)
-    return approve_by_policy(runtime, request, request.rules.review_rule or "")
+    return approve_by_policy(runtime, request)
 
 
 def _timeouts(runtime: Runtime, batch: int, until: float) -> int:

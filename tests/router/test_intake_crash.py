@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 
 from countersign.agent import ApprovalClient
 from countersign.router import intake, timeouts
+from countersign.router.delivery import post_card
 from countersign.router.gate import facts_of
 from countersign.router.jobs import INTAKE_QUEUE, json_queue, resume_job_id
 from countersign.router.runtime import Runtime
@@ -23,7 +24,7 @@ from countersign.schema import IntakeMessage, parse
 from countersign.store import Decided, Store
 from countersign.store.models import OutboxEvent
 from tests.helpers import agent, drain, wait_for
-from tests.helpers.builders import age, events, refund
+from tests.helpers.builders import age, decidable, events, refund
 
 SMALL = {"amount": "20.00", "currency": "USD"}  # under the policy's auto_approve: amount < 50
 
@@ -86,6 +87,30 @@ def test_a_request_let_through_and_left_pending_by_a_crash_is_approved_by_policy
     assert _resume_jobs(redis, store, request_id) == [resume_job_id(request_id)]
     drain(redis, agent.QUEUE)
     assert [d["outcome"] for d in agent.resumed(redis)] == ["approved"]
+
+
+def test_a_card_an_older_sweep_posted_for_such_a_row_is_rewritten_when_the_policy_approves(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """The trial's trail: the older sweep had posted a review card for the row; the intake job run
+    again approves it by policy and the card is rewritten as decided (no Approve, Reject or Edit)."""
+    sb, _ = sandbox
+    request_id = client.request(refund(payload=SMALL))
+    _left_pending(runtime, redis)
+    assert post_card(runtime, store.get(request_id)) == "posted"  # type: ignore[arg-type]
+    [card] = sb.messages("C0FINANCE")
+    assert decidable(card)
+    drain(redis)
+    row = store.get(request_id)
+    assert row is not None and (row.status, row.decided_via) == ("approved", "policy")
+    [card] = sb.messages("C0FINANCE")
+    assert card["edited"] and not decidable(card)
+    assert _resume_jobs(redis, store, request_id) == [resume_job_id(request_id)]
 
 
 def test_a_request_let_through_is_stored_approved_with_its_resume_job_and_no_card(
