@@ -23,7 +23,7 @@ from countersign.sandbox import Sandbox
 from countersign.schema import IntakeMessage, parse
 from countersign.store import Decided, Store
 from countersign.store.models import OutboxEvent
-from tests.helpers import agent, drain, wait_for
+from tests.helpers import agent, drain, settled, wait_for
 from tests.helpers.builders import age, decidable, events, refund
 
 SMALL = {"amount": "20.00", "currency": "USD"}  # under the policy's auto_approve: amount < 50
@@ -157,4 +157,33 @@ def test_a_crash_inside_the_approval_by_policy_leaves_nothing_stored(
     assert created and isinstance(decided, Decided) and decided.request.status == "approved"
     again, created = store.create_approved(values, runtime.resume_event)
     assert not created and not isinstance(again, Decided) and again.id == request_id
+    other, created = store.create_approved({**values, "id": "01J00000000000000000000099"}, dies)
+    assert not created and not isinstance(other, Decided) and other.id == request_id  # same key
     assert events(store, request_id) == ["requested", "approved", "resume_published"]
+
+
+def test_a_stored_row_keeps_its_own_gates_answer_when_its_duplicate_is_let_through(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """A duplicate of a request sent to review (same key and payload, Redis had forgotten the key),
+    which the policy lets through by now, leaves the request to its reviewers and its card as it is."""
+    sb, _ = sandbox
+    large = {"amount": "220.00", "currency": "USD"}
+    first = client.request(refund(payload=large))
+    drain(redis)
+    [card] = sb.messages("C0FINANCE")
+    engine_policy.write_text(engine_policy.read_text().replace("< 50.0", "< 500.0").replace("9\n", "10\n", 1))
+    settled(engine_policy)
+    redis.flushall()
+    second = client.request(refund(payload=large))
+    [job] = json_queue(INTAKE_QUEUE, redis).get_jobs()
+    assert intake.handle(runtime, job.args[0]) == "duplicate"
+    assert runtime.policy.version == 10 and second != first
+    row = store.get(first)
+    assert row is not None and row.status == "pending" and store.get(second) is None
+    assert sb.messages("C0FINANCE") == [card] and decidable(card)
