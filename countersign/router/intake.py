@@ -9,6 +9,9 @@ invariant 8). Slack busy or unreachable is not such a reason: the one Slack call
 request is stored (`usergroups.users.list`, resolving the approvers) is tried again by
 rescheduling the job, as the card's calls are; only Slack's refusals for good, or Slack busy for
 every run RQ allows, dead-letter it. A job that runs again keeps the approvers its first run stored.
+A request the gate lets through is stored approved by policy in one transaction, and one it sends to
+review with its card's posting lease: no crash leaves a row the card sweep misreads (DESIGN.md,
+invariant 12).
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         )
     if approved is not None:
         return _approved_by_policy(runtime, approved)
-    if let_through(row.rules.review_rule):  # stored before, its own gate's answer governs it
+    if let_through(row.rules.review_rule):  # stored before (a rerun, a duplicate): its own gate governs
         return approve_by_policy(runtime, row)
     if row.id != parsed.request_id:  # the row of an earlier request with the same key: its own time
         reserved = None

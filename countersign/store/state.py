@@ -29,7 +29,7 @@ from .models import (
     Vote,
     utcnow,
 )
-from .records import intake_done, intake_taken, outcome_unknown
+from .records import intake_taken, outcome_unknown
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rows import COLUMNS, Request, RequestRow, request_row
 from .rules import Rules
@@ -79,14 +79,8 @@ class Store(Deliveries, WebhookDeliveries):
             found = _insert_pending(connection, values, card_lease)
         if found is not None:
             return found[0], True
-        with self._write() as session:
-            same_key = (ApprovalRequest.requester == values["requester"]) & (
-                ApprovalRequest.idempotency_key == values["idempotency_key"]
-            )
-            earlier = session.scalars(select(ApprovalRequest).where(same_key)).one()
-            if earlier.id == values["id"]:  # stored by an earlier intake of the same message
-                intake_done(session, earlier.id)
-        return earlier, False
+        with self._transaction() as session:
+            return _earlier(session, values), False
 
     def create_approved(
         self, values: dict[str, Any], resume: Resume, grant_ttl: int = GRANT_TTL_SECONDS
@@ -97,10 +91,10 @@ class Store(Deliveries, WebhookDeliveries):
         `create` then `decide` write them. No crash leaves it pending without a card lease, a row
         the card sweep would take for a card whose posting died (DESIGN.md, invariant 12).
 
-        `values` as for `create`. Returns `(Decided, True)` when created; `(Decided, False)` when a
-        row of the same id was still pending (an older version stored it and died before deciding
-        it: decided now); otherwise `(row, False)`: the request of the same id, decided already, or
-        the earlier request with the same requester and key (compare `payload_sha256`)."""
+        `values` as for `create`. Returns `(Decided, True)` when created, else `(row, False)` as
+        `create` does, left as it is: the request of the same id (an earlier run of its intake
+        stored it) or the earlier request with the same requester and key (compare
+        `payload_sha256`); its own gate's answer (`rules.review_rule`) says what is due to it."""
         rules: Rules = values["rules"]
         decision = Decision(Outcome.APPROVED, [], Via.POLICY, rules.review_rule, grant_ttl)
         with self._transaction() as session:
@@ -109,13 +103,7 @@ class Store(Deliveries, WebhookDeliveries):
                 decided = self._decide_in(session, found[0], decision, resume, POLICY)
                 assert decided is not None  # inserted pending in this transaction
                 return decided, True
-            same_key = {"of_requester": values["requester"], "of_key": values["idempotency_key"]}
-            earlier = request_row(session.execute(SAME_KEY, same_key).one())
-            if earlier.id != values["id"]:
-                return earlier, False
-            session.execute(intake_taken([earlier.id]))
-            redone = self._decide_in(session, earlier, decision, resume, POLICY)
-            return (redone if redone is not None else earlier), False
+            return _earlier(session, values), False
 
     def decide(
         self,
@@ -483,6 +471,17 @@ def _insert_pending(
     dialect = "postgresql" if on_postgresql(writer) else "sqlite"
     new = created(dialect, tuple(values), bool(timeout), bool(offsets), card_lease)
     return changed_request(writer, new, [requested], also=intake_taken, params=params)
+
+
+def _earlier(session: Transaction, values: dict[str, Any]) -> RequestRow:
+    """The stored request with the requester and idempotency key of `values` (whose INSERT found
+    it); if it has their id (an earlier intake of the same message stored it), its intake message
+    is dropped, as its INSERT would have."""
+    same_key = {"of_requester": values["requester"], "of_key": values["idempotency_key"]}
+    earlier = request_row(session.execute(SAME_KEY, same_key).one())
+    if earlier.id == values["id"]:
+        session.execute(intake_taken([earlier.id]))
+    return earlier
 
 
 def _seen(where: str | None, shown: dict[str, Any] | None) -> dict[str, Any]:
