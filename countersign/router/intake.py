@@ -325,11 +325,13 @@ def approve_by_policy(runtime: Runtime, row: Request) -> Taken:
 def _approved_by_policy(runtime: Runtime, decided: Decided) -> Taken:
     """Publish the resume job of a request just approved by policy, after its commit
     (`relay.try_publish`; the outbox relay publishes it if this is lost), and rewrite its card if
-    an older version posted one for it (`delivery.refresh`): `auto_approved`."""
+    an older version posted one (or may have: a claim of its posting, whose poster died before
+    storing it, is adopted first) for it (`delivery.refresh`): `auto_approved`."""
     relay.try_publish(runtime.redis, decided.event)
-    log.info("request %s approved by policy (%s)", decided.request.id, decided.request.rules.review_rule)
-    if decided.request.card_ts is not None:
-        refresh(runtime, decided.request.id)
+    row = decided.request
+    log.info("request %s approved by policy (%s)", row.id, row.rules.review_rule)
+    if row.card_ts is not None or row.card_attempts > 0:
+        refresh(runtime, row.id)
     return "auto_approved"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from redis import Redis
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from countersign.agent import ApprovalClient
 from countersign.router import intake, timeouts
@@ -22,7 +22,7 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.schema import IntakeMessage, parse
 from countersign.store import Decided, Store
-from countersign.store.models import OutboxEvent
+from countersign.store.models import ApprovalRequest, OutboxEvent, utcnow_plus
 from tests.helpers import agent, drain, settled, wait_for
 from tests.helpers.builders import age, decidable, events, refund
 
@@ -89,7 +89,9 @@ def test_a_request_let_through_and_left_pending_by_a_crash_is_approved_by_policy
     assert [d["outcome"] for d in agent.resumed(redis)] == ["approved"]
 
 
+@pytest.mark.parametrize("stored", [True, False])
 def test_a_card_an_older_sweep_posted_for_such_a_row_is_rewritten_when_the_policy_approves(
+    stored: bool,
     engine_policy: Path,
     client: ApprovalClient,
     redis: Redis,
@@ -98,16 +100,32 @@ def test_a_card_an_older_sweep_posted_for_such_a_row_is_rewritten_when_the_polic
     sandbox: tuple[Sandbox, str],
 ) -> None:
     """The trial's trail: the older sweep had posted a review card for the row; the intake job run
-    again approves it by policy and the card is rewritten as decided (no Approve, Reject or Edit)."""
+    again approves it by policy and the card is rewritten as decided (no Approve, Reject or Edit).
+    If that sweep died before storing the card's `ts` (not `stored`), this sweep approves the row
+    and adopts and rewrites the card."""
     sb, _ = sandbox
     request_id = client.request(refund(payload=SMALL))
     _left_pending(runtime, redis)
     assert post_card(runtime, store.get(request_id)) == "posted"  # type: ignore[arg-type]
     [card] = sb.messages("C0FINANCE")
     assert decidable(card)
-    drain(redis)
+    if stored:
+        drain(redis)
+    else:
+        with store.engine.begin() as connection:
+            lost = {
+                "card_ts": None,
+                "card_lease_until": utcnow_plus(-1),
+                "level_started_at": utcnow_plus(-60),
+            }
+            connection.execute(update(ApprovalRequest).where(ApprovalRequest.id == request_id).values(**lost))
+        timeouts.sweep(runtime)
     row = store.get(request_id)
-    assert row is not None and (row.status, row.decided_via) == ("approved", "policy")
+    assert row is not None and (row.status, row.decided_via, row.card_ts) == (
+        "approved",
+        "policy",
+        card["ts"],
+    )
     [card] = sb.messages("C0FINANCE")
     assert card["edited"] and not decidable(card)
     assert _resume_jobs(redis, store, request_id) == [resume_job_id(request_id)]
