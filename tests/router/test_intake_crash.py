@@ -37,14 +37,13 @@ def _resume_jobs(redis: Redis, store: Store, request_id: str) -> list[str]:
     return wait_for(lambda: json_queue(agent.QUEUE, redis).job_ids, what="the resume job")
 
 
-def _left_pending(runtime: Runtime, redis: Redis) -> tuple[str, dict[str, Any]]:
+def _left_pending(runtime: Runtime, redis: Redis) -> None:
     """What the older intake left when its worker died between storing a request its gate let
     through and approving it (`Store.create` without a card lease, then a crash before
     `Store.decide`): the pending row of the request on the intake queue, its `requested` event, and
-    the intake job (RQ runs it again). Returns the request id and the intake message."""
+    the intake job (RQ runs it again)."""
     [job] = json_queue(INTAKE_QUEUE, redis).get_jobs()
-    message = job.args[0]
-    parsed = parse(IntakeMessage, message, {})
+    parsed = parse(IntakeMessage, job.args[0], {})
     policy = runtime.policy
     request = parsed.request
     route = policy.admit(request.action, request.payload)
@@ -53,7 +52,6 @@ def _left_pending(runtime: Runtime, redis: Redis) -> tuple[str, dict[str, Any]]:
     values = intake.columns(parsed.request_id, request, policy, route, gate, list(route.approvers.users))
     row, created = runtime.store.create(values)
     assert created and row.status == "pending" and row.card_attempts == 0
-    return parsed.request_id, message
 
 
 @pytest.mark.parametrize("first", ["sweep", "intake"])
