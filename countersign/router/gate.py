@@ -110,6 +110,10 @@ class Requirement(BaseModel):
     label: Label | None = None
 
 
+HELD, NOT_HELD = ": ", " did not hold: "
+"""What follows a rule's key in `Verdict.technical`, when it held and when it did not."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One rule's result: `key` (`auto_approve`, `review_when`, `require[N].when`), the `rule` as
@@ -125,7 +129,21 @@ class Verdict:
         """The result with the rule as written, e.g. `auto_approve did not hold: payload.x < 5`."""
         if self.held is None:
             return f"{self.key} could not be evaluated ({self.rule}): {self.error}"
-        return f"{self.key}: {self.rule}" if self.held else f"{self.key} did not hold: {self.rule}"
+        return f"{self.key}{HELD if self.held else NOT_HELD}{self.rule}"
+
+
+LET_THROUGH = ("auto_approve" + HELD, "review_when" + NOT_HELD)
+"""How every `Gate.reason` of a request the gate lets through without review begins (`judge`)."""
+
+
+def let_through(reason: str | None) -> bool:
+    """Whether `reason`, a `Gate.reason` as stored (`Rules.review_rule`), is the gate's for a
+    request it let through without review (`auto_approve` held, or `review_when` did not): how the
+    card sweep tells a pending row an older version stored and died before approving by policy
+    from one awaiting its card (DESIGN.md, invariant 12). No reason of a reviewed request begins so:
+    that one starts `always_review`, `no auto_approve`, `auto_approve did not hold` or `could not`,
+    or `review_when:` or `could not`."""
+    return reason is not None and reason.startswith(LET_THROUGH)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,9 @@ invariant 8). Slack busy or unreachable is not such a reason: the one Slack call
 request is stored (`usergroups.users.list`, resolving the approvers) is tried again by
 rescheduling the job, as the card's calls are; only Slack's refusals for good, or Slack busy for
 every run RQ allows, dead-letter it. A job that runs again keeps the approvers its first run stored.
+A request the gate lets through is stored approved by policy in one transaction, and one it sends to
+review with its card's posting lease: no crash leaves a row the card sweep misreads (DESIGN.md,
+invariant 12).
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from ..idempotency import release_key, remember_key
 from ..schema import ALLOW_HTTP, ApprovalRequestV1, IntakeMessage, QueueResume, WebhookResume, parse
 from ..store import Decided, Outcome, Request, Via, eligible_approvers
 from . import directory, homedue, limits, pace, relay
-from .delivery import post_card
-from .gate import Gate
+from .delivery import post_card, refresh
+from .gate import Gate, let_through
 from .jobs import INTAKE_RETRY, leave_intake_lane
 from .pace import CLOCK_SLACK_SECONDS, Slot
 from .policy import Policy, Route
@@ -115,23 +118,8 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         log.warning(
             "request %s: policy rule not evaluated, failing closed: %s", parsed.request_id, gate.reason
         )
-    row, created = runtime.store.create(
-        {
-            "id": parsed.request_id,
-            "idempotency_key": request.key,
-            "payload_sha256": request.payload_sha256,
-            "channel": route.channel,
-            "approvers": approvers,
-            "rules": route.rules.model_copy(update={"review_rule": gate.reason}),
-            "required_approvals": gate.approvals,
-            "review_reason": gate.says,
-            "policy_version": policy.version,
-            "policy_sha256": policy.sha256,
-            **_resume_columns(request.resume),
-            **request.model_dump(exclude={"resume", "idempotency_key"}),
-        },
-        card_lease=gate.review,
-    )
+    values = columns(parsed.request_id, request, policy, route, gate, approvers)
+    row, created, approved = _store(runtime, values, gate)
     if row.id != parsed.request_id:  # Redis had forgotten the key; the database remembered it
         if (row.action, row.payload_sha256) != (request.action, request.payload_sha256):
             reason = (
@@ -146,14 +134,60 @@ def handle(runtime: Runtime, message: Any) -> Taken | Retry:
         log.info(
             "request %s repeats request %s (same key and payload); no second card", parsed.request_id, row.id
         )
-    if not gate.review:
-        return _approve_by_policy(runtime, row, gate.reason)
+    if approved is not None:
+        return _approved_by_policy(runtime, approved)
+    if let_through(row.rules.review_rule):  # stored before (a rerun, a duplicate): its own gate governs
+        return approve_by_policy(runtime, row)
     if row.id != parsed.request_id:  # the row of an earlier request with the same key: its own time
         reserved = None
     try:
         return post_card(runtime, row, leased=created, reserved=reserved)
     except RetryLater as later:
         return _reschedule(runtime, row.id, later)
+
+
+def columns(
+    request_id: str,
+    request: ApprovalRequestV1,
+    policy: Policy,
+    route: Route,
+    gate: Gate,
+    approvers: list[str],
+) -> dict[str, Any]:
+    """The columns intake stores for `request` (`Store.create`'s `values`): as sent, routed by
+    `policy` (`route`), with the `gate`'s answer (its reason in `rules.review_rule`) and the first
+    level's `approvers`."""
+    return {
+        "id": request_id,
+        "idempotency_key": request.key,
+        "payload_sha256": request.payload_sha256,
+        "channel": route.channel,
+        "approvers": approvers,
+        "rules": route.rules.model_copy(update={"review_rule": gate.reason}),
+        "required_approvals": gate.approvals,
+        "review_reason": gate.says,
+        "policy_version": policy.version,
+        "policy_sha256": policy.sha256,
+        **_resume_columns(request.resume),
+        **request.model_dump(exclude={"resume", "idempotency_key"}),
+    }
+
+
+def _store(runtime: Runtime, values: dict[str, Any], gate: Gate) -> tuple[Request, bool, Decided | None]:
+    """Store the request (`values`: `Store.create`'s): one the gate sends to review with its card's
+    posting lease taken (`Store.create`), one it lets through approved by policy in the same
+    transaction (`Store.create_approved`), so that no crash between the two steps leaves a pending
+    row the card sweep would post a card for. Returns the stored row (for `created` False the
+    earlier one, or this one from an earlier run), whether it was created, and the decision when
+    this call approved it (its resume event not yet published)."""
+    if gate.review:
+        row, created = runtime.store.create(values, card_lease=True)
+        return row, created, None
+    grant_ttl = values["rules"].grant_ttl_seconds
+    stored, created = runtime.store.create_approved(values, runtime.resume_event, grant_ttl)
+    if isinstance(stored, Decided):
+        return stored.request, created, stored
+    return stored, created, None
 
 
 def _admit(
@@ -271,20 +305,33 @@ def _lookup_later(later: RetryLater, failed: str) -> RetryLater | PolicyError:
     return RetryLater(max(later.seconds, Retry.get_interval(runs, INTAKE_RETRY.intervals)), later.why)
 
 
-def _approve_by_policy(runtime: Runtime, row: Request, rule: str) -> Taken:
+def approve_by_policy(runtime: Runtime, row: Request) -> Taken:
+    """Approve the stored pending `row`, which its gate let through (`gate.let_through` of its
+    `rules.review_rule`, the decision's reason), by policy: `auto_approved`, or `duplicate` when it
+    is decided already (a policy decision is never late). For a row an older version stored
+    pending and died before approving (DESIGN.md, invariant 12)."""
     result = runtime.store.decide(
         row.id,
         Outcome.APPROVED,
         [],
         via=Via.POLICY,
         resume=runtime.resume_event,
-        reason=rule,
+        reason=row.rules.review_rule,
         grant_ttl=row.rules.grant_ttl_seconds,
     )
-    if not isinstance(result, Decided):  # decided already (a policy decision is never late)
-        return "duplicate"
-    relay.try_publish(runtime.redis, result.event)
-    log.info("request %s approved by policy (%s)", row.id, rule)
+    return _approved_by_policy(runtime, result) if isinstance(result, Decided) else "duplicate"
+
+
+def _approved_by_policy(runtime: Runtime, decided: Decided) -> Taken:
+    """Publish the resume job of a request just approved by policy, after its commit
+    (`relay.try_publish`; the outbox relay publishes it if this is lost), and rewrite its card if
+    an older version posted one (or may have: a claim of its posting, whose poster died before
+    storing it, is adopted first) for it (`delivery.refresh`): `auto_approved`."""
+    relay.try_publish(runtime.redis, decided.event)
+    row = decided.request
+    log.info("request %s approved by policy (%s)", row.id, row.rules.review_rule)
+    if row.card_ts is not None or row.card_attempts > 0:
+        refresh(runtime, row.id)
     return "auto_approved"
 
 

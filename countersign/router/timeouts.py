@@ -29,7 +29,9 @@ from slack_sdk.errors import SlackApiError
 from ..exceptions import RetryLater
 from ..store import Decided, Level, Request, TimeoutResult
 from . import delivery, directory, relay, threads
-from .delivery import post_card
+from .delivery import Posted, post_card
+from .gate import let_through
+from .intake import Taken, approve_by_policy
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -69,8 +71,20 @@ def sweep(
         # an expired card, or one Slack would not rewrite earlier
         _each(lambda rt, r: threads.refresh(rt, r.id), runtime, request)
     for request in runtime.store.due_for_card(limit=limit):
-        _each(post_card, runtime, request)  # its posting died with a process: find the card or post it
+        _each(_card_due, runtime, request)
     return changed
+
+
+def _card_due(runtime: Runtime, request: Request) -> Posted | Taken:
+    """A pending request with no card and no live posting lease (`Store.due_for_card`): its posting
+    died with a process, so find the card or post it (`post_card`). Never a card for a request its
+    gate let through (`gate.let_through` of its stored reason): an older version stored that one
+    pending and died before approving it by policy (this one stores it approved, in one
+    transaction); approve it now, as its intake would have (DESIGN.md, invariant 12)."""
+    if not let_through(request.rules.review_rule):
+        return post_card(runtime, request)
+    log.warning("request %s: let through by its gate but left pending; approving it by policy", request.id)
+    return approve_by_policy(runtime, request)
 
 
 def _timeouts(runtime: Runtime, batch: int, until: float) -> int:

@@ -124,7 +124,7 @@ CHANGED_ID = CHANGED.c.id
 
 
 def changed_request(
-    session: Session | Connection,
+    session: Session | Connection | Transaction,
     stmt: Insert | Update,
     audits: Sequence[AuditRow],
     *extra: Any,

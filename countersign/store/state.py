@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import delete, select
+from sqlalchemy import Connection, delete, select
 from sqlalchemy.orm import Session
 
 from ..defaults import GRANT_TTL_SECONDS
@@ -29,7 +29,7 @@ from .models import (
     Vote,
     utcnow,
 )
-from .records import intake_done, intake_taken, outcome_unknown
+from .records import intake_taken, outcome_unknown
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
 from .rows import COLUMNS, Request, RequestRow, request_row
 from .rules import Rules
@@ -45,7 +45,7 @@ from .sql import (
     update_request,
     why_not_executable,
 )
-from .statements import CLAIM, LOCKED, OUTCOME, Decision, changed, created
+from .statements import CLAIM, LOCKED, OUTCOME, SAME_KEY, Decision, changed, created
 from .transaction import Transaction, Writer
 from .webhooks import WebhookDeliveries, due_now
 from .writes import insert_outbox
@@ -75,26 +75,35 @@ class Store(Deliveries, WebhookDeliveries):
         1), in the same INSERT: its creator posts the card without claiming it; everyone else
         (a second run of the intake, the card sweep) waits for the lease as for a claim.
         """
-        rules: Rules = values["rules"]
-        timeout, offsets = rules.level(0).timeout_seconds, rules.reminders_seconds
-        why = {"rule": rules.review_rule} if rules.review_rule else {}
-        requested = audit_row(values["id"], "requested", values["requester"], action=values["action"], **why)
-        params = {f"new_{column}": value for column, value in values.items()}
-        params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
-        params |= {"lease_seconds": CARD_LEASE_SECONDS}
         with self._connection(write=True) as connection:
-            new = created(connection.dialect.name, tuple(values), bool(timeout), bool(offsets), card_lease)
-            found = changed_request(connection, new, [requested], also=intake_taken, params=params)
+            found = _insert_pending(connection, values, card_lease)
         if found is not None:
             return found[0], True
-        with self._write() as session:
-            same_key = (ApprovalRequest.requester == values["requester"]) & (
-                ApprovalRequest.idempotency_key == values["idempotency_key"]
-            )
-            earlier = session.scalars(select(ApprovalRequest).where(same_key)).one()
-            if earlier.id == values["id"]:  # stored by an earlier intake of the same message
-                intake_done(session, earlier.id)
-        return earlier, False
+        with self._transaction() as session:
+            return _earlier(session, values), False
+
+    def create_approved(
+        self, values: dict[str, Any], resume: Resume, grant_ttl: int = GRANT_TTL_SECONDS
+    ) -> tuple[Decided | Request, bool]:
+        """Store a request the policy's gate lets through, approved by `POLICY` (`via` `policy`,
+        reason `rules.review_rule`), in ONE transaction: the row, its `requested`, `approved` and
+        `resume_published` audit events, its resume event and its grant (`grant_ttl` seconds), as
+        `create` then `decide` write them. No crash leaves it pending without a card lease, a row
+        the card sweep would take for a card whose posting died (DESIGN.md, invariant 12).
+
+        `values` as for `create`. Returns `(Decided, True)` when created, else `(row, False)` as
+        `create` does, left as it is: the request of the same id (an earlier run of its intake
+        stored it) or the earlier request with the same requester and key (compare
+        `payload_sha256`); its own gate's answer (`rules.review_rule`) says what is due to it."""
+        rules: Rules = values["rules"]
+        decision = Decision(Outcome.APPROVED, [], Via.POLICY, rules.review_rule, grant_ttl)
+        with self._transaction() as session:
+            found = _insert_pending(session, values, card_lease=False)
+            if found is not None:
+                decided = self._decide_in(session, found[0], decision, resume, POLICY)
+                assert decided is not None  # inserted pending in this transaction
+                return decided, True
+            return _earlier(session, values), False
 
     def decide(
         self,
@@ -444,6 +453,35 @@ class Store(Deliveries, WebhookDeliveries):
             return execution_update(
                 connection, OUTCOME, request_id, audit, new_execution=outcome, new_detail=detail
             )
+
+
+def _insert_pending(
+    writer: Connection | Transaction, values: dict[str, Any], card_lease: bool
+) -> Sequence[Any] | None:
+    """`create`'s INSERT ... ON CONFLICT DO NOTHING of a pending request (`values`), with its
+    `requested` audit event and the removal of its intake message (`sql.changed_request`), in
+    `writer`: `(request,)` as inserted, or None when its id or (requester, key) exists."""
+    rules: Rules = values["rules"]
+    timeout, offsets = rules.level(0).timeout_seconds, rules.reminders_seconds
+    why = {"rule": rules.review_rule} if rules.review_rule else {}
+    requested = audit_row(values["id"], "requested", values["requester"], action=values["action"], **why)
+    params = {f"new_{column}": value for column, value in values.items()}
+    params |= {"timeout_seconds": timeout or 0, "reminder_seconds": offsets[0] if offsets else 0}
+    params |= {"lease_seconds": CARD_LEASE_SECONDS}
+    dialect = "postgresql" if on_postgresql(writer) else "sqlite"
+    new = created(dialect, tuple(values), bool(timeout), bool(offsets), card_lease)
+    return changed_request(writer, new, [requested], also=intake_taken, params=params)
+
+
+def _earlier(session: Transaction, values: dict[str, Any]) -> RequestRow:
+    """The stored request with the requester and idempotency key of `values` (whose INSERT found
+    it); if it has their id (an earlier intake of the same message stored it), its intake message
+    is dropped, as its INSERT would have."""
+    same_key = {"of_requester": values["requester"], "of_key": values["idempotency_key"]}
+    earlier = request_row(session.execute(SAME_KEY, same_key).one())
+    if earlier.id == values["id"]:
+        session.execute(intake_taken([earlier.id]))
+    return earlier
 
 
 def _seen(where: str | None, shown: dict[str, Any] | None) -> dict[str, Any]:

@@ -130,6 +130,11 @@ LOCKED = (
     select(REQUESTS, not_timed_out().label("on_time")).where(REQUESTS.c.id == FOR_REQUEST).with_for_update()
 )
 """`Store._locked`'s SELECT of the row of the request bound as `for_request`, and whether it is on time."""
+SAME_KEY = select(REQUESTS).where(
+    REQUESTS.c.requester == bindparam("of_requester"), REQUESTS.c.idempotency_key == bindparam("of_key")
+)
+"""`Store.create_approved`'s SELECT of the request bound as `of_requester` and `of_key` (its
+idempotency key), when its INSERT found one."""
 
 
 @functools.cache

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from countersign.exceptions import PolicyError, UnknownAction
-from countersign.router.gate import GATE_VARIABLES, Gate, facts_of
+from countersign.router.gate import GATE_VARIABLES, Gate, facts_of, let_through
 from countersign.router.policy import IntakeLimits, Policy, load_policy
 from countersign.router.reload import PolicyHolder
 from countersign.schema import ApprovalRequestV1
@@ -375,6 +375,33 @@ actions:
     assert policy.gate("send_email", facts("1", 0.5)).review is True
     assert policy.gate("send_email", facts("1", None)).review is True
     assert policy.gate("wipe", facts("1")).review is True
+
+
+def test_the_stored_reason_tells_a_request_the_gate_let_through(tmp_path: Path) -> None:
+    """`let_through(reason)` (the card sweep's test of a stored pending row) holds exactly for the
+    reasons of gates that let a request through, whichever rule decided and however it failed."""
+    policy = load(
+        tmp_path,
+        """\
+version: 1
+defaults: {channel: C0X, approvers: {users: [U0A, U0B]}}
+actions:
+  refund:
+    auto_approve: "payload.amount < 50"
+    review_when: "confidence < 0.9"
+    require: [{when: "payload.amount >= 1000", approvals: 2}]
+  email: {review_when: "confidence < 0.9"}
+  deploy: {}
+  wipe: {always_review: true, auto_approve: "true"}
+""",
+    )
+    asked = [("refund", 10, None), ("refund", 100, 0.95), ("refund", 100, 0.5), ("refund", 5000, None)]
+    asked += [("refund", "x", 0.5), ("email", 1, 0.95), ("email", 1, 0.5), ("email", 1, None)]
+    asked += [("deploy", 1, None), ("wipe", 1, None)]
+    gates = [policy.gate(action, facts(amount, confidence)) for action, amount, confidence in asked]
+    assert [gate.review for gate in gates] == [False, False, True, True, True, False, True, True, True, True]
+    assert [let_through(gate.reason) for gate in gates] == [not gate.review for gate in gates]
+    assert not let_through(None)
 
 
 def test_hot_reload_and_a_broken_reload_keeps_the_last_good_policy(
