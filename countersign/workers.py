@@ -99,10 +99,8 @@ from __future__ import annotations
 import multiprocessing.process
 import os
 import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from types import FrameType
 from typing import Any
@@ -121,6 +119,7 @@ from rq.utils import now
 from rq.worker import BaseWorker, WorkerStatus
 
 from .defaults import OWN_JOB_PREFIXES
+from .heartbeat import JobHeartbeat
 from .outages import lost, summary
 
 HEARTBEAT_EVERY_SECONDS = 5.0
@@ -148,7 +147,7 @@ class CountersignWorker(SimpleWorker):
         self._beaten_at = float("-inf")  # time.monotonic() of the last heartbeat sent
         self._state_sent: str | None = None
         self._suspension_checked_at = float("-inf")
-        self._job_heartbeat = _JobHeartbeat(self)
+        self._job_heartbeat = JobHeartbeat(self)
         self._holds_job = False  # execute_job runs: a warm shutdown waits for the job
         self._jobs_run = 0
 
@@ -290,7 +289,7 @@ class CountersignWorker(SimpleWorker):
 
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
         """RQ's heartbeat TTL of a job on a forking worker: its monitoring interval plus 60 s (at most
-        its remaining timeout plus 60 s), which `_JobHeartbeat` renews while the job runs."""
+        its remaining timeout plus 60 s), which `heartbeat.JobHeartbeat` renews while the job runs."""
         return BaseWorker.get_heartbeat_ttl(self, job, working_time)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
@@ -477,58 +476,3 @@ class _WorkerBoundScheduler(RQScheduler):
             self.request_stop()  # type: ignore[no-untyped-call]
             return
         super().heartbeat()  # type: ignore[no-untyped-call]
-
-
-class _JobHeartbeat:
-    """The thread of a worker that renews the running job's, its execution's and the worker's
-    heartbeats every `job_monitoring_interval` seconds of that job (RQ's `maintain_heartbeats`);
-    started with the first job, it waits while no job runs. A beat is sent holding the lock, so
-    `running` returns with no beat under way for its job."""
-
-    def __init__(self, worker: BaseWorker) -> None:
-        self._worker = worker
-        self._changed = threading.Condition()
-        self._running: tuple[Job, Execution] | None = None
-        self._stopped = False
-        self._thread: threading.Thread | None = None
-
-    @contextmanager
-    def running(self, job: Job, execution: Execution) -> Iterator[None]:
-        """Beat for `job` while the enclosed block runs it."""
-        with self._changed:
-            self._running = (job, execution)
-            self._changed.notify()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._beat, name="job heartbeat", daemon=True)
-            self._thread.start()
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._running = None
-                self._changed.notify()
-
-    def stop(self) -> None:
-        """End the thread (the worker is done), once no job runs."""
-        with self._changed:
-            self._stopped = True
-            self._changed.notify()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _beat(self) -> None:
-        with self._changed:
-            while not self._stopped:
-                running = self._running
-                if running is None:
-                    self._changed.wait()
-                    continue
-                timed_out = not self._changed.wait(self._worker.job_monitoring_interval)
-                if timed_out and self._running is running:
-                    self._send(*running)
-
-    def _send(self, job: Job, execution: Execution) -> None:
-        try:
-            self._worker.maintain_heartbeats(job, execution)
-        except Exception as exc:  # the next beat tries again; the job goes on, and so does this thread
-            self._worker.log.warning("job %s: heartbeat not sent (%s)", job.id, exc)

@@ -21,6 +21,7 @@ SHARED = {
     "exceptions",
     "files",
     "grant",
+    "heartbeat",
     "idempotency",
     "outages",
     "ports",
@@ -30,7 +31,8 @@ SHARED = {
     "validation",
     "workers",
 }
-LEAVES = {"defaults", "exceptions", "files", "untrusted"}  # import nothing of ours; even `store` may use them
+# import nothing of ours; even `store` may use them
+LEAVES = {"defaults", "exceptions", "files", "heartbeat", "untrusted"}
 
 
 def _modules() -> dict[str, Path]:
