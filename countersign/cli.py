@@ -3,7 +3,8 @@
 Every failure the user can fix ends in one line on stderr, `countersign: error: ...`, and an exit
 status of one convention, argparse's (`exit_status`): `BAD_INPUT` (2) for what the user gave, `FAILED`
 (1) for what failed at run time, `WAIT_TIMED_OUT` (3) when `wait` or `request --wait` gave up with the
-request still undecided.
+request still undecided. A check whose answer is no says so with its own prefix (`countersign: policy
+error: …`, `countersign: audit chain broken: …`, exit 1), and advice is `countersign: warning: …`.
 """
 
 from __future__ import annotations

@@ -107,6 +107,12 @@ class PolicyError(CountersignError, ValueError):
     """The policy file cannot be used; `str(err)` names the file, and the action class and field."""
 
 
+class PolicyUnreadable(PolicyError):
+    """The policy file cannot be read at all (missing, a directory, no permission): bad input, like
+    any file a command is given that is not there, even to `policy check`, whose answer for a file
+    it read is whether the policy is valid."""
+
+
 class IntakeLimitReached(CountersignError):
     """Intake refused a request over the policy's `limits` (requests a minute, or pending at once,
     per requester and action class); `str(err)` names the limit, and when to send it again."""
