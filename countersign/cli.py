@@ -3,7 +3,8 @@
 Every failure the user can fix ends in one line on stderr, `countersign: error: ...`, and an exit
 status of one convention, argparse's (`exit_status`): `BAD_INPUT` (2) for what the user gave, `FAILED`
 (1) for what failed at run time, `WAIT_TIMED_OUT` (3) when `wait` or `request --wait` gave up with the
-request still undecided.
+request still undecided. A check whose answer is no says so with its own prefix (`countersign: policy
+error: …`, `countersign: audit chain broken: …`, exit 1), and advice is `countersign: warning: …`.
 """
 
 from __future__ import annotations
@@ -372,11 +373,13 @@ def _pending(args: argparse.Namespace) -> None:
     created_at, expires_at}]`: the requests the approver may decide now, the very list of App Home
     and `/countersign pending` (`router.review.queue`: not their own request, not one they voted on
     or that timed out), soonest deadline first; times are ISO 8601 UTC (`expires_at` null: no
-    deadline)."""
+    deadline). Raises `UsageError` (exit 2) for an `--approver` that is no Slack user id."""
     from .router.review import queue
-    from .schema import iso
+    from .schema import SLACK_USER_ID, iso
     from .store import Store
 
+    if not SLACK_USER_ID.matches(args.approver):  # as `request --on-behalf-of` is checked
+        raise UsageError(f"--approver: should be {SLACK_USER_ID.allowed}")
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
     rows = queue(Store.from_url(load_settings().DATABASE_URL), args.approver, args.limit)

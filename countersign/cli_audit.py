@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from . import cli_args
 from .config import load_settings
 from .exceptions import UsageError
+from .router.texts import counted
 from .schema import iso
 from .store import check_schema, create_db_engine
 from .store.chain import AuditChain, Head
@@ -88,7 +89,7 @@ def _seal(_args: argparse.Namespace) -> None:
     chain, total = _chain(), 0
     while sealed := chain.seal():
         total += sealed
-    print(f"countersign audit: {total} event(s) sealed")
+    print(f"countersign audit: {counted(total, 'event')} sealed")
 
 
 def _head(_args: argparse.Namespace) -> None:

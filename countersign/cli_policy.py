@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from . import cli_args
 from .config import load_settings
-from .exceptions import PolicyError, UsageError
+from .exceptions import PolicyError, PolicyUnreadable, UsageError
 from .router.dryrun import dry_run
 from .router.policy import load_policy
 from .router.replay import replay
@@ -61,7 +61,9 @@ def add_parsers(policy: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     """Print the policy's routes, or with `--request` a dry run of that request through it; with NEW,
     first whether NEW may replace FILE and how it weakens it (then NEW is the policy shown), and on
-    stderr the reload's warnings when NEW changes FILE but keeps its `version`, or lowers it."""
+    stderr the reload's warnings when NEW changes FILE but keeps its `version`, or lowers it. Returns 1
+    for a policy that is not valid (the check's answer, `countersign: policy error: …`); a file it
+    cannot read raises `PolicyUnreadable` (exit 2)."""
     request = None if args.request is None else cli_args.json_arg("--request", args.request)
     try:
         policy = load_policy(args.file)
@@ -77,6 +79,8 @@ def _check(args: argparse.Namespace) -> int:
                 if warning is not None:
                     print(f"countersign: warning: {escaped(warning)}", file=sys.stderr)
         print(sanitize(policy.summary() if request is None else dry_run(policy, request)))
+    except PolicyUnreadable:
+        raise  # no policy to judge: bad input, exit 2, as any command given a file that is not there
     except PolicyError as exc:
         print(f"countersign: policy error: {escaped(str(exc))}", file=sys.stderr)
         return 1

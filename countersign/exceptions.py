@@ -65,8 +65,9 @@ class ExecutionRefused(CountersignError):
     `not_approved` | `already_executed` (it ran, and reported success) | `already_failed` (it ran,
     and raised or reported failure) | `outcome_unknown` (a run started before has reported no
     outcome: if none comes, someone must check) | `grant_expired` | `bad_signature` |
-    `payload_mismatch`. None of them lets the same decision run when it is tried again;
-    `consequence` says, in words, whether the action ever started."""
+    `payload_mismatch`. None of them lets the same decision run when it is tried again (a request
+    `not_approved` yet runs with the decision its approval brings); `consequence` says, in words,
+    whether the action ever started and what to do."""
 
     def __init__(self, request_id: str, why: str) -> None:
         super().__init__(f"request {request_id}: execution refused ({why})")
@@ -75,8 +76,8 @@ class ExecutionRefused(CountersignError):
 
     @property
     def consequence(self) -> str:
-        """What the refusal means for the action, for a log line: whether it started before (and how
-        it went), or never ran; in each case it is not run again."""
+        """What the refusal means for the action, and what to do: whether it started before (and
+        how it went) or never ran; in each case the same decision does not run again."""
         return _CONSEQUENCES.get(self.why, "nothing ran, and trying again would be refused too")
 
 
@@ -84,11 +85,32 @@ _CONSEQUENCES = {
     "already_executed": "the action already ran and succeeded; not run again",
     "already_failed": "the action already ran and failed; not run again",
     "outcome_unknown": "the action started and its outcome is unknown; not run again",
+    "not_approved": (
+        "nothing ran: the request is not approved (still pending, or rejected or expired); wait for "
+        "its decision and claim with it only when it is approved and carries a grant"
+    ),
+    "unknown_request": "nothing ran: countersign holds no request with this id",
+    "malformed_decision": "nothing ran: send the decision as countersign gave it",
+    "bad_signature": (
+        "nothing ran: the grant is missing or not signed by this router (COUNTERSIGN_SECRET); send "
+        "the decision as countersign gave it"
+    ),
+    "payload_mismatch": "nothing ran: the payload is not the one approved; run the decision's own payload",
+    "grant_expired": (
+        "nothing ran, and trying again would be refused too: the grant expired; send a new request "
+        "to ask again"
+    ),
 }
 
 
 class PolicyError(CountersignError, ValueError):
     """The policy file cannot be used; `str(err)` names the file, and the action class and field."""
+
+
+class PolicyUnreadable(PolicyError):
+    """The policy file cannot be read at all (missing, a directory, no permission): bad input, like
+    any file a command is given that is not there, even to `policy check`, whose answer for a file
+    it read is whether the policy is valid."""
 
 
 class IntakeLimitReached(CountersignError):

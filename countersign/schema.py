@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import rfc8785
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -34,7 +35,7 @@ from pydantic import (
 from .defaults import ROUTER_QUEUES
 from .exceptions import InvalidRequest
 from .untrusted import escaped
-from .validation import Matches, error_text
+from .validation import Matches, error_text, field_name, not_json
 
 M = TypeVar("M", bound=BaseModel)
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -70,7 +71,7 @@ def _canonical(payload: dict[str, Any]) -> bytes:
     try:
         return rfc8785.dumps(payload)
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
-        raise ValueError(f"cannot be canonical JSON ({exc})") from None
+        raise ValueError(not_json(payload) or f"cannot be canonical JSON ({exc})") from None
 
 
 def _check_depth(value: Any, budget: int) -> None:
@@ -302,14 +303,22 @@ def _resume_kind(value: Any) -> str:
     return "webhook" if isinstance(value, WebhookResume) else "rq"
 
 
+def _one_shape(value: Any) -> Any:
+    """`value`, unless it is an object naming both a webhook and a queue or func (`ValueError`)."""
+    if isinstance(value, dict) and "webhook" in value and ("queue" in value or "func" in value):
+        raise ValueError("give queue and func, or webhook, not both")
+    return value
+
+
 RESUME_TAGS = frozenset({"rq", "webhook"})
 Resume = Annotated[
     Annotated[QueueResume, Tag("rq")] | Annotated[WebhookResume, Tag("webhook")],
     Discriminator(_resume_kind),
+    BeforeValidator(_one_shape),
 ]
 """Where the decision goes: `{"queue", "func"}` (an RQ job, `QueueResume`) or `{"webhook"}` (an
-HTTP POST, `WebhookResume`); an object with `webhook` is read as the second, any other as the
-first, so every error names the fields of the shape the agent meant."""
+HTTP POST, `WebhookResume`), never both (one error says so); an object with `webhook` is read as
+the second, any other as the first, so every error names the fields of the shape the agent meant."""
 
 
 class ApprovalRequestV1(BaseModel):
@@ -429,9 +438,11 @@ def errors_line(errors: Iterable[Mapping[str, Any]], root: str, outer: Collectio
     `\\uXXXX`), so it stays one line, shown in its stored order."""
     parts = []
     for error in errors:
-        loc = _without_tags([p for p in error.get("loc", ()) if p not in outer])
+        loc, words = _without_tags([p for p in error.get("loc", ()) if p not in outer]), error_text(error)
+        if len(loc) >= 2 and loc[-1] == "[key]":  # pydantic's place for an object's key: name the key
+            loc, words = loc[:-2], f"the key {loc[-2]!r} {words}"
         where = ".".join(field_name(p) for p in loc) or root
-        parts.append(f"{where}: {error_text(error)}")
+        parts.append(f"{where}: {words}")
     return escaped("; ".join(parts))
 
 
@@ -439,11 +450,3 @@ def _without_tags(loc: Sequence[str | int]) -> list[str | int]:
     """An error's location without the tag pydantic puts after `resume` (`resume.webhook.webhook`
     is `resume.webhook`)."""
     return [p for i, p in enumerate(loc) if not (p in RESUME_TAGS and i > 0 and loc[i - 1] == "resume")]
-
-
-def field_name(part: str | int) -> str:
-    """A field name (or list index) as written in an error or a path: plain when it is a plain
-    ASCII name, else JSON-quoted with non-ASCII characters escaped (the agent chose it, and it may
-    hold dots, spaces, line breaks or characters that look like others)."""
-    text = str(part)
-    return text if (text.isascii() and text.isidentifier()) or isinstance(part, int) else json.dumps(text)

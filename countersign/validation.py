@@ -7,8 +7,10 @@ https://docs.pydantic.dev/latest/errors/validation_errors/ for the types)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
@@ -102,3 +104,37 @@ def error_text(error: Mapping[str, Any]) -> str:
         except (KeyError, IndexError):
             pass
     return _SUBJECT.sub("", str(error.get("msg", "is not valid")))
+
+
+def field_name(part: str | int) -> str:
+    """A field name (or list index) as written in an error or a path: plain when it is a plain
+    ASCII name, else JSON-quoted with non-ASCII characters escaped (the agent chose it, and it may
+    hold dots, spaces, line breaks or characters that look like others)."""
+    text = str(part)
+    return text if (text.isascii() and text.isidentifier()) or isinstance(part, int) else json.dumps(text)
+
+
+def not_json(value: Any, where: str = "") -> str | None:
+    """Why `value` (an agent's payload or context, as Python) is not JSON, in words, or None: the
+    first key that is not a string (`the key 1 of items should be a string`), or the first value
+    of a type JSON has not, at its path (`amount is a Decimal, …: send it as a string, e.g.
+    "201.00"`). Canonical JSON's numbers are IEEE 754 doubles (RFC 8785, section 3.2.2.3,
+    https://www.rfc-editor.org/rfc/rfc8785), so a `Decimal` could not keep its digits."""
+    if isinstance(value, (list, tuple, dict)):
+        pairs = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, child in pairs:
+            if isinstance(value, dict) and not isinstance(key, str):
+                return f"the key {key!r}{f' of {where}' if where else ''} should be a string"
+            step = f"[{key}]" if isinstance(key, int) else f"{'.' if where else ''}{field_name(key)}"
+            if (found := not_json(child, where + step)) is not None:
+                return found
+        return None
+    if isinstance(value, Decimal):
+        return (
+            f"{where} is a Decimal, which canonical JSON (RFC 8785) has no type for: "
+            f'send it as a string, e.g. "{value}"'
+        )
+    if value is not None and not isinstance(value, (str, int, float)):
+        kind = type(value).__name__
+        return f"{where} is a {kind}, which JSON has no type for: send a string, number, list or object"
+    return None

@@ -5,8 +5,9 @@ With `make run` in another terminal (its agent worker takes the `refund-agent` q
     make example-decorator          # python -m examples.decorator_refund 120.00 --approve
 
 The call prints the request id; `--approve` presses Approve on the sandbox card as lee.lead (else
-press it on the sandbox page yourself); the `make run` terminal then shows the worker's
-`REFUND EXECUTED: {...}` line, and this command prints the decision it waited for.
+it says where to press it yourself, and waits up to 10 minutes); the `make run` terminal then shows
+the worker's `REFUND EXECUTED: {...}` line, and this command prints the decision it waited for. A
+request refused at intake (e.g. an amount that is no decimal) ends it with the reason, exit 1.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from countersign import ApprovalClient
 from countersign.integrations.decorator import requires_approval
 from examples import payments
-from examples.sandbox_review import approve_in_sandbox
+from examples.sandbox_review import decision_of
 
 
 @requires_approval(action="issue_refund", summary=payments.SUMMARY, queue="refund-agent")
@@ -51,8 +52,6 @@ if __name__ == "__main__":
     print(f"approval request {handle.request_id}", flush=True)
     client = ApprovalClient.from_env()
     decided_before = client.get(handle.request_id).status not in ("queued", "pending")  # asked before
-    if options.approve:
-        approve_in_sandbox(client, handle.request_id)
-    decision = handle.wait(timeout=600)
+    decision = decision_of(client, handle.request_id, options.approve)
     then = _what_runs(client, handle.request_id, decision.outcome, decided_before)
     print(f"{decision.outcome}: {json.dumps(decision.payload)}; {then}")

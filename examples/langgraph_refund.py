@@ -38,7 +38,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from countersign import ApprovalClient
 from countersign.integrations.langgraph import CountersignGate, pending, resume_graph
 from examples import payments
-from examples.sandbox_review import approve_in_sandbox
+from examples.sandbox_review import approve_in_sandbox, decision_of
 
 GATE = CountersignGate({"issue_refund": payments.SUMMARY})
 
@@ -127,13 +127,12 @@ def main(options: argparse.Namespace) -> None:
         graph = build_graph(saver)
         request_id = options.resume or start(graph, options.amount, options.customer, options.thread)
         print(f"{'resuming' if options.resume else 'paused for'} approval request {request_id}", flush=True)
-        if options.approve:
-            approve_in_sandbox(client, request_id)
         if options.no_wait:
+            if options.approve:
+                approve_in_sandbox(client, request_id)
             return
-        result = resume_graph(
-            graph, client.wait(request_id, timeout=600)
-        )  # the thread found from the request
+        decision = decision_of(client, request_id, options.approve)
+        result = resume_graph(graph, decision)  # the thread found from the request
         print(
             result["messages"][-1].content if result else "already resumed: nothing waits for this decision"
         )

@@ -34,7 +34,7 @@ from agents.testing import assistant_message, function_call
 from countersign import ApprovalClient
 from countersign.integrations.openai_agents import CountersignApprovals
 from examples import payments
-from examples.sandbox_review import approve_in_sandbox
+from examples.sandbox_review import decision_of
 
 APPROVALS = CountersignApprovals({"issue_refund": payments.SUMMARY})
 
@@ -81,9 +81,7 @@ async def main(amount: str, customer: str, run_id: str, approve: bool) -> None:
     [request_id] = await APPROVALS.ask(result, run_id)
     print(f"paused for approval request {request_id}", flush=True)
     client = ApprovalClient.from_env()
-    if approve:
-        await asyncio.to_thread(approve_in_sandbox, client, request_id)
-    decision = await asyncio.to_thread(client.wait, request_id, timeout=600)
+    decision = await asyncio.to_thread(decision_of, client, request_id, approve)
     result = await APPROVALS.resume(build_agent(), decision)  # a new agent object: as after a restart
     print(result.final_output)
 

@@ -147,7 +147,7 @@ def test_a_reviewer_clears_their_queue_in_the_browser(
     command.clear()
     command.send_keys("/countersign pending")
     browser.find_element(By.CSS_SELECTOR, "#command-form button").click()
-    _shows(browser, "1 request(s) waiting for you")
+    _shows(browser, "1 request waiting for you")
     _shows(browser, pending)
     answer = browser.find_elements(By.CSS_SELECTOR, ".msg.ephemeral")[-1]
     assert "Only visible to you" in answer.text and "Refund EPSILON" in answer.text

@@ -25,6 +25,7 @@ from countersign.router import relay
 from countersign.router.jobs import json_queue
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
+from countersign.schema import SLACK_USER_ID
 from countersign.store import Store
 from tests.helpers import README_REQUEST, anyone, drain, hold_channel, wait_for
 from tests.helpers.builders import refund
@@ -246,6 +247,19 @@ def test_pending_lists_one_approvers_requests(
     assert json.loads(capsys.readouterr().out) == []
     assert main(["pending", "--approver", "U0ALICE", "--limit", "0"]) == 2
     assert capsys.readouterr().err == "countersign: error: --limit must be at least 1\n"
+
+
+@pytest.mark.parametrize("approver", ["bogus", "u0alice", "<@U0ALICE>", ""])
+def test_pending_checks_the_approver_is_a_slack_user_id_as_request_checks_on_behalf_of(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], approver: str
+) -> None:
+    """Not an empty list for a typo: the same rule and words as `--on-behalf-of`, exit 2."""
+    assert main(["pending", "--approver", approver]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"countersign: error: --approver: should be {SLACK_USER_ID.allowed}\n"
+    assert main([*README_REQUEST, "--on-behalf-of", approver]) == 2
+    assert f"on_behalf_of: should be {SLACK_USER_ID.allowed}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

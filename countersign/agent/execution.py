@@ -102,15 +102,28 @@ def claim_execution(decision: dict[str, Any], runtime: Connections) -> None:
 
 def _claim(runtime: Connections, request_id: str, decision: dict[str, Any]) -> None:
     """Verify the decision's grant, then claim its single execution. Raises `ExecutionRefused`,
-    audited as `execution_refused` with its `why` (by the store when the claim is refused)."""
+    audited as `execution_refused` with its `why` (by the store when the claim is refused). A
+    grant refused for a request the store does not hold, or holds without an approval (still
+    pending, rejected, expired with `deny`), is refused for that (`unknown_request`,
+    `not_approved`): a decision claimed before its approval has no grant, and is not forged."""
     try:
         verify_grant(runtime.settings.COUNTERSIGN_SECRET or "", decision)
     except ExecutionRefused as refused:
-        runtime.store.record(request_id, "execution_refused", AGENT, why=refused.why)
-        raise
+        why = stored_refusal(runtime, request_id) or refused.why
+        runtime.store.record(request_id, "execution_refused", AGENT, why=why)
+        raise ExecutionRefused(request_id, why) from None
     not_executable = runtime.store.claim_execution(request_id, AGENT)
     if not_executable is not None:
         raise ExecutionRefused(request_id, not_executable.why)
+
+
+def stored_refusal(runtime: Connections, request_id: str) -> str | None:
+    """`unknown_request` or `not_approved` when the stored request has nothing to run (whatever a
+    decision claims), else None: the reason a grant's refusal is given for such a request."""
+    stored = runtime.store.get(request_id)
+    if stored is None:
+        return "unknown_request"
+    return "not_approved" if stored.approved_payload is None else None
 
 
 def _no_retry() -> None:

@@ -28,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..agent import ApprovalClient, waiting
 from ..agent.client import RequestState
-from ..agent.execution import claim_execution, report_outcome
+from ..agent.execution import claim_execution, report_outcome, stored_refusal
 from ..decision import Decision
 from ..exceptions import ExecutionRefused, RequestDeadLettered, UnknownRequest
 from ..grant import verify_grant
@@ -246,9 +246,10 @@ def post_execution(
     does (`claim_execution`): the grant checked (signed by this router for exactly this payload, not
     expired by the database clock), then one conditional UPDATE, so of two claims exactly one
     succeeds (audited `execution_started`, the card says it started). 409 with the reason otherwise
-    (audited `execution_refused`, `why` as `ExecutionRefused`'s: e.g. `already_executed`,
-    `already_failed`, `outcome_unknown`, `grant_expired`, `payload_mismatch`): run nothing. 422 for
-    a body that is no decision, or another request's."""
+    (audited `execution_refused`, `why` as `ExecutionRefused`'s: e.g. `not_approved` for a request
+    still pending, `already_executed`, `already_failed`, `outcome_unknown`, `grant_expired`,
+    `payload_mismatch`, `bad_signature`), then what to do: run nothing. 422 for a body that is no
+    decision, or another request's."""
     _must_be_a_decision(decision)
     if decision["request_id"] != request_id:
         raise HTTPException(422, f"decision: request_id is {decision['request_id']!r}, not {request_id!r}")
@@ -289,7 +290,7 @@ def _verify(request: Request, holder: ApiToken, decision: dict[str, Any]) -> Ver
     try:
         verify_grant(rt.settings.COUNTERSIGN_SECRET or "", decision)
     except ExecutionRefused as refused:
-        return Verification(valid=False, request_id=shown, why=refused.why)
+        return Verification(valid=False, request_id=shown, why=stored_refusal(rt, shown) or refused.why)
     expires_at = str(decision["grant"]["expires_at"])
     now = iso(request.app.state.tokens.clock())
     if now is None or expires_at <= now:

@@ -152,15 +152,21 @@ def plain(text: str, limit: int) -> PlainTextObject:
     return PlainTextObject(text=clip(sanitize(text), limit), emoji=False)
 
 
-def facts(request: Request) -> list[str]:
-    """`Action: …`, `Requester: …`, and when given `On behalf of: …` and `Confidence: 0.80`: the
-    request's facts, as a card's and the Details modal's fields show them (before clipping)."""
-    lines = [f"Action: {request.action}", f"Requester: {request.requester}"]
+def facts(request: Request, limit: int) -> list[PlainTextObject | MarkdownTextObject]:
+    """`Action: …`, `Requester: …`, and when given `On behalf of: @lee` and `Confidence: 0.80`: the
+    request's facts, as a card's and the Details modal's fields show them, each clipped to `limit`
+    characters. The agent's words are `plain`; the human it acts for is a mention (mrkdwn, which
+    Slack renders as their name, as every other person on a card), safe there as the schema took
+    `on_behalf_of` only as a Slack user id (`schema.SLACK_USER_ID`)."""
+    fields: list[PlainTextObject | MarkdownTextObject] = [
+        plain(f"Action: {request.action}", limit),
+        plain(f"Requester: {request.requester}", limit),
+    ]
     if request.on_behalf_of:
-        lines.append(f"On behalf of: {request.on_behalf_of}")
+        fields.append(MarkdownTextObject(text=f"On behalf of: {mentions([request.on_behalf_of])}"))
     if request.confidence is not None:
-        lines.append(f"Confidence: {request.confidence:.2f}")
-    return lines
+        fields.append(plain(f"Confidence: {request.confidence:.2f}", limit))
+    return fields
 
 
 def field_line(name: str, value: Any) -> str:
@@ -188,7 +194,7 @@ def _body(request: Request, version: str) -> list[Block]:
     shown = payload_lines(request.payload_to_run, request.rules.key_fields)
     blocks: list[Block] = [
         HeaderBlock(block_id=f"head-{version}", text=plain(one_line(request.summary), MAX_HEADER_TEXT)),
-        SectionBlock(block_id=f"facts-{version}", fields=[plain(f, CARD_FIELD_MAX) for f in facts(request)]),
+        SectionBlock(block_id=f"facts-{version}", fields=facts(request, CARD_FIELD_MAX)),
     ]
     if shown:
         blocks.append(

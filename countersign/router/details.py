@@ -42,7 +42,7 @@ def details_view(request: Request) -> dict[str, Any]:
     within 100 blocks and `MODAL_TEXT_BYTES`; what does not fit ends in an honest "… N more
     characters"."""
     blocks: list[Block] = [HeaderBlock(text=plain(one_line(request.summary), MAX_HEADER_TEXT))]
-    blocks.append(SectionBlock(fields=[plain(f, MAX_SECTION_FIELD_TEXT) for f in facts(request)]))
+    blocks.append(SectionBlock(fields=facts(request, MAX_SECTION_FIELD_TEXT)))
     if request.rules.review_rule:
         rule = f"Policy v{request.policy_version} rule: {request.rules.review_rule}"
         blocks.append(SectionBlock(text=plain(rule, MAX_SECTION_TEXT)))

@@ -33,7 +33,7 @@ from .cards import (
     payload_lines,
     plain,
 )
-from .texts import USER_ID_PREFIXES, clip, code, escape, verdict, when
+from .texts import USER_ID_PREFIXES, clip, code, counted, escape, verdict, when
 
 MAX_LISTED = 20  # requests in one answer: two blocks each, within Slack's 50 a message
 MAX_TRAIL = 12  # audit events `show` lists, the latest
@@ -117,7 +117,7 @@ def pending_message(queue: list[Request], more: bool) -> dict[str, Any]:
     whether there are more than listed."""
     if not queue:
         return _note("pending", "Nothing is waiting for you.")
-    head = f"{len(queue)}{'+' if more else ''} request(s) waiting for you, oldest deadline first:"
+    head = f"{counted(len(queue), 'request')}{'+' if more else ''} waiting for you, oldest deadline first:"
     blocks: list[Block] = [SectionBlock(block_id="pending", text=MarkdownTextObject(text=head))]
     for request in queue[:MAX_LISTED]:
         blocks += request_blocks(request, "pending")

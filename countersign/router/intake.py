@@ -36,6 +36,7 @@ from .jobs import INTAKE_RETRY, leave_intake_lane
 from .pace import CLOCK_SLACK_SECONDS, Slot
 from .policy import Policy, Route
 from .runtime import Runtime, current
+from .texts import counted
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +287,8 @@ def _approvers(runtime: Runtime, route: Route, gate: Gate, request: ApprovalRequ
     eligible = eligible_approvers(found, request.on_behalf_of, route.rules)
     if len(eligible) < gate.approvals:
         raise PolicyError(
-            f"the policy asks for {gate.approvals} approval(s) but names {len(eligible)} approver(s) who may "
+            f"the policy asks for {counted(gate.approvals, 'approval')} but names "
+            f"{counted(len(eligible), 'approver')} who may "
             "approve (the human the agent acts for may not approve their own request)"
         )
     return found

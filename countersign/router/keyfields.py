@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..exceptions import InvalidRequest
-from ..schema import field_name, fold
+from ..schema import fold
+from ..validation import field_name
 from .cards import CARD_FIELD_MAX, field_line
 from .texts import show
 

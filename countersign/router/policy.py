@@ -36,7 +36,7 @@ from pydantic import (
 )
 
 from ..defaults import GRANT_TTL_SECONDS
-from ..exceptions import PolicyError, UnknownAction
+from ..exceptions import PolicyError, PolicyUnreadable, UnknownAction
 from ..schema import ActionClass, SlackUserId, check_keys, one_line
 from ..store import EditableField, Level, Rules
 from ..store.rules import OnTimeout
@@ -52,6 +52,7 @@ from .gate import (
     check_variables,
     judge,
 )
+from .texts import counted
 
 SLACK_CONVERSATION_ID = Matches(
     r"^[CGDU][A-Z0-9]{2,31}$",
@@ -347,8 +348,8 @@ class Policy:
             at = "" if number == 0 else f"escalate[{number - 1}]."
             if not level.usergroups and len(level.users) < quorum:
                 raise fail(
-                    f"{at}approvers names {len(level.users)} user(s) but require asks for up to {quorum} "
-                    "approvals"
+                    f"{at}approvers names {counted(len(level.users), 'user')} but require asks for up to "
+                    f"{counted(quorum, 'approval')}"
                 )
             last = number + 1 == len(levels)
             if level.on_timeout == "escalate" and last:
@@ -431,12 +432,13 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def load_policy(path: Path | str) -> Policy:
-    """Read and validate a policy file. Raises `PolicyError` naming the file and the field."""
+    """Read and validate a policy file. Raises `PolicyUnreadable` for a file that cannot be read,
+    else `PolicyError` naming the file and the field."""
     path = Path(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise PolicyError(f"{path}: cannot read ({exc.strerror})") from None
+        raise PolicyUnreadable(f"{path}: cannot read ({exc.strerror})") from None
     return parse_policy(path, raw)
 
 
@@ -447,6 +449,13 @@ def parse_policy(path: Path, raw: bytes) -> Policy:
         data = yaml.load(raw, Loader=_StrictLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise PolicyError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+    if data is None:
+        raise PolicyError(
+            f"{path}: the policy file is empty; it should be a YAML mapping (version, actions, …)"
+        )
+    if not isinstance(data, dict):
+        kind = "list" if isinstance(data, list) else "single value"
+        raise PolicyError(f"{path}: should be a YAML mapping (version, actions, …), not a {kind}")
     try:
         file = PolicyFile.model_validate(data)
     except ValidationError as exc:

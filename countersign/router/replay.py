@@ -14,6 +14,7 @@ from ..exceptions import PolicyError, UnknownAction
 from ..store import Request, Status, Via
 from .gate import facts_of
 from .policy import Policy
+from .texts import counted
 
 SHOWN = 20
 """At most this many request ids listed per finding."""
@@ -43,7 +44,7 @@ class Replay:
     def lines(self) -> list[str]:
         """The report `countersign policy replay` prints."""
         return [
-            f"{self.requests} recorded request(s) replayed",
+            f"{counted(self.requests, 'recorded request')} replayed",
             f"would auto-approve {self.auto_approved} "
             f"(the recorded policy auto-approved {self.auto_approved_then})",
             _listed("would have let through, rejected by a human", self.rejected),

@@ -55,8 +55,8 @@ def hidden_characters(text: str) -> str | None:
     kinds = sorted(set(found))
     named = ", ".join(f"U+{c:04X}" for c in kinds[:5]) + (", …" if len(kinds) > 5 else "")
     return (
-        f"⚠ This value holds {len(found)} control or bidirectional character(s) ({named}), which can "
-        "reorder or hide what you read here; Details shows the value escaped."
+        f"⚠ This value holds {counted(len(found), 'control or bidirectional character')} ({named}), "
+        "which can reorder or hide what you read here; Details shows the value escaped."
     )
 
 
@@ -74,6 +74,17 @@ def paragraphs(text: str, lines: int) -> str:
     more = len(kept) - lines
     cut = [*kept[:lines], f"… {more} more line{'s' if more > 1 else ''}: see Details"] if more > 0 else kept
     return "\n".join(cut).strip()
+
+
+def counted(count: int, noun: str, nouns: str | None = None) -> str:
+    """`count` with its noun in the number it takes: `1 approval`, `2 approvals`, `0 people`
+    (`nouns`, the plural, defaults to `noun` + "s")."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def decide(users: list[str]) -> str:
+    """The verb for `users` as its subject: "decides" for one, "decide" for more (or none)."""
+    return "decides" if len(users) == 1 else "decide"
 
 
 def mentions(users: list[str], limit: int = 10, joiner: str = " or ") -> str:
@@ -230,8 +241,8 @@ def escalated_away_text(request: Request, plain: bool = False) -> str:
         )
     where, who_now = conversation(request.channel), mentions(request.approvers) or "nobody"
     return (
-        f"This request was escalated to {who_now} in {where}, who decide it now: you were an approver "
-        "of an earlier level, so your action changed nothing."
+        f"This request was escalated to {who_now} in {where}, who {decide(request.approvers)} it now: "
+        "you were an approver of an earlier level, so your action changed nothing."
     )
 
 
@@ -240,7 +251,7 @@ def reminder_text(request: Request, missing: list[str]) -> str:
     before it expires, with how many approvals it still needs."""
     deadline = f"; it expires {when(request.expires_at)}" if request.expires_at else ""
     needed = request.required_approvals - (len(request.eligible_approvers) - len(missing))
-    still = f"{needed} more approvals" if request.required_approvals > 1 else "a decision"
+    still = f"{counted(needed, 'more approval')}" if request.required_approvals > 1 else "a decision"
     return f"⏰ Reminder for {mentions(missing)}: this request still needs {still}{deadline}."
 
 
@@ -249,7 +260,7 @@ def escalated_note(request: Request) -> str:
     `request` as it is now) and who decides it there."""
     return (
         f"⤴ No decision in time: escalated to {conversation(request.channel)}, "
-        f"where {mentions(request.approvers)} decide it."
+        f"where {mentions(request.approvers)} {decide(request.approvers)} it."
     )
 
 
@@ -258,9 +269,9 @@ def escalation_failed_note(request: Request, channel: str, found: int) -> str:
     approvers (its users and user groups resolved), fewer than its quorum, so the policy's timeout
     denied it (fail closed): what went wrong, for whoever keeps the policy's user groups."""
     return (
-        f"⚠ No decision in time, and no escalation: the next level's approvers in {conversation(channel)} "
-        f"are {found} people, fewer than the {request.required_approvals} approval(s) needed (a user "
-        "group empty, gone or shrunk?), so the policy's timeout denied it."
+        f"⚠ No decision in time, and no escalation: the next level in {conversation(channel)} has "
+        f"{counted(found, 'approver')}, fewer than the {counted(request.required_approvals, 'approval')} "
+        "needed (a user group empty, gone or shrunk?), so the policy's timeout denied it."
     )
 
 

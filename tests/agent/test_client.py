@@ -4,6 +4,7 @@ reports where a request is, and an unreachable Redis is said clearly."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,40 @@ def test_invalid_request_fails_at_request_with_one_line_and_enqueues_nothing(
         client.request(request)
     assert error in str(raised.value)
     assert "\n" not in str(raised.value)
+    assert json_queue("countersign", redis).count == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (
+            {"resume": {"queue": "q", "func": "a.b", "webhook": "https://x.example.com/z"}},
+            "resume: give queue and func, or webhook, not both",
+        ),
+        (
+            {"resume": {"func": "a.b", "webhook": "https://x.example.com/z"}},
+            "resume: give queue and func, or webhook, not both",
+        ),
+        ({"payload": {1: "x"}}, "payload: the key 1 should be a string"),
+        ({"payload": {"items": [{"sku": "a", 2: "x"}]}}, "payload: the key 2 of items[0] should be a string"),
+        (
+            {"payload": {"amount": Decimal("201.00")}},
+            "payload: amount is a Decimal, which canonical JSON (RFC 8785) has no type for: "
+            'send it as a string, e.g. "201.00"',
+        ),
+        (
+            {"context": {"seen": {1, 2}}},
+            "context: seen is a set, which JSON has no type for: send a string, number, list or object",
+        ),
+    ],
+)
+def test_a_python_value_json_cannot_hold_or_a_mixed_resume_is_one_clear_line(
+    client: ApprovalClient, redis: Redis, change: dict[str, Any], error: str
+) -> None:
+    """The whole refusal is the one thing to fix: no unknown-field noise, no Python type repr."""
+    with pytest.raises(InvalidRequest) as raised:
+        client.request({**refund(), **change})
+    assert str(raised.value) == error
     assert json_queue("countersign", redis).count == 0
 
 

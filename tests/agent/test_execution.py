@@ -88,6 +88,20 @@ def test_tampered_decisions_are_refused_and_audited(runtime: Runtime, tamper: An
     assert runtime.store.get(decision["request_id"]).execution is None  # type: ignore[union-attr]
 
 
+def test_a_decision_for_a_request_still_pending_is_refused_as_not_approved(runtime: Runtime) -> None:
+    """A decision made up before the approval (a forged grant, or none) for a request the store holds
+    as pending: `not_approved`, which says to wait for the decision; not `bad_signature`."""
+    decision = copy.deepcopy(approve(runtime))
+    pending = new_request(runtime.store)
+    for grant in (None, decision["grant"]):
+        made_up = {**decision, "request_id": pending.id, "grant": grant}
+        with pytest.raises(ExecutionRefused) as raised:
+            execute_approved(made_up, print, runtime)
+        assert raised.value.why == "not_approved" and "wait for its decision" in raised.value.consequence
+    assert refused_why(runtime.store, pending.id) == ["not_approved", "not_approved"]
+    assert runtime.store.get(pending.id).status == "pending"  # type: ignore[union-attr]
+
+
 def test_expired_grant_and_replay_are_refused(runtime: Runtime) -> None:
     expired = approve(runtime, grant_ttl=0)
     with pytest.raises(ExecutionRefused, match="grant_expired"):

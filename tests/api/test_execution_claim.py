@@ -99,7 +99,8 @@ def test_a_claim_after_the_grant_expired_is_refused_and_nothing_is_claimed(
     refused = _claim(agent, decision)
     assert refused.status_code == 409, refused.text
     assert refused.json()["error"].endswith(
-        "execution refused (grant_expired): nothing ran, and trying again would be refused too"
+        "execution refused (grant_expired): nothing ran, and trying again would be refused too: the grant "
+        "expired; send a new request to ask again"
     )
     assert runtime.store.get(decision["request_id"]).execution is None  # type: ignore[union-attr]
     assert _events(runtime, decision["request_id"]) == [("execution_refused", {"why": "grant_expired"})]
@@ -194,3 +195,33 @@ def test_a_request_not_stored_yet_is_answered_as_its_intake_message_says_whose_i
     with httpx.Client(base_url=web, headers={"Authorization": f"Bearer {secret}"}) as other:
         assert _claim(other, decision).status_code == 404
         assert other.post(f"/v1/requests/{request_id}/outcome", json={"ok": True}).status_code == 404
+
+
+def test_a_claim_before_the_approval_is_refused_as_not_approved_with_what_to_do(
+    agent: httpx.Client, redis: Redis, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """A still-pending request has no grant yet: a decision claimed for it (no grant, or one made
+    up) is `not_approved`, saying to wait for the decision, not a bad signature that retrying would
+    never fix; `/grants/verify` says the same, and nothing is claimed."""
+    answer = agent.post("/v1/requests", json=refund(run_id="claim-early", resume=None))
+    request_id = answer.json()["request_id"]
+    drain(redis)  # intake: the card is posted, the request pending
+    assert agent.get(f"/v1/requests/{request_id}/decision").status_code == 204
+    early = {"request_id": request_id, "outcome": "approved", "payload": refund()["payload"], "grant": None}
+    made_up = {
+        **early,
+        "grant": {"payload_sha256": "0" * 64, "expires_at": "2999-01-01T00:00:00Z", "signature": "0"},
+    }
+    for decision in (early, made_up):
+        refused = _claim(agent, decision)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"] == (
+            f"request {request_id}: execution refused (not_approved): nothing ran: the request is not "
+            "approved (still pending, or rejected or expired); wait for its decision and claim with it "
+            "only when it is approved and carries a grant"
+        )
+        verified = agent.post("/v1/grants/verify", json=decision)
+        assert verified.status_code == 200 and verified.json()["why"] == "not_approved"
+    assert _events(runtime, request_id) == [("execution_refused", {"why": "not_approved"})] * 2
+    row = runtime.store.get(request_id)
+    assert row is not None and (row.status, row.execution) == ("pending", None)

@@ -65,7 +65,7 @@ def test_pending_lists_what_the_user_may_decide_now_oldest_deadline_first(
 
     alice = _answer(sb, "U0ALICE", "pending")
     assert _ids_in(alice, every) == [sooner, later, quorum]  # no deadline comes last
-    assert alice["text"].startswith("3 request(s) waiting for you")
+    assert alice["text"].startswith("3 requests waiting for you")
     lead = _answer(sb, "U0LEAD", "pending")
     assert _ids_in(lead, every) == [sooner, later, own]
     assert _ids_in(_answer(sb, "U0BOB", "pending"), every) == [escalated]

@@ -101,7 +101,7 @@ def test_a_text_with_a_bidi_override_is_prefilled_exactly_with_a_hint_saying_so(
     blocks = {b.get("block_id"): b for b in view["view"]["blocks"]}
     assert blocks["edit-memo"]["element"]["initial_value"] == BIDI
     assert blocks["edit-memo"]["hint"]["text"] == (
-        "⚠ This value holds 3 control or bidirectional character(s) (U+001B, U+202C, U+202E), which can "
+        "⚠ This value holds 3 control or bidirectional characters (U+001B, U+202C, U+202E), which can "
         "reorder or hide what you read here; Details shows the value escaped."
     )
     assert "hint" not in blocks["edit-amount"]

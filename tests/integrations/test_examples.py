@@ -61,3 +61,39 @@ def test_each_example_asks_is_approved_in_the_sandbox_and_runs_the_refund(tmp_pa
             ]
     finally:
         stop_stack(process, output)
+
+
+@pytest.mark.timeout(300)
+def test_the_decorator_example_says_where_to_decide_and_a_refused_request_in_one_line(tmp_path: Path) -> None:
+    """Trial findings: without `--approve` it printed the id and then waited 600 s in silence; an amount
+    intake refuses ended in a `RequestDeadLettered` traceback."""
+    port = free_port()
+    remember_sandbox_port(tmp_path, port)
+    process, output, _ = start_stack(tmp_path, stack_env(tmp_path))
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "examples.decorator_refund"]
+    try:
+        refused = subprocess.run(
+            [*command, "abc", "--approve"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+        [line] = refused.stderr.splitlines()
+        assert re.fullmatch(r"request \w{26} was refused at intake: .+; nothing runs", line), line
+        assert "abc" in line or "amount" in line, line
+
+        waiting = subprocess.Popen(
+            [*command, "201.00"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert waiting.stdout is not None
+            asked, hint = waiting.stdout.readline(), waiting.stdout.readline()
+            assert asked.startswith("approval request ")
+            assert hint == (
+                f"decide it on the sandbox page http://127.0.0.1:{port}/ (or in Slack); waiting up to "
+                "600 s (Ctrl-C stops waiting)\n"
+            )
+        finally:
+            waiting.kill()
+            waiting.wait()
+    finally:
+        stop_stack(process, output)

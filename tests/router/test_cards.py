@@ -16,6 +16,7 @@ import pytest
 from slack_sdk import WebClient
 
 from countersign.router import cards, details
+from countersign.router import texts as texts_module
 from countersign.sandbox import Sandbox, serve
 from tests.helpers.builders import request
 
@@ -312,3 +313,34 @@ def test_a_modal_that_only_shows_offers_close_and_a_form_offers_cancel() -> None
         ("Cancel", "Approve"),
         ("Cancel", "Reject"),
     ]
+
+
+def test_the_human_the_agent_acts_for_is_a_mention_on_the_card_and_in_details(slack: WebClient) -> None:
+    """As every other person on a card: `<@U0LEAD>` in mrkdwn (Slack shows their name), never the raw
+    id in plain text."""
+    acting_for = request(on_behalf_of="U0LEAD")
+    card, shown = cards.request_card(acting_for), details.details_view(acting_for)
+    for blocks in (card.blocks, shown["blocks"]):
+        assert "On behalf of: <@U0LEAD>" in texts(blocks, "mrkdwn")
+        assert not any("U0LEAD" in t for t in texts(blocks, "plain_text"))
+    assert slack.chat_postMessage(channel="C0FINANCE", **card.message())["ok"]
+
+
+@pytest.mark.parametrize(
+    ("approvers", "verb"), [(["U0LEAD"], "<@U0LEAD> decides it."), (["U0LEAD", "U0ALICE"], "decide it.")]
+)
+def test_who_decides_after_an_escalation_agrees_with_how_many_they_are(
+    approvers: list[str], verb: str
+) -> None:
+    escalated = request(channel="C0FINLEADS", approvers=approvers)
+    assert texts_module.escalated_note(escalated).endswith(verb)
+    assert f"who {verb.split()[-2]} it now" in texts_module.escalated_away_text(escalated)
+
+
+def test_counts_take_the_noun_in_their_number() -> None:
+    assert [texts_module.counted(n, "approval") for n in (0, 1, 2)] == [
+        "0 approvals",
+        "1 approval",
+        "2 approvals",
+    ]
+    assert texts_module.counted(1, "person", "people") == "1 person"

@@ -54,7 +54,7 @@ def test_replay_exits_1_when_the_candidate_lets_a_rejection_through(
     rejected = _history(store, approvals=20)
     assert main(["policy", "replay", str(_candidate(tmp_path, 1000.0))]) == 1
     out = capsys.readouterr().out
-    assert "23 recorded request(s) replayed" in out
+    assert "23 recorded requests replayed" in out
     assert "would auto-approve 23 (the recorded policy auto-approved 0)" in out
     assert f"would have let through, rejected by a human: 1: {rejected}" in out
     assert main(["policy", "replay", str(_candidate(tmp_path, 500.0))]) == 0

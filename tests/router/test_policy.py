@@ -77,7 +77,10 @@ def load(tmp_path: Path, text: str) -> Policy:
             "version: 1\nactions:\n  r:\n    editable: {amount: {type: decimal, min: 'ten'}}\n",
             "actions.r.editable.amount.min: 'ten' is not a decimal number",
         ),
-        ("", "policy: should be a JSON object"),
+        ("", "the policy file is empty; it should be a YAML mapping (version, actions, …)"),
+        ("# nothing yet\n", "the policy file is empty"),
+        ("- version: 1\n", "should be a YAML mapping (version, actions, …), not a list"),
+        ("version\n", "should be a YAML mapping (version, actions, …), not a single value"),
         (
             "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}, self_approval: 'yes'}\n",
             "defaults.self_approval: should be true or false",
@@ -85,7 +88,7 @@ def load(tmp_path: Path, text: str) -> Policy:
         (
             "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}}\nactions:\n  r:\n"
             "    require: [{when: 'true', approvals: 2}]\n",
-            "actions.r: approvers names 1 user(s) but require asks",
+            "actions.r: approvers names 1 user but require asks for up to 2 approvals",
         ),
         (
             "version: 1\ndefaults: {channel: C0X, approvers: {users: [U0A]}, timeout: 1h}\nactions:\n  r:\n"
@@ -452,6 +455,17 @@ def test_policy_check_prints_a_summary_or_the_errors(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 1 and "actions.refund.chanel: unknown field" in result.stderr
+    missing = tmp_path / "nonexist.yml"
+    for args in ([str(missing)], ["examples/policy.yml", str(missing)]):  # FILE, or NEW, not there
+        unread = subprocess.run(
+            [sys.executable, "-m", "countersign.cli", "policy", "check", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+        assert (unread.returncode, unread.stdout) == (2, "")  # bad input, as for every command (README)
+        assert unread.stderr == f"countersign: error: {missing}: cannot read (No such file or directory)\n"
 
 
 def test_rules_may_read_the_names_their_macros_bind(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_a_quorum_reminder_names_the_approvers_still_missing(
     timeouts.sweep(runtime)
 
     [reminder] = replies(sb, "C0FINANCE", card)
-    assert reminder.startswith("⏰ Reminder for <@U0ALICE>: this request still needs 1 more approvals")
+    assert reminder.startswith("⏰ Reminder for <@U0ALICE>: this request still needs 1 more approval;")
     assert "U0LEAD" not in reminder and top_level(sb, "C0FINANCE") == 1
 
 
@@ -67,7 +67,7 @@ def test_the_escalation_notice_is_a_reply_under_the_card_left_behind(
     timeouts.sweep(runtime)  # nothing more to say
 
     [notice] = replies(sb, "C0FINANCE", card)
-    assert notice.startswith("⤴ No decision in time: escalated to <#C0FINLEADS>, where <@U0LEAD> decide it")
+    assert notice.startswith("⤴ No decision in time: escalated to <#C0FINLEADS>, where <@U0LEAD> decides it.")
     assert top_level(sb, "C0FINANCE") == 1 and len(sb.messages("C0FINLEADS")) == 1
 
 

@@ -239,7 +239,7 @@ def test_an_approver_of_an_earlier_level_is_refused_on_the_old_card(
     assert status(store, request_id) == "pending"
     [told] = wait_for(lambda: sb.ephemerals("U0ALICE"))
     assert told["text"] == (  # where it went, not "you are not an approver"
-        "This request was escalated to <@U0LEAD> in <#C0FINLEADS>, who decide it now: you were an "
+        "This request was escalated to <@U0LEAD> in <#C0FINLEADS>, who decides it now: you were an "
         "approver of an earlier level, so your action changed nothing."
     )
     sb.click(
@@ -307,9 +307,9 @@ def test_an_escalation_to_a_user_group_that_is_gone_denies(
     assert "escalation_failed" in events(store, request_id)
     [note] = [m for m in sandbox[0].messages("C0FINANCE") if m["thread_ts"] == card["ts"]]
     assert note["text"] == (  # the channel learns why it was denied, not only the log
-        "⚠ No decision in time, and no escalation: the next level's approvers in <#C0FINLEADS> are 0 "
-        "people, fewer than the 1 approval(s) needed (a user group empty, gone or shrunk?), so the "
-        "policy's timeout denied it."
+        "⚠ No decision in time, and no escalation: the next level in <#C0FINLEADS> has 0 approvers, "
+        "fewer than the 1 approval needed (a user group empty, gone or shrunk?), so the policy's "
+        "timeout denied it."
     )
 
 
