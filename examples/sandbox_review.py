@@ -49,13 +49,14 @@ def where_to_decide() -> str:
 
 
 def decision_of(client: ApprovalClient, request_id: str, approve: bool) -> Decision:
-    """Approve the card in the sandbox (`approve`), or say where to decide it and how long this waits;
-    then wait for the decision, at most `WAIT_SECONDS`. A request refused at intake, or still
-    pending at the end, ends the example: the reason on one line (stderr), exit status 1."""
+    """Approve the card in the sandbox (`approve`), or, while it is undecided, say where to decide it
+    and how long this waits; then wait for the decision, at most `WAIT_SECONDS`. A request refused at
+    intake, or still pending at the end, ends the example: the reason on one line (stderr), exit
+    status 1."""
     try:
         if approve:
             approve_in_sandbox(client, request_id)
-        else:
+        elif client.get(request_id).status in ("queued", "pending"):  # decided already: nothing to ask
             print(
                 f"decide it {where_to_decide()}; waiting up to {WAIT_SECONDS} s (Ctrl-C stops waiting)",
                 flush=True,
