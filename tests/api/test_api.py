@@ -380,6 +380,10 @@ def test_a_payload_breaking_a_declared_field_gets_422_naming_it_and_is_never_enq
         payload = {"amount": amount, "currency": "USD"}
         refused = _problem(agent.post("/v1/requests", json=refund(payload=payload, run_id=str(amount))), 422)
         assert refused.startswith(f"payload.amount: {json.dumps(amount)} breaks {declared}: {wrong}"), refused
+    left_out = _problem(agent.post("/v1/requests", json=refund(payload={}, run_id="left-out")), 422)
+    assert left_out == (
+        f'payload.amount: missing, but {declared} requires it: send a decimal string like "1234.56"'
+    )
     assert json_queue(INTAKE_QUEUE, redis).count == 0 and sandbox[0].messages() == []
     accepted = _create(agent, payload={"amount": "0.01", "currency": "USD"})  # the bound itself is in
     drain(redis)
