@@ -419,6 +419,28 @@ def test_intake_checks_declared_fields_by_the_policy_in_force_when_it_runs(
     assert sandbox[0].messages() == []
 
 
+def test_intake_dead_letters_a_request_that_leaves_out_a_field_declared_since(
+    agent: httpx.Client, redis: Redis, policy_file: Path, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """A declared field the payload leaves out is refused at intake too: version 4 declares `customer`,
+    which the request the API accepted under version 3 does not send."""
+    request_id = _create(agent)  # amount and currency only
+    amount = 'editable: {amount: {type: decimal, places: 2, min: "0.01"}}'
+    assert amount in policy_file.read_text()
+    declared = amount[:-1] + ", customer: {type: text, max_length: 40}}"
+    version_4 = policy_file.read_text().replace("version: 3", "version: 4").replace(amount, declared)
+    policy_file.write_text(version_4)
+    settled(policy_file)
+    drain(redis)
+    assert runtime.policy.version == 4
+    refused = _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=0"), 409)
+    assert (
+        "payload.customer: missing, but the policy's editable.customer of issue_refund (text, max_length 40) "
+        "requires it: send a string"
+    ) in refused, refused
+    assert sandbox[0].messages() == []
+
+
 def test_numbers_too_long_and_nesting_too_deep_are_named_as_such(agent: httpx.Client) -> None:
     """Trial findings: a 5,000-digit integer answered Python's own advice
     (`sys.set_int_max_str_digits()`), and 3,000 levels of nesting "the body is not JSON"."""
