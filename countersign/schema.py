@@ -440,7 +440,8 @@ def errors_line(errors: Iterable[Mapping[str, Any]], root: str, outer: Collectio
     for error in errors:
         loc, words = _without_tags([p for p in error.get("loc", ()) if p not in outer]), error_text(error)
         if len(loc) >= 2 and loc[-1] == "[key]":  # pydantic's place for an object's key: name the key
-            loc, words = loc[:-2], f"the key {loc[-2]!r} {words}"
+            # as `not_json` does, by its repr, which pydantic's str of a non-string key (`(1, 2)`) is
+            loc, words = loc[:-2], f"the key {loc[-2]} {words}"
         where = ".".join(field_name(p) for p in loc) or root
         parts.append(f"{where}: {words}")
     return escaped("; ".join(parts))

@@ -9,7 +9,8 @@ free); the database migrations; then `countersign web`, `countersign worker` and
 address only once web answers `/healthz` and both workers listen on their queues, so that a click on
 the page is never refused by a web process still starting.
 It writes the Redis, database and grant secret it chose to `.run/.env`, which the commands of a second
-terminal read (`config.ENV_FILE`). One `countersign run` a directory: it holds an exclusive lock on
+terminal read (`config.ENV_FILE`), and the sandbox's Slack settings when it started the sandbox.
+One `countersign run` a directory: it holds an exclusive lock on
 `.run/lock` (`fcntl.flock`, released by the kernel when it exits, however it exits) and a second one
 refuses to start, naming the first's pid, rather than join its Redis and database. Ctrl-C stops them
 all, the commands before the redis-server and sandbox they use; if one dies, the rest are stopped too.
@@ -55,7 +56,7 @@ STARTUP_TIMEOUT_SECONDS = 10.0
 READY_TIMEOUT_SECONDS = 120.0  # web, worker and agent worker import and check for ~25 s on a busy machine
 COUNTERSIGN = (sys.executable, "-m", "countersign.cli")  # the `countersign` command, as a child process
 # written to `.run/.env` (those set): what a second terminal's commands need to reach this stack and
-# check against its policy. Not the sandbox's Slack settings: no command of a second terminal calls Slack.
+# check against its policy.
 SHARED_SETTINGS = (
     "REDIS_URL",
     "DATABASE_URL",
@@ -63,6 +64,9 @@ SHARED_SETTINGS = (
     "COUNTERSIGN_WEBHOOK_SECRET",
     "COUNTERSIGN_POLICY",
 )
+# written there too when this run started the sandbox (never a real Slack token): what a second
+# `countersign worker` or `web` needs to call the sandbox and check its requests' signatures.
+SANDBOX_SETTINGS = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
 
 
 def _redis_answers(url: str) -> bool:
@@ -226,7 +230,7 @@ def _start(settings: Settings, stack: Stack, agent_queues: list[str]) -> None:
     env.setdefault("COUNTERSIGN_SECRET", _local_secret("secret", _grant_secret))
     env.setdefault("COUNTERSIGN_WEBHOOK_SECRET", _local_secret("webhook-secret", _webhook_secret))
     migrate(settings)
-    _write_env_file(env)
+    _write_env_file(env, sandbox=page is not None)
     stack.start("web", *COUNTERSIGN, "web", "--workers", "1", "--host", "127.0.0.1")
     stack.start("worker", *COUNTERSIGN, "worker")
     stack.start("agent worker", *COUNTERSIGN, "agent-worker", *agent_queues)
@@ -306,13 +310,17 @@ def _webhook_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def _write_env_file(env: dict[str, str]) -> None:
+def _write_env_file(env: dict[str, str], sandbox: bool) -> None:
     """`.run/.env` (mode 600, it holds the grant and webhook secrets): the settings of
     `SHARED_SETTINGS` this run chose (the policy file as an absolute path), which a second terminal's
-    `countersign request`, `show`, `stats`, `policy suggest`, `report` or `agent-worker` then read."""
+    `countersign request`, `show`, `stats`, `policy suggest`, `report` or `agent-worker` then read;
+    with `sandbox` (this run started the Slack sandbox), its `SANDBOX_SETTINGS` too, which are no
+    secret of a real workspace, for a second `countersign worker` or `web`. A real Slack token is
+    never written: with real Slack those come from the second terminal's own environment."""
     private_dir(ENV_FILE.parent)
     ENV_FILE.unlink(missing_ok=True)  # written afresh each run, private from its first byte
-    chosen = {name: env[name] for name in SHARED_SETTINGS if name in env}
+    names = SHARED_SETTINGS + (SANDBOX_SETTINGS if sandbox else ())
+    chosen = {name: env[name] for name in names if name in env}
     quoted = {name: value.replace("\\", "\\\\").replace('"', '\\"') for name, value in chosen.items()}
     write_private(ENV_FILE, "".join(f'{name}="{value}"\n' for name, value in quoted.items()))
 

@@ -8,6 +8,7 @@ https://docs.pydantic.dev/latest/errors/validation_errors/ for the types)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal
@@ -116,9 +117,10 @@ def field_name(part: str | int) -> str:
 
 def not_json(value: Any, where: str = "") -> str | None:
     """Why `value` (an agent's payload or context, as Python) is not JSON, in words, or None: the
-    first key that is not a string (`the key 1 of items should be a string`), or the first value
-    of a type JSON has not, at its path (`amount is a Decimal, …: send it as a string, e.g.
-    "201.00"`). Canonical JSON's numbers are IEEE 754 doubles (RFC 8785, section 3.2.2.3,
+    first key that is not a string (`the key 1 of items should be a string`, the key's `repr`), or
+    the first value of a type JSON has not, or that canonical JSON cannot hold (NaN, infinities,
+    integers beyond ±2**53-1), at its path (`amount is a Decimal, …: send it as a string, e.g.
+    "201.00"`, `x is NaN, …`). Canonical JSON's numbers are IEEE 754 doubles (RFC 8785, section 3.2.2.3,
     https://www.rfc-editor.org/rfc/rfc8785), so a `Decimal` could not keep its digits."""
     if isinstance(value, (list, tuple, dict)):
         pairs = value.items() if isinstance(value, dict) else enumerate(value)
@@ -134,7 +136,23 @@ def not_json(value: Any, where: str = "") -> str | None:
             f"{where} is a Decimal, which canonical JSON (RFC 8785) has no type for: "
             f'send it as a string, e.g. "{value}"'
         )
+    if isinstance(value, float) and not math.isfinite(value):
+        named = "NaN" if math.isnan(value) else "infinity" if value > 0 else "minus infinity"
+        return (
+            f"{where} is {named}, which canonical JSON (RFC 8785) has no form for: send a finite number "
+            "or a string"
+        )
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+        return (
+            f"{where} is {value}, beyond the integers canonical JSON (RFC 8785, an IEEE 754 double) keeps "
+            f'exactly (at most {MAX_SAFE_INTEGER} either side of 0): send it as a string, e.g. "{value}"'
+        )
     if value is not None and not isinstance(value, (str, int, float)):
         kind = type(value).__name__
-        return f"{where} is a {kind}, which JSON has no type for: send a string, number, list or object"
+        kind = kind if kind == "bytes" else f"a {kind}"  # "is bytes", "is a set"
+        return f"{where} is {kind}, which JSON has no type for: send a string, number, list or object"
     return None
+
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest integer an IEEE 754 double holds exactly, which RFC 8785 (section 3.2.2.3) allows."""

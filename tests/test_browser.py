@@ -262,7 +262,7 @@ def test_an_escalated_away_card_keeps_details_and_the_open_edit_says_where_it_we
     age(runtime.store, request_id, expires_at=-1)
     timeouts.sweep(runtime)  # level 1: #C0FINLEADS, decided by U0LEAD or U0BOB
     _fill_modal(browser, "250.00")
-    _shows(browser, "This request has moved on to escalation level 1", "#modal .field .error")
+    _shows(browser, "This request has moved on to the next level", "#modal .field .error")
     error = browser.find_element(By.CSS_SELECTOR, "#modal .field .error").text
     assert "U0" not in error and "C0FINLEADS" not in error and request_id not in error
     _shot(browser, "11-edit-after-escalation")

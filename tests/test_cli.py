@@ -508,10 +508,16 @@ def test_policy_check_dry_runs_a_request_through_the_policy() -> None:
     assert "request: issue_refund from refund-agent" in large.stdout
 
 
-def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero() -> None:
-    """A payload without `amount` (a declared field may be left out; `"fifty"` would be refused, as
-    below) leaves the example's rules over `double(payload.amount)` unevaluable: they fail closed."""
-    broken = dry_run('{"action": "issue_refund", "payload": {"currency": "USD"}}')
+def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero(tmp_path: Path) -> None:
+    """A payload without `amount`, under the example without its `editable` declaration (which would
+    refuse it, as below), leaves the rules over `double(payload.amount)` unevaluable: they fail closed."""
+    undeclared = tmp_path / "undeclared.yml"
+    example = [line for line in Path(EXAMPLE_POLICY).read_text().splitlines(keepends=True)]
+    kept = [line for line in example if not line.lstrip().startswith(("editable:", "edit_rule:"))]
+    assert len(kept) == len(example) - 2
+    undeclared.write_text("".join(kept))
+    request = '{"action": "issue_refund", "payload": {"currency": "USD"}}'
+    broken = cli("policy", "check", str(undeclared), "--request", request)
     assert broken.returncode == 0, broken.stderr
     assert "auto-approved: no, reviewed by a human" in broken.stdout and "quorum: 2" in broken.stdout
     assert (
@@ -534,6 +540,12 @@ def test_policy_check_reports_a_rule_that_cannot_be_evaluated_and_exits_zero() -
             "unknown action classes; known: delete_customer, issue_refund",
         ),
         ('{"action": "issue_refund"}', 2, "payload: required"),
+        (
+            '{"action": "issue_refund", "payload": {"currency": "USD"}}',
+            2,
+            "payload.amount: missing, but the policy's editable.amount of issue_refund (decimal, places 2, "
+            'min 0.01) requires it: send a decimal string like "1234.56"',
+        ),
         ('{"action": "issue_refund", "payload": {}, "colour": 1}', 2, "colour: unknown field"),
         ("[1]", 2, "request: should be a JSON object"),
         (

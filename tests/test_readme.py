@@ -53,16 +53,16 @@ def _transcript(block: str) -> list[tuple[list[str], str]]:
 
 
 def test_the_readmes_dry_runs_print_and_exit_as_it_says() -> None:
-    """Trial finding: the README showed a dry run for `"amount": "fifty"`, which `editable.amount`
-    refuses in one line as bad input. Its prose says how each exits ("(exit N)", in this order)."""
+    """Trial finding: the README showed a dry run of a payload `editable.amount` refuses in one line
+    as bad input (now one without `amount`). Its prose says how each exits ("(exit N)", in this order)."""
     start = README.index("`--request JSON` dry-runs one request")
     prose = README[start : README.index("```sh", start)]
     codes = [int(code) for code in re.findall(r"\(exit (\d)\)", prose)]
     assert codes == [0, 2]  # 2 for bad input: the exit convention README tabulates
     runs = _transcript(_block_after("`--request JSON` dry-runs one request", "sh"))
     assert [argv[-1] for argv, _ in runs] == [
+        '{"action": "issue_refund", "payload": {"amount": "25000.00", "currency": "USD"}}',
         '{"action": "issue_refund", "payload": {"currency": "USD"}}',
-        '{"action": "issue_refund", "payload": {"amount": "fifty"}}',
     ]
     for (argv, printed), code in zip(runs, codes, strict=True):
         done = subprocess.run(

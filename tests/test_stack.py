@@ -20,8 +20,9 @@ from redis import Redis
 from rq import Queue, Worker
 from rq.scheduler import SCHEDULER_LOCKING_KEY_TEMPLATE
 
+from countersign import stack
 from countersign.ports import free_port
-from countersign.router.jobs import resumed_key
+from countersign.router.jobs import INTAKE_QUEUE, resumed_key
 from tests.helpers import README_REQUEST, children, wait_for
 from tests.helpers.stack import (
     http_json,
@@ -73,6 +74,7 @@ def test_make_run_stack_end_to_end(tmp_path: Path) -> None:
         )[0]
         assert request_id in json.dumps(card["blocks"])
         _second_terminal_sees_the_policy(tmp_path, env["COUNTERSIGN_POLICY"])
+        _a_second_worker_reaches_the_sandbox(tmp_path, page)
         with urllib.request.urlopen(page + "/", timeout=10) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
 
@@ -124,6 +126,42 @@ def _second_terminal_sees_the_policy(cwd: Path, policy: str) -> None:
     )
     assert refused.returncode != 0 and "not_in_the_policy" in refused.stderr, refused
     assert second_terminal(cwd, "policy", "suggest").returncode == 0
+
+
+def _a_second_worker_reaches_the_sandbox(cwd: Path, page: str) -> None:
+    """Trial finding: a second `countersign worker` from a second terminal failed "SLACK_BOT_TOKEN is
+    not set": `.run/.env` now holds the sandbox's Slack settings (only when the run started it)."""
+    written = run_env(cwd)
+    assert (written["SLACK_BOT_TOKEN"], written["SLACK_API_URL"]) == ("xoxb-sandbox", f"{page}/api/")
+    assert len(written["SLACK_SIGNING_SECRET"]) == 32
+    intake = Queue(INTAKE_QUEUE, connection=Redis.from_url(written["REDIS_URL"]))
+    assert Worker.count(queue=intake) == 1
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "countersign.cli", "worker"],
+        cwd=cwd,
+        env={"PATH": os.environ["PATH"]},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for(
+            lambda: Worker.count(queue=intake) == 2 or worker.poll() is not None, timeout=60, what="worker"
+        )
+        assert worker.poll() is None, worker.stdout.read() if worker.stdout else ""
+    finally:
+        os.killpg(worker.pid, signal.SIGINT)
+        worker.communicate(timeout=60)
+
+
+def test_a_real_slack_token_is_never_written_to_run_env(tmp_path: Path, monkeypatch: Any) -> None:
+    """Only the sandbox's Slack settings go to `.run/.env`: with real Slack, the second terminal's
+    environment gives them."""
+    monkeypatch.chdir(tmp_path)
+    real = {"REDIS_URL": "redis://127.0.0.1:1/0", "SLACK_BOT_TOKEN": "xoxb-real", "SLACK_SIGNING_SECRET": "s"}
+    stack._write_env_file({**real, "SLACK_API_URL": "https://slack.com/api/"}, sandbox=False)
+    assert run_env(tmp_path) == {"REDIS_URL": "redis://127.0.0.1:1/0"}
 
 
 def test_a_restarted_make_run_keeps_its_redis_and_runs_nothing_again(tmp_path: Path) -> None:

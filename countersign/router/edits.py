@@ -51,12 +51,15 @@ def check_payload(action: str, payload: dict[str, Any], editable: dict[str, Edit
     by the check the Edit modal makes of a reviewer's value (`_value`): a `decimal` must be a
     decimal string (a JSON number is refused, so money never passes through a float), an `integer`
     a whole JSON number or such a string, a `text` a string; each within its `places`, `min`, `max`
-    and `max_length`. A declared field the payload leaves out is not checked (the Edit modal asks
-    a reviewer for it). Raises `InvalidRequest` naming the first bad field, its declaration and
-    what is wrong."""
+    and `max_length`. A declared field the payload leaves out is refused too: the policy's rules
+    read it and the Edit modal edits it, so without it neither could work. Raises `InvalidRequest`
+    naming the first bad or missing field, its declaration and what is wrong."""
     for name, spec in editable.items():
         if name not in payload:
-            continue
+            raise InvalidRequest(
+                f"payload.{name}: missing, but the policy's editable.{name} of {action} "
+                f"({_declared(spec)}) requires it: {_WRONG_TYPE[spec.type]}"
+            )
         value = payload[name]
         if spec.type == "decimal" and isinstance(value, int | float) and not isinstance(value, bool):
             raise InvalidRequest(

@@ -297,7 +297,7 @@ def enqueue_resumes(redis: Redis, events: Sequence[Event], bells: Sequence[str] 
     for _ in range(ENQUEUE_ATTEMPTS):
         if not missing or _enqueue_missing(redis, missing):
             return len(events) - ran
-    raise WatchError(f"the resume jobs of {len(missing)} event(s) kept changing; none enqueued")
+    raise WatchError(f"resume jobs kept changing while enqueued ({len(missing)} missing); none enqueued")
 
 
 def _enqueue_missing(redis: Redis, events: Sequence[Event]) -> bool:

@@ -32,6 +32,7 @@ from rq.serializers import JSONSerializer
 
 from .. import bell
 from ..store import Event, Store
+from . import texts
 from .jobs import (
     enqueue_intake,
     enqueue_resume,
@@ -89,7 +90,8 @@ def publish_all(store: Store, redis: Redis, events: Sequence[Event]) -> int:
     try:
         waiting = enqueue_resumes(redis, jobs, bells=[event.request_id for event in events])
     except RedisError as exc:
-        log.warning("%d resume event(s) not published yet (%s); the relay sweep will retry", len(events), exc)
+        unpublished = texts.counted(len(events), "resume event")
+        log.warning("%s not published yet (%s); the relay sweep will retry", unpublished, exc)
         return 0
     store.mark_all_published([event.id for event in events if event.webhook is None])
     return waiting

@@ -229,15 +229,16 @@ def escalated_away_text(request: Request, plain: bool = False) -> str:
     """Answer to a click or submit by an approver of an earlier escalation level: where the request
     went and who decides it now, as mentions (mrkdwn, which renders them as names). With `plain`,
     for a modal's inline error, which Slack shows as plain text (an id there would read `U0LEAD`):
-    the level, how many approvers decide it there, where to read who (`escalated_note`, the reply
-    under the card of the level left) and what to do, in words."""
+    that it moved on, how many approvers decide it there, where to read who and in which channel
+    (`escalated_note`, the reply under the card of the level left: the router keeps no channel names,
+    and a `<#C…>` link is not rendered there) and what to do, in words."""
     if plain:
         count = len(request.approvers)
         who_now = "its approver decides" if count == 1 else f"its {count} approvers decide"
         return (
-            f"This request has moved on to escalation level {request.level}, where {who_now} it now "
-            "(the reply under its earlier card names them). You were an approver of an earlier level, so "
-            "your action changed nothing; close this form."
+            f"This request has moved on to the next level, where {who_now} it now, in the channel the "
+            "reply under its earlier card names. You were an approver of an earlier level, so your "
+            "action changed nothing; close this form."
         )
     where, who_now = conversation(request.channel), mentions(request.approvers) or "nobody"
     return (

@@ -28,7 +28,7 @@ from slack_sdk.errors import SlackApiError
 
 from ..exceptions import RetryLater
 from ..store import Decided, Level, Request, TimeoutResult
-from . import delivery, directory, relay, threads
+from . import delivery, directory, relay, texts, threads
 from .delivery import Posted, post_card
 from .gate import let_through
 from .intake import Taken, approve_by_policy
@@ -117,7 +117,7 @@ def _each(step: Callable[[Runtime, Request], Any], runtime: Runtime, request: Re
     try:
         return 1 if step(runtime, request) else 0
     except RetryLater as later:
-        log.info("request %s: retrying in %s s", request.id, later.seconds)
+        log.info("request %s: retrying in %.3f s", request.id, later.seconds)
     except Exception:
         log.exception("request %s: sweep step failed; retrying later", request.id)
     return 0
@@ -225,7 +225,8 @@ def _publish(runtime: Runtime, decided: list[Decided]) -> None:
         relay.publish_all(runtime.store, runtime.redis, [one.event for one in decided])
     except Exception:
         log.exception(
-            "resume events of %d expired request(s) not marked published; the relay retries", len(decided)
+            "resume events of %s not marked published; the relay retries",
+            texts.counted(len(decided), "expired request"),
         )
 
 
@@ -238,8 +239,8 @@ def _report(runtime: Runtime, decided: list[Decided]) -> int:
         return 0
     results = Counter(str(one.request.timeout_result) for one in decided)
     log.info(
-        "%d request(s) expired: %s",
-        len(decided),
+        "%s expired: %s",
+        texts.counted(len(decided), "request"),
         ", ".join(f"{n} {why}" for why, n in sorted(results.items())),
     )
     for one in decided:
@@ -271,9 +272,9 @@ def _escalate(runtime: Runtime, request: Request, level: Level) -> int:
         approvers = []  # Slack refused for good (e.g. the user group is gone): nobody can decide
     if len(approvers) < request.required_approvals:  # a user group shrank below the quorum
         log.error(
-            "request %s: the next level has %d approver(s) for a quorum of %d; denying",
+            "request %s: the next level has %s for a quorum of %d; denying",
             request.id,
-            len(approvers),
+            texts.counted(len(approvers), "approver"),
             request.required_approvals,
         )
         runtime.store.record(
@@ -291,7 +292,9 @@ def _escalate(runtime: Runtime, request: Request, level: Level) -> int:
     threads.escalated(runtime, request, row)
     try:
         post_card(runtime, row)
-    except (SlackApiError, RetryLater) as exc:  # the sweep's due_for_card posts it a little later
+    except RetryLater as later:  # routine pacing: the sweep's due_for_card posts it a little later
+        log.info("request %s: escalation card not posted yet (%s)", request.id, later)
+    except SlackApiError as exc:  # the sweep's due_for_card tries again a little later
         log.warning("request %s: escalation card not posted yet (%s)", request.id, exc)
     return 1
 

@@ -80,6 +80,27 @@ def test_invalid_request_fails_at_request_with_one_line_and_enqueues_nothing(
             "resume: give queue and func, or webhook, not both",
         ),
         ({"payload": {1: "x"}}, "payload: the key 1 should be a string"),
+        ({"payload": {(1, 2): "x"}}, "payload: the key (1, 2) should be a string"),  # as repr, like 1
+        (
+            {"payload": {"scan": b"%PDF"}},
+            "payload: scan is bytes, which JSON has no type for: send a string, number, list or object",
+        ),
+        (
+            {"payload": {"lines": [{"rate": float("nan")}]}},
+            "payload: lines[0].rate is NaN, which canonical JSON (RFC 8785) has no form for: send a finite "
+            "number or a string",
+        ),
+        (
+            {"payload": {"limit": -float("inf")}},
+            "payload: limit is minus infinity, which canonical JSON (RFC 8785) has no form for: send a "
+            "finite number or a string",
+        ),
+        (
+            {"payload": {"id": 2**53}},
+            "payload: id is 9007199254740992, beyond the integers canonical JSON (RFC 8785, an IEEE 754 "
+            "double) keeps exactly (at most 9007199254740991 either side of 0): send it as a string, e.g. "
+            '"9007199254740992"',
+        ),
         ({"payload": {"items": [{"sku": "a", 2: "x"}]}}, "payload: the key 2 of items[0] should be a string"),
         (
             {"payload": {"amount": Decimal("201.00")}},

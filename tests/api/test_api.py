@@ -380,6 +380,10 @@ def test_a_payload_breaking_a_declared_field_gets_422_naming_it_and_is_never_enq
         payload = {"amount": amount, "currency": "USD"}
         refused = _problem(agent.post("/v1/requests", json=refund(payload=payload, run_id=str(amount))), 422)
         assert refused.startswith(f"payload.amount: {json.dumps(amount)} breaks {declared}: {wrong}"), refused
+    left_out = _problem(agent.post("/v1/requests", json=refund(payload={}, run_id="left-out")), 422)
+    assert left_out == (
+        f'payload.amount: missing, but {declared} requires it: send a decimal string like "1234.56"'
+    )
     assert json_queue(INTAKE_QUEUE, redis).count == 0 and sandbox[0].messages() == []
     accepted = _create(agent, payload={"amount": "0.01", "currency": "USD"})  # the bound itself is in
     drain(redis)
@@ -412,6 +416,28 @@ def test_intake_checks_declared_fields_by_the_policy_in_force_when_it_runs(
     refused = _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=0"), 409)
     assert 'payload.amount: "120.00" breaks the policy\'s editable.amount of issue_refund' in refused
     assert refused.endswith("(decimal, places 2, min 500.00): must be at least 500.00"), refused
+    assert sandbox[0].messages() == []
+
+
+def test_intake_dead_letters_a_request_that_leaves_out_a_field_declared_since(
+    agent: httpx.Client, redis: Redis, policy_file: Path, runtime: Runtime, sandbox: tuple[Sandbox, str]
+) -> None:
+    """A declared field the payload leaves out is refused at intake too: version 4 declares `customer`,
+    which the request the API accepted under version 3 does not send."""
+    request_id = _create(agent)  # amount and currency only
+    amount = 'editable: {amount: {type: decimal, places: 2, min: "0.01"}}'
+    assert amount in policy_file.read_text()
+    declared = amount[:-1] + ", customer: {type: text, max_length: 40}}"
+    version_4 = policy_file.read_text().replace("version: 3", "version: 4").replace(amount, declared)
+    policy_file.write_text(version_4)
+    settled(policy_file)
+    drain(redis)
+    assert runtime.policy.version == 4
+    refused = _problem(agent.get(f"/v1/requests/{request_id}/decision?wait=0"), 409)
+    assert (
+        "payload.customer: missing, but the policy's editable.customer of issue_refund (text, max_length 40) "
+        "requires it: send a string"
+    ) in refused, refused
     assert sandbox[0].messages() == []
 
 

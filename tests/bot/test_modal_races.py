@@ -79,9 +79,9 @@ def test_an_edit_submitted_after_an_escalation_reads_where_it_went_without_ids(
     error = shown["errors"]["edit-amount"]
     assert raw_ids(error) == [] and "<" not in error
     assert error == (
-        "This request has moved on to escalation level 1, where its 2 approvers decide it now (the "
-        "reply under its earlier card names them). You were an approver of an earlier level, so your "
-        "action changed nothing; close this form."
+        "This request has moved on to the next level, where its 2 approvers decide it now, in the "
+        "channel the reply under its earlier card names. You were an approver of an earlier level, so "
+        "your action changed nothing; close this form."
     )
     row = store.get(request_id)
     assert row is not None and (row.status, row.level, row.approved_payload) == ("pending", 1, None)

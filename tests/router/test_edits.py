@@ -148,17 +148,26 @@ WHOLE = "enter a whole number like 1234: digits only, no point, commas or expone
     ("payload", "error"),
     [
         ({"seats": 12, "note": "renewal"}, None),
-        ({"seats": "12"}, None),  # a whole number as a string, as the Edit modal would keep it
-        ({}, None),  # left out: the Edit modal asks a reviewer for it
-        ({"seats": 0}, f"payload.seats: 0 {SEATS_OF}: must be at least 1"),
-        ({"seats": "501"}, f'payload.seats: "501" {SEATS_OF}: must be at most 500'),
-        ({"seats": 12.0}, f"payload.seats: 12.0 {SEATS_OF}: {WHOLE}"),
+        ({"seats": "12", "note": ""}, None),  # a whole number as a string, as the Edit modal would keep it
         (
-            {"seats": True},
+            {"note": "renewal"},  # left out: the rules could not read it nor a reviewer edit it
+            "payload.seats: missing, but the policy's editable.seats of add_seats (integer, min 1, max 500) "
+            "requires it: send a whole number, as a JSON number or a string",
+        ),
+        (
+            {"seats": 12},
+            "payload.note: missing, but the policy's editable.note of add_seats (text, max_length 20) "
+            "requires it: send a string",
+        ),
+        ({"seats": 0, "note": ""}, f"payload.seats: 0 {SEATS_OF}: must be at least 1"),
+        ({"seats": "501", "note": ""}, f'payload.seats: "501" {SEATS_OF}: must be at most 500'),
+        ({"seats": 12.0, "note": ""}, f"payload.seats: 12.0 {SEATS_OF}: {WHOLE}"),
+        (
+            {"seats": True, "note": ""},
             (f"payload.seats: true {SEATS_OF}: send a whole number, as a JSON number or a string"),
         ),
-        ({"note": 5}, f"payload.note: 5 {NOTE_OF}: send a string"),
-        ({"note": "x" * 50}, f'payload.note: "{"x" * 38}… {NOTE_OF}: use at most 20 characters'),
+        ({"seats": 1, "note": 5}, f"payload.note: 5 {NOTE_OF}: send a string"),
+        ({"seats": 1, "note": "x" * 50}, f'payload.note: "{"x" * 38}… {NOTE_OF}: use at most 20 characters'),
     ],
 )
 def test_intake_holds_a_payload_to_its_declared_fields_by_the_modals_check(

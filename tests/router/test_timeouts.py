@@ -36,6 +36,7 @@ def test_timeout_escalates_twice_with_reminders_then_denies(
     store: Store,
     runtime: Runtime,
     sandbox: tuple[Sandbox, str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
@@ -57,7 +58,9 @@ def test_timeout_escalates_twice_with_reminders_then_denies(
     timeouts.sweep(runtime)
     assert store.get(request_id).channel == "C0CFO" and len(sb.messages("C0CFO")) == 1  # type: ignore[union-attr]
     age(store, request_id, expires_at=-1)
-    timeouts.sweep(runtime)
+    with caplog.at_level("INFO", logger=timeouts.__name__):
+        timeouts.sweep(runtime)
+    assert "1 request expired: 1 deny" in caplog.messages  # the count's noun in its number
     row = store.get(request_id)
     assert row is not None and (row.status, row.timeout_result, row.decided_via) == (
         "expired",
@@ -189,11 +192,15 @@ def test_escalating_to_fewer_approvers_than_the_quorum_denies(
     store: Store,
     runtime: Runtime,
     sandbox: tuple[Sandbox, str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     request_id, _ = post_card(client, redis, sandbox[0], payload={"amount": "25000.00", "currency": "USD"})
     store.vote(request_id, {"slack_user_id": "U0ALICE", "name": "alice"}, "approved", empty_resume)
     age(store, request_id, expires_at=-1)
-    timeouts.sweep(runtime)
+    with caplog.at_level("INFO", logger=timeouts.__name__):
+        timeouts.sweep(runtime)
+    denying = f"request {request_id}: the next level has 1 approver for a quorum of 2; denying"
+    assert denying in caplog.messages
     row = store.get(request_id)  # S0FINLEADS has one member, fewer than the quorum of 2: fail closed
     assert row is not None and (row.status, row.timeout_result) == ("expired", "deny")
     assert "escalation_failed" in events(store, request_id) and sandbox[0].messages("C0FINLEADS") == []
@@ -404,6 +411,7 @@ def test_a_reminder_is_marked_sent_only_once_it_is_posted(
     store: Store,
     runtime: Runtime,
     sandbox: tuple[Sandbox, str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     sb, _ = sandbox
     request_id, card = post_card(client, redis, sb)
