@@ -22,7 +22,7 @@ from countersign.router import timeouts
 from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from tests.helpers import REPO
-from tests.helpers.builders import age, post_card, status
+from tests.helpers.builders import age, escalating_policy, post_card, status
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -221,20 +221,7 @@ def test_line_breaks_in_a_value_cannot_fake_a_field_on_the_page(
     _shot(browser, "10-line-breaks-in-values")
 
 
-ESCALATING = """\
-version: 4
-defaults:
-  channel: C0APPROVALS
-  approvers: {users: [U0LEAD]}
-actions:
-  issue_refund:
-    channel: C0FINANCE
-    approvers: {users: [U0ALICE]}
-    editable: {amount: {type: decimal, places: 2, min: "0.01"}}
-    timeout: 4h
-    on_timeout: escalate
-    escalate: [{channel: C0FINLEADS, approvers: {users: [U0LEAD, U0BOB]}, timeout: 24h, on_timeout: deny}]
-"""
+ESCALATING = escalating_policy(4, "[U0LEAD, U0BOB]")
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the page, not SQL

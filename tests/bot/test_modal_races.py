@@ -26,23 +26,10 @@ from countersign.sandbox import Sandbox
 from countersign.store import Store
 from countersign.store.engine import WRITE
 from tests.helpers import wait_for
-from tests.helpers.builders import age, events, post_card, request, status
+from tests.helpers.builders import age, escalating_policy, events, post_card, request, status
 from tests.helpers.modals import open_view
 
-EDIT_THEN_ESCALATE = """\
-version: 12
-defaults:
-  channel: C0APPROVALS
-  approvers: {users: [U0LEAD]}
-actions:
-  issue_refund:
-    channel: C0FINANCE
-    approvers: {users: [U0ALICE]}
-    editable: {amount: {type: decimal, places: 2, min: "0.01"}}
-    timeout: 4h
-    on_timeout: escalate
-    escalate: [{channel: C0FINLEADS, approvers: {users: [U0LEAD, U0BOB]}, timeout: 24h, on_timeout: deny}]
-"""
+EDIT_THEN_ESCALATE = escalating_policy(12, "[U0LEAD, U0BOB]")
 ESCALATED_AWAY = (
     "This request was escalated to <@U0LEAD> or <@U0BOB> in <#C0FINLEADS>, who decide it now: you were an "
     "approver of an earlier level, so your action changed nothing."

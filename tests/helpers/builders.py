@@ -2,6 +2,7 @@
 card; and reading back what became of them.
 
 - `refund`: the JSON an agent sends (the README's refund), with overrides;
+- `escalating_policy`: a refund policy whose first level (U0ALICE) escalates to a second;
 - `post_card`: send it through the client and intake, and return the card the sandbox shows;
 - `decided_card`: the same, then decided by a reviewer;
 - `open_view`: press a card's button that opens a modal, and wait for the modal's real content;
@@ -48,6 +49,26 @@ def refund(**overrides: Any) -> dict[str, Any]:
         "resume": {"queue": agent.QUEUE, "func": agent.FUNC},
     }
     return {**request, **overrides}
+
+
+def escalating_policy(version: int, next_approvers: str) -> str:
+    """A policy file whose refunds (an editable `amount`) go to U0ALICE in C0FINANCE for 4 h, then
+    escalate to `next_approvers` (a YAML list of user ids, e.g. "[U0LEAD, U0BOB]") in C0FINLEADS."""
+    return f"""\
+version: {version}
+defaults:
+  channel: C0APPROVALS
+  approvers: {{users: [U0LEAD]}}
+actions:
+  issue_refund:
+    channel: C0FINANCE
+    approvers: {{users: [U0ALICE]}}
+    editable: {{amount: {{type: decimal, places: 2, min: "0.01"}}}}
+    timeout: 4h
+    on_timeout: escalate
+    escalate:
+      - {{channel: C0FINLEADS, approvers: {{users: {next_approvers}}}, timeout: 24h, on_timeout: deny}}
+"""
 
 
 CONFLICTING = pytest.mark.parametrize(

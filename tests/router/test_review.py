@@ -25,7 +25,16 @@ from countersign.router.runtime import Runtime
 from countersign.sandbox import Sandbox
 from countersign.store import Store
 from tests.helpers import agent, drain, empty_resume, wait_for
-from tests.helpers.builders import age, card_at, decidable, events, post_card, refund, status
+from tests.helpers.builders import (
+    age,
+    card_at,
+    decidable,
+    escalating_policy,
+    events,
+    post_card,
+    refund,
+    status,
+)
 from tests.helpers.modals import open_view
 from tests.helpers.redis_server import RedisServer
 
@@ -286,20 +295,7 @@ def test_the_cli_pending_list_is_what_app_home_and_the_slash_command_list(
     assert {row["request_id"] for row in json.loads(capsys.readouterr().out)} == {mine, open_one}
 
 
-EDIT_THEN_ESCALATE = """\
-version: 12
-defaults:
-  channel: C0APPROVALS
-  approvers: {users: [U0LEAD]}
-actions:
-  issue_refund:
-    channel: C0FINANCE
-    approvers: {users: [U0ALICE]}
-    editable: {amount: {type: decimal, places: 2, min: "0.01"}}
-    timeout: 4h
-    on_timeout: escalate
-    escalate: [{channel: C0FINLEADS, approvers: {users: [U0BOB]}, timeout: 24h, on_timeout: deny}]
-"""
+EDIT_THEN_ESCALATE = escalating_policy(12, "[U0BOB]")
 
 
 def test_an_edit_checked_before_an_escalation_is_refused_to_the_earlier_level(
