@@ -69,7 +69,9 @@ class Deliveries(Records):
     def schedule_card(self, request: Request, seconds: int, unclaimed: bool = False) -> None:
         """The card of `request`'s level waits `seconds` for its time in its channel's pace: nobody
         posts it before then (the posting lease), and the level's deadline moves to that time plus
-        its timeout (database clock), so a card behind a backlog never loses its reviewers' time.
+        its timeout (database clock), so a card behind a backlog never loses its reviewers' time;
+        until a post of it is tried that deadline does not time the level out (`sql.CLOCK_RUNNING`:
+        the router may be down past it).
         `unclaimed`: the caller holds the lease `create(..., card_lease=True)` took and posted
         nothing, so that claim is not counted (`card_attempts`: the next claim looks for no card).
         Nothing changes once the card is posted, the request decided or moved to another level."""

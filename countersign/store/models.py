@@ -203,7 +203,8 @@ class ApprovalRequest(RequestFacts, Base):
     `expires_at` is when the current escalation `level` times out (database clock): its timeout
     counted from when the level began, or from the time its card waits for in a busy channel, until
     the card is posted, then from the card's posting (`level_started_at`, from which reminders
-    count, moves there too); `timeout_result` (`deny` | `allow`) is the policy's answer when it
+    count, moves there too); a card waiting for its time, untried, does not time out
+    (`sql.CLOCK_RUNNING`); `timeout_result` (`deny` | `allow`) is the policy's answer when it
     does (`deny` for a level whose card was never posted). `approvers` (Slack
     user ids of the current level, user groups resolved) and `rules` (`Rules`) are the policy's,
     snapshotted at intake; `earlier_approvers` are those of the levels the request escalated from

@@ -36,6 +36,7 @@ from .sql import (
     no_live_card_lease,
     not_timed_out,
     record,
+    timeout_due,
 )
 from .statements import CARD_FACTS, PENDING_COUNT, REQUEST, REQUESTER
 from .transaction import Transaction, Writer
@@ -355,11 +356,12 @@ class Queries:
             return list(session.scalars(stmt))
 
     def due_for_timeout(self, limit: int = 100) -> list[Request]:
-        """Pending requests whose current level has timed out by the database clock, oldest first."""
+        """Pending requests whose current level has timed out by the database clock, oldest first
+        (`sql.timeout_due`: not one whose card waits for its time, untried)."""
         with self._read() as session:
             stmt = (
                 select(ApprovalRequest)
-                .where(ApprovalRequest.status == Status.PENDING, ApprovalRequest.expires_at <= utcnow())
+                .where(ApprovalRequest.status == Status.PENDING, timeout_due())
                 .order_by(ApprovalRequest.expires_at)
                 .limit(limit)
             )

@@ -225,20 +225,35 @@ def verdict(
 CARD_SHOWN = ApprovalRequest.card_ts.is_not(None)
 """A request whose card was posted: only such a request's timeout may `allow` (someone saw it)."""
 
+CLOCK_RUNNING = or_(CARD_SHOWN, ApprovalRequest.card_attempts > 0, ApprovalRequest.card_lease_until.is_(None))
+"""The level's clock runs: its card is posted, or a post of it was tried (Slack may refuse it for
+good: the level then times out, failing closed), or it was never scheduled. A card waiting for its
+time in its channel that no poster has tried yet (`Store.schedule_card` set its lease; `card_attempts`
+0) has no clock: its `expires_at` is an estimate from its reserved time, and the router being down,
+or its worker late, must not time it out unseen. It gets its clock when the card is posted
+(`Store.attach_card`), or when a post is tried (`Store.claim_card`) and Slack refuses it."""
+
+
+def timeout_due() -> Any:
+    """The level's deadline has passed (database clock) and its clock runs (`CLOCK_RUNNING`): what
+    every timeout checks (`expire_due`, `expire_all_due`, `Store.escalate`, `due_for_timeout`)."""
+    return and_(ApprovalRequest.expires_at <= utcnow(), CLOCK_RUNNING)
+
 
 def expire_due(
     session: Session, due: Sequence[Request], asked: TimeoutResult, grant_ttl: int
 ) -> list[ApprovalRequest]:
     """One conditional UPDATE ... RETURNING expiring `due`: each still pending at the level it was
-    read at and past its `expires_at` (database clock). The timeout decides `asked`, but `allow` only
-    for a row with a card (`card_ts`, as the UPDATE finds it; the others are denied), with a grant
-    valid `grant_ttl` seconds; a row with a card is due for its rewrite now (`card_refresh_due_at`).
-    Returns the rows expired (not those something else got to first)."""
+    read at and past its `expires_at` (database clock), its clock running (`CLOCK_RUNNING`). The
+    timeout decides `asked`, but `allow` only for a row with a card (`card_ts`, as the UPDATE finds
+    it; the others are denied), with a grant valid `grant_ttl` seconds; a row with a card is due
+    for its rewrite now (`card_refresh_due_at`). Returns the rows expired (not those something else
+    got to first)."""
     allowed = CARD_SHOWN if asked == TimeoutResult.ALLOW else None
     where = (
         tuple_(ApprovalRequest.id, ApprovalRequest.level).in_([(row.id, row.level) for row in due]),
         ApprovalRequest.status == Status.PENDING,
-        ApprovalRequest.expires_at <= utcnow(),
+        timeout_due(),
     )
     stmt = (
         update(ApprovalRequest)
@@ -298,15 +313,16 @@ decoding its JSON columns."""
 
 
 def expire_all_due(session: Session, limit: int) -> list[ApprovalRequest]:
-    """One UPDATE ... RETURNING expiring up to `limit` requests due (pending, past `expires_at`,
-    oldest first) whose current level does not escalate (its `on_timeout` is not `escalate`, or it is
-    the last level), its policy read from the stored rules in SQL (`TIMEOUT_RULES`): no row is read
-    before, and only `EXPIRED_COLUMNS` are returned (another attribute of a returned row raises
-    SQLAlchemy's `DetachedInstanceError` once the session is closed). As `expire_due`: `allow`
-    only for a row with a card (`card_ts`), with a grant valid its rules' `grant_ttl`, the others
-    `deny`; a row with a card is due for its rewrite now. On
-    PostgreSQL the due rows are locked as found, skipping rows another transaction holds (a click
-    deciding it, another sweep: `FOR UPDATE SKIP LOCKED`). Returns the rows expired, in any order."""
+    """One UPDATE ... RETURNING expiring up to `limit` requests due (pending, past `expires_at`, its
+    clock running: `CLOCK_RUNNING`; oldest first) whose current level does not escalate (its
+    `on_timeout` is not `escalate`, or it is the last level), its policy read from the stored rules
+    in SQL (`TIMEOUT_RULES`): no row is read before, and only `EXPIRED_COLUMNS` are returned
+    (another attribute of a returned row raises SQLAlchemy's `DetachedInstanceError` once the
+    session is closed). As `expire_due`: `allow` only for a row with a card (`card_ts`), with a
+    grant valid its rules' `grant_ttl`, the others `deny`; a row with a card is due for its rewrite
+    now. On PostgreSQL the due rows are locked as found, skipping rows another transaction holds (a
+    click deciding it, another sweep: `FOR UPDATE SKIP LOCKED`). Returns the rows expired, in any
+    order."""
     stmt = _expire_all_due(session.get_bind().dialect.name)
     return list(session.scalars(stmt, {"limit": limit}))
 
@@ -333,7 +349,7 @@ def expiry_update(dialect: str) -> Update:
     escalates = and_(on_timeout == "escalate", ApprovalRequest.level + 1 < levels)
     due = (
         select(ApprovalRequest.id)
-        .where(is_pending(), ApprovalRequest.expires_at <= utcnow(), not_(escalates))
+        .where(is_pending(), timeout_due(), not_(escalates))
         .order_by(ApprovalRequest.expires_at)
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)

@@ -27,7 +27,6 @@ from .models import (
     TimeoutResult,
     Via,
     Vote,
-    utcnow,
 )
 from .records import intake_taken, outcome_unknown
 from .results import AlreadyDecided, Counted, Decided, NotExecutable, Refused, ResumeEvent, TimedOut
@@ -42,6 +41,7 @@ from .sql import (
     level_clock,
     on_postgresql,
     resume_taken,
+    timeout_due,
     update_request,
     why_not_executable,
 )
@@ -392,7 +392,7 @@ class Store(Deliveries, WebhookDeliveries):
                     ApprovalRequest.id == request.id,
                     ApprovalRequest.status == Status.PENDING,
                     ApprovalRequest.level == request.level,
-                    ApprovalRequest.expires_at <= utcnow(),
+                    timeout_due(),
                 ),
                 audit_row(
                     request.id,

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 from redis import Redis
+from slack_sdk.errors import SlackApiError
 
 from countersign import execute_approved
 from countersign.agent import ApprovalClient
 from countersign.decision import Decision
+from countersign.router import delivery, timeouts
 from countersign.router import runtime as runtime_module
-from countersign.router import timeouts
 from countersign.router.cards import APPROVE_ACTION, DETAILS_ACTION
 from countersign.router.jobs import intake_job_id, json_queue
 from countersign.router.runtime import Runtime
@@ -321,9 +322,13 @@ def test_an_escalation_to_a_user_group_that_is_gone_denies(
 
 
 def vendor_requests(client: ApprovalClient, redis: Redis, store: Store, count: int) -> list[str]:
-    """`count` stored pay_vendor requests (deny on timeout), already past their deadline."""
-    ids = [client.request(refund(action="pay_vendor", step=f"due-{n}")) for n in range(count)]
-    drain(redis)
+    """`count` pay_vendor requests (deny on timeout) with their cards posted (a card waiting its
+    turn in the channel's pace has no clock yet), already past their deadline."""
+    ids = []
+    for n in range(count):
+        redis.delete("countersign:pace:C0AP")
+        ids.append(client.request(refund(action="pay_vendor", step=f"due-{n}")))
+        drain(redis)
     for request_id in ids:
         age(store, request_id, expires_at=-1)
     return ids
@@ -468,11 +473,16 @@ def card_posted_at(store: Store, request_id: str) -> datetime:
 
 
 def test_a_flood_into_one_channel_cannot_let_allow_run_what_no_card_showed(
-    engine_policy: Path, client: ApprovalClient, redis: Redis, store: Store, runtime: Runtime
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
 ) -> None:
     """A burst puts the channel's later cards minutes out (Slack's pace), while each has an hour
     with `on_timeout: allow`: a waiting card's deadline follows its time, a card's hour starts when
-    it is posted, and a deadline that passes with no card posted denies."""
+    it is posted, and a deadline that passes once Slack refused the card denies."""
     ids = [
         client.request(refund(action="send_email", payload={"to": f"{n}@b.c"}, step=f"flood-{n}"))
         for n in range(20)
@@ -484,8 +494,12 @@ def test_a_flood_into_one_channel_cannot_let_allow_run_what_no_card_showed(
     assert last.expires_at is not None  # its hour begins at its card's time, not at intake
     assert last.expires_at.timestamp() >= reserved_at(redis, "C0APPROVALS", last.id) + 3600 - 2
 
+    its_time_comes(redis, store, "C0APPROVALS", last.id)
+    sandbox[0].inject("chat.postMessage", error="restricted_action")  # Slack refuses its card
+    with pytest.raises(SlackApiError):
+        delivery.post_card(runtime, store.get(last.id))  # type: ignore[arg-type]
     age(store, last.id, expires_at=-1)  # the deadline passes and its card is still not posted
-    timeouts.sweep(runtime)
+    timeouts.sweep(runtime, limit=0)  # the timeout step alone: nobody posts the card meanwhile
     row = store.get(last.id)
     assert row is not None and (row.status, row.timeout_result) == ("expired", "deny")
     decision = store.outbox_event(last.id).body  # type: ignore[union-attr]
@@ -521,6 +535,11 @@ def test_each_escalation_level_counts_its_timeout_and_reminders_from_its_own_car
     assert row is not None and (row.level, row.card_ts) == (1, None) and row.expires_at is not None
     assert row.expires_at.timestamp() >= reserved_at(redis, "C0FINLEADS", request_id, 1) + 24 * 3600 - 2
 
+    age(store, request_id, expires_at=-1, card_lease_until=-1)  # the router down past both
+    timeouts.sweep(runtime, limit=0)  # its card never posted nor refused: the level does not time out
+    row = store.get(request_id)
+    assert row is not None and (row.status, row.level, row.card_ts) == ("pending", 1, None)
+
     its_time_comes(redis, store, "C0FINLEADS", request_id, 1)
     age(store, request_id, level_started_at=-10)  # the card sweep's turn
     timeouts.sweep(runtime)
@@ -529,3 +548,42 @@ def test_each_escalation_level_counts_its_timeout_and_reminders_from_its_own_car
     posted = card_posted_at(store, request_id)
     assert abs(row.expires_at - posted - timedelta(hours=24)) < timedelta(seconds=1)  # type: ignore[operator]
     assert abs(row.next_reminder_at - posted - timedelta(hours=1)) < timedelta(seconds=1)  # type: ignore[operator]
+
+
+def test_a_card_waiting_its_turn_does_not_time_out_while_the_router_is_down(
+    engine_policy: Path,
+    client: ApprovalClient,
+    redis: Redis,
+    store: Store,
+    runtime: Runtime,
+    sandbox: tuple[Sandbox, str],
+) -> None:
+    """Cards scheduled behind a busy channel, and the router stopped past their times and their
+    deadlines: none times out before its card is posted (nobody was shown it, and Slack refused
+    nothing); once the router is back, each card's timeout counts from its posting."""
+    hold_channel(redis, "C0APPROVALS", seconds=120)  # a burst of earlier cards ahead of these
+    ids = [
+        client.request(refund(action="send_email", payload={"to": f"{n}@b.c"}, step=f"down-{n}"))
+        for n in range(3)
+    ]
+    drain(redis)
+    assert [store.get(i).card_ts for i in ids] == [None] * 3  # type: ignore[union-attr]
+    for request_id in ids:  # the router is down: their times and their deadlines pass unserved
+        age(store, request_id, card_lease_until=-120, expires_at=-60, level_started_at=-3700)
+    timeouts.sweep(runtime, limit=0)  # the router is back: its timeout step runs before its posters
+    assert [status(store, i) for i in ids] == ["pending"] * 3
+    assert not any("expired" in events(store, i) for i in ids)
+
+    for key in redis.scan_iter("countersign:pace:C0APPROVALS*"):  # the reserved times lapsed meanwhile
+        redis.delete(key)
+    timeouts.sweep(runtime)  # the card step posts the first card, and schedules the others anew
+    posted = [i for i in ids if store.get(i).card_ts is not None]  # type: ignore[union-attr]
+    assert len(posted) >= 1 and len(sandbox[0].messages("C0APPROVALS")) == len(posted)
+    first = store.get(posted[0])
+    assert first is not None and first.expires_at is not None and status(store, first.id) == "pending"
+    assert abs(first.expires_at - card_posted_at(store, first.id) - timedelta(hours=1)) < timedelta(seconds=1)
+    age(store, first.id, expires_at=-1)
+    timeouts.sweep(runtime, limit=0)
+    row = store.get(first.id)
+    assert row is not None and (row.status, row.timeout_result) == ("expired", "allow")  # its card was shown
+    assert [status(store, i) for i in ids if i != first.id] == ["pending"] * 2
